@@ -1,0 +1,165 @@
+"""Run one trial: launch, watch (progress, window, stall, time limit), stop, classify, measure.
+
+The watch loop is a handful of named checks on each tick; a trial always ends with its whole process group
+dead and reaped, Ctrl-C included (then it is recorded `interrupted` and the interrupt goes on up).
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ladder import failures, launch, stats
+from ladder.config import MeasureConf
+from ladder.monitor import Monitor, Sample, Sampler, write_samples
+from ladder.progress import JsonlProgress, Point
+from ladder.records import Ending, Verdict
+from ladder.workloads.spec import TrialSpec
+
+log = logging.getLogger(__name__)
+
+TICK_S = 0.1
+LOG_TAIL_BYTES = 256 * 1024
+
+
+@dataclass
+class Watch:
+    """What the loop has seen so far."""
+
+    launch_t: float  # unix time of launch
+    last_progress_mono: float
+    points: list[Point] = field(default_factory=list)
+    window: stats.Window | None = None
+    stopped_by: str = ""
+
+
+@dataclass(frozen=True)
+class Result:
+    verdict: Verdict
+    figures: dict[str, float]
+    exit_code: int
+    duration_s: float
+    leftovers: int  # processes of the trial found alive after the stop (and then killed)
+
+
+def run(
+    spec: TrialSpec,
+    trial_dir: Path,
+    trial_id: str,
+    measure: MeasureConf,
+    make_sampler: Callable[[int], Sampler],
+    mem_limit_bytes: int | None = None,
+) -> Result:
+    running = launch.start(spec, trial_dir, trial_id, mem_limit_bytes)
+    watch = Watch(launch_t=time.time(), last_progress_mono=running.started_mono)
+    monitor = Monitor(make_sampler(running.proc.pid), measure.sample_hz).start()
+    progress = JsonlProgress(trial_dir / spec.progress_file)
+    try:
+        _watch(running, watch, progress, measure)
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM (see search.py): the result says `interrupted`
+        watch.stopped_by = "interrupted"
+    finally:  # any other exception still stops and reaps the group before it goes on up
+        result = _finish(running, watch, progress, monitor, trial_dir, measure)
+        _write_result(trial_dir, result)
+    return result
+
+
+def _watch(running: launch.Running, watch: Watch, progress: JsonlProgress, measure: MeasureConf) -> None:
+    while running.proc.poll() is None:
+        _take_progress(watch, progress)
+        watch.stopped_by = _stop_reason(watch, measure, running.started_mono)
+        if watch.stopped_by:
+            return
+        time.sleep(TICK_S)
+
+
+def _take_progress(watch: Watch, progress: JsonlProgress) -> None:
+    new = progress.read_new()
+    if new:
+        watch.points.extend(new)
+        watch.last_progress_mono = time.monotonic()
+
+
+def _stop_reason(watch: Watch, measure: MeasureConf, started_mono: float) -> str:
+    now_mono = time.monotonic()
+    if watch.window is None:
+        rule = (measure.warmup_iters, measure.stable_k, measure.stable_tol)
+        watch.window = stats.open_window(watch.points, watch.launch_t, time.time(), measure.window_s, rule,
+                                         measure.warmup_timeout_s)  # fmt: skip
+    if watch.window is not None and stats.window_closed(watch.window, watch.points):
+        return "window_done"
+    if now_mono - watch.last_progress_mono > measure.stall_timeout_s:
+        return "stalled"
+    if now_mono - started_mono > measure.trial_timeout_s:
+        return "trial_timeout"
+    return ""
+
+
+def _finish(
+    running: launch.Running, watch: Watch, progress: JsonlProgress, monitor: Monitor, trial_dir: Path,
+    measure: MeasureConf,
+) -> Result:  # fmt: skip
+    code = launch.stop(running, measure.kill_grace_s)
+    samples: list[Sample] = monitor.stop()
+    _take_progress(watch, progress)
+    left = launch.leftovers(running.trial_id)
+    for proc in left:
+        log.warning("trial %s left process %d alive after the stop; killing it", running.trial_id, proc.pid)
+        proc.kill()
+    write_samples(samples, trial_dir / "samples.csv")
+    ending = _ending(trial_dir, code, watch.stopped_by, running)
+    window = watch.window if watch.stopped_by == "window_done" else None
+    figures = stats.figures(samples, watch.points, window, watch.launch_t)
+    return Result(failures.classify(ending), figures, code, round(time.monotonic() - running.started_mono, 2), len(left))
+
+
+def _ending(trial_dir: Path, code: int, stopped_by: str, running: launch.Running) -> Ending:
+    return Ending(
+        exit_code=code,
+        log_text=_tail(trial_dir / "stdout.log"),
+        rank_logs=_rank_logs(trial_dir),
+        error_files=tuple(_error_files(trial_dir)),
+        stopped_by=stopped_by,
+        oom_kills=running.cgroup.oom_kills() if running.cgroup else 0,
+    )
+
+
+def _rank_logs(trial_dir: Path) -> dict[int, str]:
+    """torchrun's per-rank files: <log_dir>/<run_id>_<random>/attempt_<n>/<rank>/std{out,err}.log."""
+    logs: dict[int, str] = {}
+    for path in sorted(glob.glob(str(trial_dir / "ranks" / "*" / "attempt_*" / "*" / "stderr.log"))):
+        rank = Path(path).parent.name
+        if rank.isdigit():
+            logs[int(rank)] = _tail(Path(path))
+    return logs
+
+
+def _error_files(trial_dir: Path) -> list[dict]:
+    found = []
+    for path in glob.glob(str(trial_dir / "ranks" / "**" / "error.json"), recursive=True):
+        try:
+            found.append(json.loads(Path(path).read_text()))
+        except (OSError, ValueError) as exc:
+            log.debug("unreadable error file %s: %s", path, exc)
+    return found
+
+
+def _tail(path: Path) -> str:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(max(0, path.stat().st_size - LOG_TAIL_BYTES))
+            return fh.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _write_result(trial_dir: Path, result: Result) -> None:
+    (trial_dir / "exit_code.txt").write_text(f"{result.exit_code}\n")
+    verdict = {"status": str(result.verdict.status), "reason": str(result.verdict.reason),
+               "evidence": result.verdict.evidence}  # fmt: skip
+    (trial_dir / "verdict.json").write_text(json.dumps(verdict, indent=1) + "\n")

@@ -1,0 +1,84 @@
+"""The composed config: what `python -m ladder.search` sees, and its errors."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.errors import ConfigCompositionException
+
+from ladder.config import Device, register, settings_from
+from ladder.errors import ConfigError
+from ladder.search import check_choices, known_cases
+
+CONF = str(Path(__file__).resolve().parent.parent / "conf")
+register()
+
+
+def settings(*overrides: str):
+    with initialize_config_dir(config_dir=CONF, version_base="1.3"):
+        return settings_from(compose(config_name="config", overrides=list(overrides)), known_cases())
+
+
+def test_default_composition() -> None:
+    s = settings()
+    assert s.case.name == "amp_pi_plus" and s.case.method == "amp"
+    assert s.rungs == (256, 128, 64, 48, 40, 38, 36, 32)  # the case picks the pi_plus ladder
+    assert [p.name for p in s.profiles] == ["default", "hiutil"]
+    assert s.nccl_env == {"NCCL_P2P_DISABLE": "1", "NCCL_IB_DISABLE": "1", "NCCL_CUMEM_ENABLE": "0",
+                          "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"}  # fmt: skip
+    assert s.objective == "min_avg_util" and s.device is Device.AUTO
+    assert s.case.agent["model"]["disc_net"] == "fc_2layers_1024units"
+    hiutil = s.profiles[1].agent_patch
+    assert hiutil["actor_epochs"] == 20 and hiutil["actor_batch_size"] == 2
+
+
+def test_overrides_reach_settings() -> None:
+    s = settings("ladder=default", "profile=[hiutil]", "objective=samples_per_s", "nccl_env.NCCL_P2P_DISABLE=0")
+    assert s.rungs[0] == 4096 and [p.name for p in s.profiles] == ["hiutil"]
+    assert s.objective == "samples_per_s" and s.nccl_env["NCCL_P2P_DISABLE"] == "0"
+
+
+def test_unknown_case_lists_known_ones() -> None:
+    with pytest.raises(ConfigCompositionException, match="amp_pi_plus"):
+        settings("case=no_such_case")
+
+
+def test_known_case_check_names_the_fix() -> None:
+    with initialize_config_dir(config_dir=CONF, version_base="1.3"):
+        cfg = compose(config_name="config")
+    with pytest.raises(ConfigError, match=r"unknown case 'amp_pi_plus'\n  fix: use one of: other"):
+        settings_from(cfg, ("other",))
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("ladder.rungs=[64,128]", "strictly descending"),
+        ("ladder.rungs=[64,64]", "strictly descending"),
+        ("ladder.rungs=[64,0]", "positive integers"),
+        ("ladder.rungs=[]", "no rungs"),
+        ("objective=fps", "(?s)unknown objective 'fps'.*min_avg_util, samples_per_s"),
+        ("device=tpu", "unknown device 'tpu'"),
+        ("measure.window_s=0", "measure.window_s must be > 0"),
+    ],
+    ids=["ascending", "repeated", "zero", "empty", "objective", "device", "window"],
+)
+def test_bad_values_are_named(override: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        settings(override)
+
+
+def test_unknown_profile_lists_known_ones() -> None:
+    assert check_choices(["profile=[default,nope]", "case=amp_pi_plus", "window_s=3"]) == [
+        "unknown profile 'nope'; known: default, hiutil"
+    ]
+
+
+def test_command_line_names_the_unknown_case() -> None:
+    out = subprocess.run([sys.executable, "-m", "ladder.search", "case=nope"], capture_output=True, text=True)
+    assert out.returncode == 2
+    assert out.stderr.strip() == "ladder: unknown case 'nope'; known: amp_pi_plus"
