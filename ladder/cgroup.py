@@ -8,6 +8,7 @@ so every child of the trial is inside from its first instruction.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -81,10 +82,8 @@ class MemCgroup:
         if self.layout.version == 2 and _try_write(self.path / "cgroup.kill", "1"):
             return
         for pid in self.pids():
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
 
     def remove(self) -> None:
         try:

@@ -173,7 +173,7 @@ def validate_rungs(rungs: Any, ladder_name: str) -> tuple[int, ...]:
         raise ConfigError(f"ladder '{ladder_name}' has no rungs (got {rungs!r})", fix)
     if not all(isinstance(r, int) and not isinstance(r, bool) and r > 0 for r in rungs):
         raise ConfigError(f"ladder '{ladder_name}' rungs must be positive integers, got {list(rungs)}", fix)
-    if any(a <= b for a, b in zip(rungs, rungs[1:])):
+    if any(a <= b for a, b in zip(rungs, rungs[1:], strict=False)):
         raise ConfigError(f"ladder '{ladder_name}' rungs must be strictly descending, got {list(rungs)}", fix)
     return tuple(rungs)
 
@@ -204,14 +204,18 @@ def _case(raw: Any, known_cases: tuple[str, ...]) -> Case:
 def _profiles(raw: dict[str, Any]) -> tuple[Profile, ...]:
     if not raw:
         raise ConfigError("no profile selected", "add profile=[default,hiutil] (or one of them)")
-    return tuple(Profile(name=str(p.get("name", key)), agent_patch=dict(p.get("agent") or {})) for key, p in raw.items())
+    return tuple(
+        Profile(name=str(p.get("name", key)), agent_patch=dict(p.get("agent") or {})) for key, p in raw.items()
+    )
 
 
 def _measure(raw: dict[str, Any]) -> MeasureConf:
     measure = _typed(MeasureConf, raw)
     for name in ("window_s", "sample_hz", "stall_timeout_s", "trial_timeout_s", "warmup_timeout_s"):
         if getattr(measure, name) <= 0:
-            raise ConfigError(f"measure.{name} must be > 0, got {getattr(measure, name)}", f"set measure.{name}=<seconds>")
+            raise ConfigError(
+                f"measure.{name} must be > 0, got {getattr(measure, name)}", f"set measure.{name}=<seconds>"
+            )
     return measure
 
 

@@ -99,7 +99,8 @@ def print_summary(summary: Summary, paths: Paths) -> None:
         print(f"  {summary.case} {w.profile}: {w.outcome.value}" + (f" at e{w.rung}" if w.rung else ""))
     for r in summary.records:
         if r.status is Status.ERROR:
-            print(f"  error in {r.variant} e{r.num_envs}: {r.evidence}\n    see {paths.sweep_dir / r.info.get('trial_dir', '')}")
+            where = paths.sweep_dir / r.info.get("trial_dir", "")
+            print(f"  error in {r.variant} e{r.num_envs}: {r.evidence}\n    see {where}")
     if summary.best is None:
         print(f"best: none of the rungs fits for {summary.case}")
     else:
@@ -108,6 +109,15 @@ def print_summary(summary: Summary, paths: Paths) -> None:
         print(f"({summary.resumed} finished trial(s) reused from sweep storage, not run again)")
     print(f"best_by_case.tsv: {paths.best_tsv}")
     print(f"trials.tsv:       {paths.trials_tsv}")
+
+
+def banner(settings: Settings, paths: Paths, machine: Machine) -> str:
+    cap = settings.workload.emulate_gpu_mem_gb
+    return (
+        f"sweep {paths.sweep}: case {settings.case.name}, ladder {list(settings.rungs)}, "
+        f"profiles {[p.name for p in settings.profiles]}, {machine.nproc} x {machine.device}"
+        + (f", emulated card: {cap} GB per rank" if cap else "")
+    )
 
 
 def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
@@ -119,9 +129,7 @@ def execute(settings: Settings) -> int:
     machine = find_machine(settings)
     launch.become_subreaper()
     signal.signal(signal.SIGTERM, _raise_interrupt)
-    print(f"sweep {paths.sweep}: case {settings.case.name}, ladder {list(settings.rungs)}, "
-          f"profiles {[p.name for p in settings.profiles]}, {machine.nproc} x {machine.device}"
-          + (f", emulated {settings.workload.emulate_gpu_mem_gb} GB per rank" if settings.workload.emulate_gpu_mem_gb else ""))  # fmt: skip
+    print(banner(settings, paths, machine))
     try:
         summary = run(settings, paths, machine, lambda r: print(trial_line(r), flush=True))
     except KeyboardInterrupt:

@@ -75,7 +75,7 @@ def run(settings: Settings, paths: Paths, machine: Machine, report: Report) -> S
     study = store.open_study(storage, settings.case.name)
     if abandoned := store.mark_abandoned(study):
         log.info("%d trial(s) left running by a stopped sweep are marked interrupted and will run again", abandoned)
-    resumed = len(store.records(study))
+    resumed = sum(1 for r in store.records(study) if r.status is not Status.INTERRUPTED)
     profiles = tuple(p.name for p in settings.profiles)
     while (nxt := policy.next_trial(settings.rungs, profiles, _attempts(store.records(study)))) is not None:
         record = _run_one(settings, paths, machine, study, *nxt)
@@ -96,9 +96,14 @@ def _run_one(
     place = Placement(machine.device, machine.nproc, launch.free_port(), machine.python)
     spec = plan_proxy(case, profile, num_envs, settings.workload, place, str(trial_dir),
                       settings.measure.trial_timeout_s, settings.nccl_env)  # fmt: skip
-    info = {**machine.describe, **spec.info, "sweep": paths.sweep, "trial_dir": str(trial_dir.relative_to(paths.sweep_dir))}
-    otrial = store.begin(study, variant, num_envs, _variants(settings), {"case": case.name, "method": case.method,
-                                                                          "phase": str(phase), "info": info})  # fmt: skip
+    info = {
+        **machine.describe,
+        **spec.info,
+        "sweep": paths.sweep,
+        "trial_dir": str(trial_dir.relative_to(paths.sweep_dir)),
+    }
+    attrs = {"case": case.name, "method": case.method, "phase": str(phase), "info": info}
+    otrial = store.begin(study, variant, num_envs, _variants(settings), attrs)
     started = _utc_now()
     log.info("start %s %s e%d (%s)", case.name, variant, num_envs, trial_dir)
     result = trial.run(spec, trial_dir, f"{uuid.uuid4().hex[:12]}", settings.measure, _sampler_factory(machine),

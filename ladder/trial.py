@@ -115,7 +115,9 @@ def _finish(
     ending = _ending(trial_dir, code, watch.stopped_by, running)
     window = watch.window if watch.stopped_by == "window_done" else None
     figures = stats.figures(samples, watch.points, window, watch.launch_t)
-    return Result(failures.classify(ending), figures, code, round(time.monotonic() - running.started_mono, 2), len(left))
+    return Result(
+        failures.classify(ending), figures, code, round(time.monotonic() - running.started_mono, 2), len(left)
+    )
 
 
 def _ending(trial_dir: Path, code: int, stopped_by: str, running: launch.Running) -> Ending:

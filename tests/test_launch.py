@@ -19,9 +19,9 @@ STUBBORN = textwrap.dedent(
     """
     import os, signal, subprocess, sys, time
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    child = subprocess.Popen([sys.executable, "-c",
-        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('child up', flush=True); time.sleep(600)"],
-        start_new_session=True)
+    code = ("import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+            "print('child up', flush=True); time.sleep(600)")
+    child = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
     print("parent up", child.pid, flush=True)
     time.sleep(600)
     """

@@ -8,7 +8,7 @@ import textwrap
 from pathlib import Path
 
 from ladder.records import Phase, Reason, Status, TrialRecord
-from ladder.results import best, best_row, columns, merge_rows, read_tsv, write_best, write_trials, SEED_HEAD
+from ladder.results import SEED_HEAD, best, best_row, columns, merge_rows, read_tsv, write_best, write_trials
 
 # Seed 001, "Fast Commands" A, verbatim: the user's own reader of the newest sweep's best_by_case.tsv.
 SEED_ONE_LINER = textwrap.dedent(

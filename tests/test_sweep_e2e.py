@@ -1,0 +1,131 @@
+"""End to end: `python -m ladder.search` launches real torchrun trials (2 CPU ranks, gloo) under the emulated cap."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from ladder.results import read_tsv
+from tests.test_results import SEED_ONE_LINER
+
+FAST = ["profile=[default]", "measure.window_s=3", "measure.warmup_iters=2", "measure.stable_tol=0.5"]
+
+
+def search(tmp_path: Path, *overrides: str, **kwargs) -> subprocess.Popen[str]:
+    argv = [
+        sys.executable,
+        "-m",
+        "ladder.search",
+        "case=amp_pi_plus",
+        f"output_root={tmp_path}/output/train",
+        *overrides,
+    ]
+    return subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kwargs)
+
+
+def finish(proc: subprocess.Popen[str], timeout_s: float = 240) -> str:
+    out, _ = proc.communicate(timeout=timeout_s)
+    return out
+
+
+def sweep_dir(tmp_path: Path, name: str) -> Path:
+    return tmp_path / "output" / "train" / f"case_gpu_bench_{name}"
+
+
+def trial_processes(tmp_path: Path) -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        if any(str(tmp_path) in part for part in proc.info["cmdline"] or []) and proc.pid != os.getpid():
+            found.append(proc)
+    return found
+
+
+def wait_for(predicate, timeout_s: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.1)
+
+
+def test_sweep_steps_down_from_a_real_oom_and_records_the_fitting_rung(tmp_path: Path) -> None:
+    proc = search(tmp_path, *FAST, "ladder.rungs=[256,64]", "sweep=e2e")
+    out = finish(proc)
+    assert proc.returncode == 0, out
+    root = sweep_dir(tmp_path, "e2e")
+    trials = read_tsv(root / "trials.tsv")
+    assert [(t["num_envs"], t["status"], t["reason"]) for t in trials] == [
+        ("256", "oom_or_nccl", "host_oom"),
+        ("64", "ok", ""),
+    ]
+    assert "DefaultCPUAllocator" in trials[0]["evidence"]
+    best = read_tsv(root / "best_by_case.tsv")
+    assert len(best) == 1
+    row = best[0]
+    assert (row["case"], row["method"], row["variant"], row["num_envs"], row["status"]) == (
+        "amp_pi_plus",
+        "amp",
+        "default",
+        "64",
+        "ok",
+    )
+    assert 0 < float(row["min_avg_util"]) <= 100 * 1.5  # a rank's CPU% (one thread each, some runtime threads)
+    assert float(row["max_mem0"]) > 300 and float(row["max_mem1"]) > 300  # torch + the 343 MiB replay buffer
+    assert float(row["samples_per_s"]) > 0
+    assert list(row)[:8] == ["case", "method", "variant", "num_envs", "status", "min_avg_util", "max_mem0", "max_mem1"]
+    trial = root / "trials" / "amp_pi_plus" / "default_e64_probe_1"
+    for name in ("cmd.txt", "env.txt", "stdout.log", "samples.csv", "progress.jsonl", "agent.yaml", "verdict.json"):
+        assert (trial / name).is_file(), name
+    assert "NCCL_P2P_DISABLE=1" in (trial / "env.txt").read_text()
+    assert "--emulate-mem-mb 614" in (trial / "cmd.txt").read_text()
+    seed = subprocess.run(
+        [sys.executable, "-c", SEED_ONE_LINER], cwd=tmp_path, capture_output=True, text=True, check=True
+    )
+    assert seed.stdout.startswith("amp_pi_plus amp util ") and seed.stdout.rstrip().endswith("variant default e 64")
+    assert "best: amp_pi_plus    default  e64    ok" in out
+
+    again = search(tmp_path, *FAST, "ladder.rungs=[256,64]", "sweep=e2e")
+    out2 = finish(again)
+    assert again.returncode == 0 and "2 finished trial(s) reused" in out2
+    assert len(read_tsv(root / "trials.tsv")) == 2  # nothing redone
+    assert trial_processes(tmp_path) == []
+
+
+def test_sigterm_kills_the_trial_and_resume_runs_it_again(tmp_path: Path) -> None:
+    proc = search(tmp_path, *FAST, "ladder.rungs=[64]", "sweep=stop", "measure.window_s=600")
+    progress = sweep_dir(tmp_path, "stop") / "trials" / "amp_pi_plus" / "default_e64_probe_1" / "progress.jsonl"
+    wait_for(lambda: progress.exists() and b'"iter"' in progress.read_bytes())
+    proc.send_signal(signal.SIGTERM)
+    out = finish(proc, timeout_s=30)
+    assert proc.returncode == 130, out
+    assert "resume with" in out
+    trials = read_tsv(sweep_dir(tmp_path, "stop") / "trials.tsv")
+    assert [(t["num_envs"], t["status"]) for t in trials] == [("64", "interrupted")]
+    assert trial_processes(tmp_path) == []
+
+    resumed = search(tmp_path, *FAST, "ladder.rungs=[64]", "sweep=stop")
+    out2 = finish(resumed)
+    assert resumed.returncode == 0, out2
+    trials = read_tsv(sweep_dir(tmp_path, "stop") / "trials.tsv")
+    assert [(t["num_envs"], t["status"], t["trial_dir"]) for t in trials] == [
+        ("64", "interrupted", "trials/amp_pi_plus/default_e64_probe_1"),
+        ("64", "ok", "trials/amp_pi_plus/default_e64_probe_2"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [("case=nope", "unknown case 'nope'; known: amp_pi_plus"), ("ladder.rungs=[1,2]", "strictly descending")],
+    ids=["unknown-case", "ascending-ladder"],
+)
+def test_bad_input_is_a_clear_error_and_launches_nothing(tmp_path: Path, override: str, message: str) -> None:
+    proc = search(tmp_path, override)
+    out = finish(proc, timeout_s=60)
+    assert proc.returncode == 2 and message in out
+    assert not list((tmp_path / "output" / "train").glob("case_gpu_bench_*"))
