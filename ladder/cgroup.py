@@ -2,8 +2,8 @@
 
 Both cgroup versions are handled (v1 `memory` hierarchy and the v2 unified one). Creating one needs root and a
 writable controller; where that fails `MemCgroup.create` returns None and the launcher falls back to the
-process tree. A process joins with `python -m ladder.cgexec DIR -- argv...`, which adds itself and then execs,
-so every child of the trial is inside from its first instruction.
+process tree. A trial joins through `python -m ladder.trialexec --cgroup DIR -- argv...`, which adds itself and
+then execs, so every child of the trial is inside from its first instruction.
 """
 
 from __future__ import annotations
@@ -90,6 +90,19 @@ class MemCgroup:
             self.path.rmdir()
         except OSError as exc:
             log.debug("cgroup %s not removed: %s", self.path, exc)
+
+
+def remove_stale(prefix: str = "ladder-", root: Path = ROOT) -> int:
+    """Remove empty trial cgroups left by an orchestrator that was killed; returns how many."""
+    removed = 0
+    for parent, _ in _parents(root):
+        for path in parent.glob(f"{prefix}*"):
+            try:
+                path.rmdir()  # the kernel refuses while any process is inside
+                removed += 1
+            except OSError:
+                continue
+    return removed
 
 
 def join(path: Path) -> None:

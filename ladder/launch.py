@@ -72,9 +72,8 @@ def start(spec: TrialSpec, trial_dir: Path, trial_id: str, mem_limit_bytes: int 
     cgroup = MemCgroup.create(f"ladder-{trial_id}", mem_limit_bytes)
     if cgroup is None:
         log.info("no memory cgroup available: the trial is tracked by its process tree")
-    argv = list(spec.argv)
-    if cgroup is not None:
-        argv = [sys.executable, "-m", "ladder.cgexec", str(cgroup.path), "--", *argv]
+    join = ["--cgroup", str(cgroup.path)] if cgroup is not None else []
+    argv = [sys.executable, "-m", "ladder.trialexec", *join, "--", *spec.argv]
     env = {**os.environ, **spec.env, TRIAL_ID_VAR: trial_id}
     out = open(trial_dir / "stdout.log", "wb")  # noqa: SIM115 - closed in stop()
     proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
@@ -113,13 +112,13 @@ def _kill_everything(run: Running) -> None:
         with contextlib.suppress(psutil.Error):
             proc.kill()
     psutil.wait_procs(procs, timeout=3)  # reaps those that re-parented to us
-    _reap_children()
+    reap_orphans()
     if run.cgroup is not None:
         _wait_empty(run.cgroup)
         run.cgroup.remove()
 
 
-def _reap_children() -> None:
+def reap_orphans() -> None:
     """Collect exited orphans that re-parented to us (we are their subreaper)."""
     for child in psutil.Process().children():
         if child.status() == psutil.STATUS_ZOMBIE:
@@ -130,7 +129,7 @@ def _reap_children() -> None:
 def _wait_empty(cgroup: MemCgroup, timeout_s: float = 5.0) -> None:
     deadline = time.monotonic() + timeout_s
     while cgroup.pids() and time.monotonic() < deadline:
-        _reap_children()
+        reap_orphans()
         time.sleep(0.05)
 
 

@@ -19,12 +19,13 @@ from types import FrameType
 import hydra
 from omegaconf import DictConfig
 
-from ladder import launch
+from ladder import cgroup, launch
 from ladder.config import Device, Settings, register, settings_from
 from ladder.errors import LadderError
 from ladder.monitor import NvmlSampler, nvml_gpu_count
-from ladder.records import Status, TrialRecord
+from ladder.records import Status
 from ladder.sweep import Machine, Paths, Summary, run
+from ladder.view import make_view, trial_line
 
 log = logging.getLogger(__name__)
 
@@ -84,15 +85,6 @@ def _version(package: str) -> str:
         return ""
 
 
-def trial_line(r: TrialRecord) -> str:
-    f = r.figures
-    mems = "/".join(str(round(f[k])) for k in sorted(f) if k.startswith("max_mem")) or "-"
-    util = f"{f['min_avg_util']:.1f}" if "min_avg_util" in f else "-"
-    sps = f"{f['samples_per_s']:.0f}" if "samples_per_s" in f and r.status is Status.OK else "-"
-    return (f"{r.case:<14} {r.variant:<8} e{r.num_envs:<5} {r.status!s:<12} {r.reason!s:<13} util={util:>6} "
-            f"mem={mems:>11} MiB  samples/s={sps:>7}  ({r.info.get('duration_s', '?')} s)")  # fmt: skip
-
-
 def print_summary(summary: Summary, paths: Paths) -> None:
     print()
     for w in summary.walks:
@@ -128,14 +120,23 @@ def execute(settings: Settings) -> int:
     paths = Paths.for_settings(settings, datetime.now(timezone.utc))
     machine = find_machine(settings)
     launch.become_subreaper()
-    signal.signal(signal.SIGTERM, _raise_interrupt)
-    print(banner(settings, paths, machine))
+    cgroup.remove_stale()
+    for sig in (signal.SIGTERM, signal.SIGHUP):  # a closed terminal stops the sweep as cleanly as Ctrl-C
+        signal.signal(sig, _raise_interrupt)
+    view = make_view()
+    view.sweep_started(banner(settings, paths, machine), settings.case.name, settings.rungs,
+                       [p.name for p in settings.profiles])  # fmt: skip
     try:
-        summary = run(settings, paths, machine, lambda r: print(trial_line(r), flush=True))
+        summary = run(settings, paths, machine, view)
     except KeyboardInterrupt:
-        print(f"interrupted: resume with `python -m ladder.search case={settings.case.name} sweep={paths.sweep}`",
-              file=sys.stderr)  # fmt: skip
+        view.close()
+        resume = f"python -m ladder.search case={settings.case.name} sweep={paths.sweep}"
+        print(f"interrupted: the running trial was stopped and recorded; resume with `{resume}`", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except BaseException:
+        view.close()
+        raise
+    view.close()
     print_summary(summary, paths)
     return 0
 

@@ -20,6 +20,7 @@ from ladder import launch, policy, results, store, trial
 from ladder.config import Settings
 from ladder.monitor import HostSampler, NvmlSampler, Sampler
 from ladder.records import Phase, Status, TrialRecord, Verdict
+from ladder.view import View
 from ladder.workloads.builtin import Placement, plan_proxy
 
 log = logging.getLogger(__name__)
@@ -67,10 +68,7 @@ class Summary:
     resumed: int  # finished trials found in storage and not run again
 
 
-Report = Callable[[TrialRecord], None]
-
-
-def run(settings: Settings, paths: Paths, machine: Machine, report: Report) -> Summary:
+def run(settings: Settings, paths: Paths, machine: Machine, view: View) -> Summary:
     storage = store.open_storage(settings.storage, paths.sweep_dir)
     study = store.open_study(storage, settings.case.name)
     if abandoned := store.mark_abandoned(study):
@@ -78,8 +76,9 @@ def run(settings: Settings, paths: Paths, machine: Machine, report: Report) -> S
     resumed = sum(1 for r in store.records(study) if r.status is not Status.INTERRUPTED)
     profiles = tuple(p.name for p in settings.profiles)
     while (nxt := policy.next_trial(settings.rungs, profiles, _attempts(store.records(study)))) is not None:
-        record = _run_one(settings, paths, machine, study, *nxt)
-        report(record)
+        view.trial_started(*nxt)
+        record = _run_one(settings, paths, machine, study, view, *nxt)
+        view.trial_finished(record)
         results.write_trials(paths.trials_tsv, _all_records(storage))
         if record.status is Status.INTERRUPTED:
             raise KeyboardInterrupt
@@ -87,7 +86,7 @@ def run(settings: Settings, paths: Paths, machine: Machine, report: Report) -> S
 
 
 def _run_one(
-    settings: Settings, paths: Paths, machine: Machine, study: optuna.Study, variant: str, num_envs: int
+    settings: Settings, paths: Paths, machine: Machine, study: optuna.Study, view: View, variant: str, num_envs: int
 ) -> TrialRecord:
     case, phase = settings.case, Phase.PROBE
     n = 1 + sum(1 for r in store.records(study) if (r.variant, r.num_envs, r.phase) == (variant, num_envs, phase))
@@ -105,9 +104,10 @@ def _run_one(
     attrs = {"case": case.name, "method": case.method, "phase": str(phase), "info": info}
     otrial = store.begin(study, variant, num_envs, _variants(settings), attrs)
     started = _utc_now()
-    log.info("start %s %s e%d (%s)", case.name, variant, num_envs, trial_dir)
-    result = trial.run(spec, trial_dir, f"{uuid.uuid4().hex[:12]}", settings.measure, _sampler_factory(machine),
-                       _mem_limit(settings))  # fmt: skip
+    log.debug("start %s %s e%d (%s)", case.name, variant, num_envs, trial_dir)
+    trial_id = uuid.uuid4().hex[:12]
+    sampler = _sampler_factory(machine)
+    result = trial.run(spec, trial_dir, trial_id, settings.measure, sampler, _mem_limit(settings), view.tick)
     record = _record(settings, variant, num_envs, phase, result, info | _timing(started, result))
     store.finish(study, otrial, record, results.objective_value(record, settings.objective))
     return record

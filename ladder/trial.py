@@ -39,6 +39,20 @@ class Watch:
 
 
 @dataclass(frozen=True)
+class Tick:
+    """What a live view shows of the running trial."""
+
+    elapsed_s: float
+    phase: str  # "warm-up", "window", "stopping"
+    iteration: int
+    window_frac: float  # 0..1 of the window measured so far
+    latest: tuple[Sample, ...]  # the newest sample of each device
+
+
+OnTick = Callable[[Tick], None]
+
+
+@dataclass(frozen=True)
 class Result:
     verdict: Verdict
     figures: dict[str, float]
@@ -54,13 +68,14 @@ def run(
     measure: MeasureConf,
     make_sampler: Callable[[int], Sampler],
     mem_limit_bytes: int | None = None,
+    on_tick: OnTick | None = None,
 ) -> Result:
     running = launch.start(spec, trial_dir, trial_id, mem_limit_bytes)
     watch = Watch(launch_t=time.time(), last_progress_mono=running.started_mono)
     monitor = Monitor(make_sampler(running.proc.pid), measure.sample_hz).start()
     progress = JsonlProgress(trial_dir / spec.progress_file)
     try:
-        _watch(running, watch, progress, measure)
+        _watch(running, watch, progress, measure, lambda: on_tick and on_tick(_tick(watch, monitor, running)))
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM (see search.py): the result says `interrupted`
         watch.stopped_by = "interrupted"
     finally:  # any other exception still stops and reaps the group before it goes on up
@@ -69,13 +84,30 @@ def run(
     return result
 
 
-def _watch(running: launch.Running, watch: Watch, progress: JsonlProgress, measure: MeasureConf) -> None:
+def _watch(
+    running: launch.Running, watch: Watch, progress: JsonlProgress, measure: MeasureConf, tick: Callable[[], object]
+) -> None:
     while running.proc.poll() is None:
         _take_progress(watch, progress)
         watch.stopped_by = _stop_reason(watch, measure, running.started_mono)
         if watch.stopped_by:
             return
+        tick()
         time.sleep(TICK_S)
+
+
+def _tick(watch: Watch, monitor: Monitor, running: launch.Running) -> Tick:
+    now = time.time()
+    window = watch.window
+    frac = 0.0 if window is None else min(1.0, max(0.0, (now - window.start_t) / (window.end_t - window.start_t)))
+    latest = {s.index: s for s in monitor.samples[-16:]}
+    return Tick(
+        elapsed_s=time.monotonic() - running.started_mono,
+        phase="warm-up" if window is None else "window",
+        iteration=watch.points[-1].iter if watch.points else 0,
+        window_frac=frac,
+        latest=tuple(latest[i] for i in sorted(latest)),
+    )
 
 
 def _take_progress(watch: Watch, progress: JsonlProgress) -> None:

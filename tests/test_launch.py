@@ -11,7 +11,7 @@ import psutil
 import pytest
 
 from ladder import launch
-from ladder.cgroup import MemCgroup
+from ladder.cgroup import ROOT, MemCgroup, _parents, remove_stale
 from ladder.workloads.spec import TrialSpec
 
 # A parent that ignores SIGTERM and a child that escapes into its own session (as torchrun's workers do).
@@ -82,3 +82,57 @@ def test_free_port_is_bindable() -> None:
 def test_no_orphans_left_by_this_module() -> None:
     mine = [p for p in psutil.Process().children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE]
     assert mine == []
+
+
+ORCHESTRATOR = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    from ladder import launch
+    from ladder.workloads.spec import TrialSpec
+    trial_dir = Path(sys.argv[1])
+    argv = (sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", "2",
+            "--master-addr", "127.0.0.1", "--master-port", str(launch.free_port()),
+            "-m", "ladder.workloads.proxy", "--agent-config", sys.argv[2], "--method", "ppo", "--num-envs", "8",
+            "--obs-dim", "16", "--act-dim", "4", "--sim-state-dim", "64", "--width-factor", "0.05",
+            "--progress", str(trial_dir / "progress.jsonl"))
+    launch.start(TrialSpec(argv=argv, env={"OMP_NUM_THREADS": "1"}), trial_dir, "t-orphan", None)
+    time.sleep(600)  # the test SIGKILLs this process once the trial reports progress
+    """
+)
+
+AGENT = textwrap.dedent(
+    """
+    model: {actor_net: fc_2layers_1024units, critic_net: fc_2layers_1024units}
+    actor_optimizer: {type: SGD, learning_rate: 1e-4}
+    critic_optimizer: {type: SGD, learning_rate: 1e-4}
+    discount: 0.99
+    steps_per_iter: 4
+    actor_epochs: 1
+    actor_batch_size: 2
+    critic_epochs: 1
+    critic_batch_size: 2
+    td_lambda: 0.95
+    ppo_clip_ratio: 0.2
+    """
+)
+
+
+def test_a_killed_orchestrator_takes_its_trial_with_it(tmp_path: Path) -> None:
+    """SIGKILL cannot be handled, so the trial's launcher is asked to die with its parent (PR_SET_PDEATHSIG)."""
+    import signal
+    import subprocess
+
+    (tmp_path / "agent.yaml").write_text(AGENT)
+    trial_dir = tmp_path / "trial"
+    orch = subprocess.Popen([sys.executable, "-c", ORCHESTRATOR, str(trial_dir), str(tmp_path / "agent.yaml")])
+    progress = trial_dir / "progress.jsonl"
+    wait_for(lambda: progress.exists() and b'"iter"' in progress.read_bytes(), timeout_s=60)
+    assert len(launch.leftovers("t-orphan")) >= 3  # torchrun and two ranks
+    orch.send_signal(signal.SIGKILL)
+    orch.wait()
+    wait_for(lambda: not [p for p in launch.leftovers("t-orphan") if p.status() != psutil.STATUS_ZOMBIE], 15)
+    launch.reap_orphans()  # they re-parented to this test process, a subreaper: zombies keep a cgroup busy
+    stale = [p for p, _ in _parents(ROOT) for p in p.glob("ladder-t-orphan")]
+    assert remove_stale("ladder-t-orphan") == len(stale)
+    assert not [p for p, _ in _parents(ROOT) for p in p.glob("ladder-t-orphan")]
