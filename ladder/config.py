@@ -98,6 +98,9 @@ class SweepConf:
     workload: WorkloadConf = field(default_factory=WorkloadConf)
     measure: MeasureConf = field(default_factory=MeasureConf)
     objective: str = "min_avg_util"  # min_avg_util (the seed's column) or samples_per_s
+    strategy: str = "model"  # model: seeds later profiles, jumps on a memory fit; walk: one rung at a time
+    mem_headroom_frac: float = 0.05  # the memory fit jumps only to rungs leaving this fraction of the card free
+    mem_margin_frac: float = 0.10  # ... and skips a rung only when it predicts it over the card by this much
     device: str = "auto"  # auto (cuda when a GPU is visible, else cpu), cpu or cuda
     sweep: str | None = None  # sweep name: resume it when it exists; null = a new one named by the time
     output_root: str = "output/train"  # sweeps live in <output_root>/case_gpu_bench_<sweep>/
@@ -138,6 +141,9 @@ class Settings:
     workload: WorkloadConf
     measure: MeasureConf
     objective: str
+    strategy: str
+    mem_headroom_frac: float
+    mem_margin_frac: float
     device: Device
     sweep: str | None
     output_root: str
@@ -159,6 +165,9 @@ def settings_from(cfg: DictConfig, known_cases: tuple[str, ...] = ()) -> Setting
         workload=_typed(WorkloadConf, raw.get("workload") or {}),
         measure=_measure(raw.get("measure") or {}),
         objective=validate_objective(str(raw.get("objective"))),
+        strategy=_choice("strategy", str(raw.get("strategy", "model")), ("model", "walk")),
+        mem_headroom_frac=float(raw.get("mem_headroom_frac", 0.05)),
+        mem_margin_frac=float(raw.get("mem_margin_frac", 0.10)),
         device=_device(str(raw.get("device", "auto"))),
         sweep=_opt_str(raw.get("sweep")),
         output_root=str(raw.get("output_root", "output/train")),
@@ -225,6 +234,12 @@ def _typed(kind: Any, raw: dict[str, Any]) -> Any:
     if unknown:
         raise ConfigError(f"unknown key(s) {unknown} for {kind.__name__}", f"known keys: {', '.join(sorted(names))}")
     return kind(**raw)
+
+
+def _choice(key: str, value: str, options: tuple[str, ...]) -> str:
+    if value not in options:
+        raise ConfigError(f"unknown {key} '{value}'", f"use one of: {', '.join(options)}")
+    return value
 
 
 def _device(value: str) -> Device:

@@ -75,9 +75,10 @@ def run(settings: Settings, paths: Paths, machine: Machine, view: View) -> Summa
         log.info("%d trial(s) left running by a stopped sweep are marked interrupted and will run again", abandoned)
     resumed = sum(1 for r in store.records(study) if r.status is not Status.INTERRUPTED)
     profiles = tuple(p.name for p in settings.profiles)
-    while (nxt := policy.next_trial(settings.rungs, profiles, _attempts(store.records(study)))) is not None:
-        view.trial_started(*nxt)
-        record = _run_one(settings, paths, machine, study, view, *nxt)
+    tuning = _tuning(settings)
+    while (nxt := policy.next_trial(settings.rungs, profiles, _attempts(store.records(study)), tuning)) is not None:
+        view.trial_started(nxt.profile, nxt.rung)
+        record = _run_one(settings, paths, machine, study, view, nxt)
         view.trial_finished(record)
         results.write_trials(paths.trials_tsv, _all_records(storage))
         if record.status is Status.INTERRUPTED:
@@ -86,9 +87,9 @@ def run(settings: Settings, paths: Paths, machine: Machine, view: View) -> Summa
 
 
 def _run_one(
-    settings: Settings, paths: Paths, machine: Machine, study: optuna.Study, view: View, variant: str, num_envs: int
+    settings: Settings, paths: Paths, machine: Machine, study: optuna.Study, view: View, decision: policy.Decision
 ) -> TrialRecord:
-    case, phase = settings.case, Phase.PROBE
+    case, phase, variant, num_envs = settings.case, Phase.PROBE, decision.profile, decision.rung
     n = 1 + sum(1 for r in store.records(study) if (r.variant, r.num_envs, r.phase) == (variant, num_envs, phase))
     trial_dir = paths.trial_dir(case.name, variant, num_envs, phase, n)
     profile = next(p for p in settings.profiles if p.name == variant)
@@ -96,6 +97,7 @@ def _run_one(
     spec = plan_proxy(case, profile, num_envs, settings.workload, place, str(trial_dir),
                       settings.measure.trial_timeout_s, settings.nccl_env)  # fmt: skip
     info = {
+        "why": decision.why,
         **machine.describe,
         **spec.info,
         "sweep": paths.sweep,
@@ -150,7 +152,27 @@ def _last_failure(records: list[TrialRecord]) -> TrialRecord | None:
 
 
 def _attempts(records: list[TrialRecord]) -> list[policy.Attempt]:
-    return [policy.Attempt(r.variant, r.num_envs, r.status) for r in records if r.phase is Phase.PROBE]
+    return [policy.Attempt(r.variant, r.num_envs, r.status, mem_frac(r)) for r in records if r.phase is Phase.PROBE]
+
+
+def mem_frac(record: TrialRecord) -> float | None:
+    """Peak memory as a fraction of what the cap allows, in the cap's own units; None where they are unknown.
+
+    The trainer's own figure (`cap_used_mb` against `cap_mb`: what an emulated card limits) comes first; NVML's
+    device memory against the card's total serves on a real GPU. Host RSS against an emulated cap is not the same
+    quantity, so it gives no fraction and the memory model stays off."""
+    f = record.figures
+    if f.get("cap_mb"):
+        return f["cap_used_mb"] / f["cap_mb"] if "cap_used_mb" in f else None
+    total = float(record.info.get("gpu_mem_total") or 0)
+    mems = [v for k, v in f.items() if k.startswith("max_mem") and k[7:].isdigit()]
+    if record.info.get("source") == "nvml" and total and mems and not record.info.get("emulate_gpu_mem_gb"):
+        return max(mems) / total
+    return None
+
+
+def _tuning(settings: Settings) -> policy.Tuning:
+    return policy.Tuning(policy.Strategy(settings.strategy), settings.mem_headroom_frac, settings.mem_margin_frac)
 
 
 def _all_records(storage: optuna.storages.BaseStorage) -> list[TrialRecord]:

@@ -1,26 +1,30 @@
-"""The ladder walk on plain data."""
+"""The ladder walk on plain data, and the model strategy against simulated cards."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
-from ladder.policy import MAX_RETRIES, Attempt, Outcome, next_trial, walk
+from ladder.policy import MAX_RETRIES, Attempt, Outcome, Strategy, Tuning, fit_memory, next_trial, walk
 from ladder.records import Status
 
 RUNGS = (256, 128, 64, 48)
+PI_PLUS = (256, 128, 64, 48, 40, 38, 36, 32)
 OOM, OK, ERR, TIMEOUT = Status.OOM_OR_NCCL, Status.OK, Status.ERROR, Status.TIMEOUT
+WALK = Tuning(Strategy.WALK)
 
 
 def attempts(profile: str, *pairs: tuple[int, Status]) -> list[Attempt]:
     return [Attempt(profile, rung, status) for rung, status in pairs]
 
 
+@pytest.mark.parametrize("tuning", [WALK, Tuning()], ids=["walk", "model"])
 @pytest.mark.parametrize(
     ("history", "expected"),
     [
         ([], (Outcome.PENDING, 256)),
-        ([(256, OOM)], (Outcome.PENDING, 128)),
-        ([(256, OOM), (128, TIMEOUT)], (Outcome.PENDING, 64)),
+        ([(256, OK)], (Outcome.FOUND, 256)),
         ([(256, OOM), (128, OK)], (Outcome.FOUND, 128)),
         ([(256, OOM), (128, ERR)], (Outcome.ERROR, 128)),
         ([(256, OOM), (128, OOM), (64, OOM), (48, OOM)], (Outcome.EXHAUSTED, None)),
@@ -28,12 +32,17 @@ def attempts(profile: str, *pairs: tuple[int, Status]) -> list[Attempt]:
         ([(256, Status.RETRY)], (Outcome.PENDING, 256)),
         ([(256, Status.RETRY)] * MAX_RETRIES, (Outcome.ERROR, 256)),
     ],
-    ids=["fresh", "oom-steps-down", "timeout-steps-down", "ok-found", "error-stops", "exhausted",
-         "interrupted-reruns", "retry-same-rung", "retry-bounded"],
+    ids=["fresh", "top-fits", "ok-found", "error-stops", "exhausted", "interrupted-reruns", "retry-same-rung",
+         "retry-bounded"],
 )  # fmt: skip
-def test_walk(history: list[tuple[int, Status]], expected: tuple[Outcome, int | None]) -> None:
-    state = walk(RUNGS, "default", attempts("default", *history))
+def test_walk_states(history: list[tuple[int, Status]], expected: tuple[Outcome, int | None], tuning: Tuning) -> None:
+    state = walk(RUNGS, "default", attempts("default", *history), tuning)
     assert (state.outcome, state.rung) == expected
+
+
+def test_plain_walk_steps_down_one_rung_at_a_time() -> None:
+    assert walk(RUNGS, "default", attempts("default", (256, OOM)), WALK).rung == 128
+    assert walk(RUNGS, "default", attempts("default", (256, OOM), (128, TIMEOUT)), WALK).rung == 64
 
 
 def test_error_never_steps_down() -> None:
@@ -44,9 +53,79 @@ def test_error_never_steps_down() -> None:
 
 def test_profiles_walk_in_order_and_independently() -> None:
     history = attempts("default", (256, OOM), (128, OK)) + attempts("hiutil", (256, OOM))
-    assert next_trial(RUNGS, ["default", "hiutil"], history) == ("hiutil", 128)
-    assert next_trial(RUNGS, ["default", "hiutil"], history[:1]) == ("default", 128)
-
-
-def test_other_profiles_attempts_do_not_count() -> None:
+    decision = next_trial(RUNGS, ["default", "hiutil"], history, WALK)
+    assert decision is not None and (decision.profile, decision.rung) == ("hiutil", 128)
     assert walk(RUNGS, "hiutil", attempts("default", (256, OOM))).rung == 256
+
+
+def test_fit_memory() -> None:
+    fit = fit_memory([(32, 0.5), (64, 0.7), (48, 0.6)])
+    assert fit is not None and fit.slope == pytest.approx(0.00625) and fit.predict(128) == pytest.approx(1.1)
+    assert fit_memory([(32, 0.5), (32, 0.6)]) is None
+
+
+# ---------------------------------------------------------------- the model strategy on simulated cards
+
+
+def simulate(
+    rungs: tuple[int, ...], mems: dict[str, object], tuning: Tuning
+) -> tuple[dict[str, tuple[Outcome, int | None]], list[tuple[str, int]]]:
+    """Run the policy against a card where `mems[profile](rung)` is the peak memory fraction."""
+    history: list[Attempt] = []
+    launches: list[tuple[str, int]] = []
+    while (d := next_trial(rungs, list(mems), history, tuning)) is not None:
+        assert len(launches) < 3 * len(rungs) * len(mems), "the walk does not end"
+        mem = mems[d.profile](d.rung)  # type: ignore[operator]
+        history.append(Attempt(d.profile, d.rung, OK if mem <= 1.0 else OOM, mem if mem <= 1.0 else None))
+        launches.append((d.profile, d.rung))
+    ends = {p: (w.outcome, w.rung) for p in mems for w in [walk(rungs, p, history, tuning)]}
+    return ends, launches
+
+
+def line(intercept: float, slope: float):
+    return lambda rung: intercept + slope * rung
+
+
+CARDS = [(a, b) for a, b in itertools.product([0.05, 0.3, 0.6, 0.9], [0.0005, 0.002, 0.004, 0.008, 0.02])]
+
+
+@pytest.mark.parametrize("tuning", [WALK, Tuning()], ids=["walk", "model"])
+@pytest.mark.parametrize(("intercept", "slope"), CARDS, ids=[f"a{a}-b{b}" for a, b in CARDS])
+def test_same_pick_as_the_exhaustive_grid(intercept: float, slope: float, tuning: Tuning) -> None:
+    mems = {"default": line(intercept, slope), "hiutil": line(intercept * 0.9, slope * 1.3)}
+    ends, launches = simulate(PI_PLUS, mems, tuning)
+    for profile, mem in mems.items():
+        fitting = [r for r in PI_PLUS if mem(r) <= 1.0]
+        assert ends[profile] == ((Outcome.FOUND, fitting[0]) if fitting else (Outcome.EXHAUSTED, None))
+    assert len(set(launches)) == len(launches)  # no rung launched twice
+
+
+def test_a_seeded_profile_needs_fewer_launches() -> None:
+    mems = {"default": line(0.6, 0.006), "hiutil": line(0.58, 0.0065)}  # both fit at 64, fail at 128
+    walked = simulate(PI_PLUS, mems, WALK)[1]
+    modelled = simulate(PI_PLUS, mems, Tuning())[1]
+    assert walked == [("default", 256), ("default", 128), ("default", 64), ("hiutil", 256), ("hiutil", 128),
+                      ("hiutil", 64)]  # fmt: skip
+    assert modelled == [("default", 256), ("default", 128), ("default", 64), ("hiutil", 64), ("hiutil", 128)]
+
+
+def test_a_seed_that_fails_walks_on_down() -> None:
+    mems = {"default": line(0.6, 0.006), "hiutil": line(0.6, 0.009)}  # default fits at 64, hiutil at 40
+    ends, launches = simulate(PI_PLUS, mems, Tuning())
+    assert ends["hiutil"] == (Outcome.FOUND, 40)
+    assert launches[3:] == [("hiutil", 64), ("hiutil", 48), ("hiutil", 40)]
+
+
+def test_two_memory_points_jump_and_record_the_skips() -> None:
+    history = [Attempt("p", 32, OK, 0.5), Attempt("p", 36, OK, 0.55)]  # 0.1 + 0.0125 per env
+    decision = next_trial(PI_PLUS, ["p"], history)
+    assert (
+        decision is not None
+        and decision.rung == 64
+        and decision.why == "memory fit predicts 90% of the card at 64 envs"
+    )
+    state = walk(PI_PLUS, "p", history)
+    assert dict(state.skipped) == {
+        256: "memory fit predicts 330% of the card",
+        128: "memory fit predicts 170% of the card",
+    }

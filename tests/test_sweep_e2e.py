@@ -121,7 +121,7 @@ def test_sigterm_kills_the_trial_and_resume_runs_it_again(tmp_path: Path) -> Non
 
 @pytest.mark.parametrize(
     ("override", "message"),
-    [("case=nope", "unknown case 'nope'; known: amp_pi_plus"), ("ladder.rungs=[1,2]", "strictly descending")],
+    [("case=nope", "unknown case 'nope'; known: add_g1, "), ("ladder.rungs=[1,2]", "strictly descending")],
     ids=["unknown-case", "ascending-ladder"],
 )
 def test_bad_input_is_a_clear_error_and_launches_nothing(tmp_path: Path, override: str, message: str) -> None:
