@@ -84,8 +84,19 @@ class MeasureConf:
     window_s: float = 60.0  # length of the measured window
     sample_hz: float = 10.0  # sampler rate
     stall_timeout_s: float = 120.0  # no progress for this long: kill the trial, status timeout
+    startup_timeout_s: float = 300.0  # ... but before the first progress line, wait this long (env creation)
     trial_timeout_s: float = 900.0  # hard limit per trial
     kill_grace_s: float = 5.0  # SIGTERM to SIGKILL
+
+
+@dataclass
+class PreflightConf:
+    """Before each launch on GPUs: no foreign compute process, memory back near its idle baseline."""
+
+    policy: str = "wait"  # wait (poll; refuse after timeout_s), refuse, or ignore
+    mem_slack_mb: float = 512.0  # used memory may sit this far above the GPU's baseline
+    timeout_s: float = 600.0  # policy wait: refuse when still busy after this long
+    poll_s: float = 2.0  # policy wait: seconds between NVML readings
 
 
 @dataclass
@@ -97,6 +108,7 @@ class SweepConf:
     profile: dict[str, ProfileConf] = field(default_factory=dict)
     workload: WorkloadConf = field(default_factory=WorkloadConf)
     measure: MeasureConf = field(default_factory=MeasureConf)
+    preflight: PreflightConf = field(default_factory=PreflightConf)
     objective: str = "min_avg_util"  # min_avg_util (the seed's column) or samples_per_s
     strategy: str = "model"  # model: seeds later profiles, jumps on a memory fit; walk: one rung at a time
     mem_headroom_frac: float = 0.05  # the memory fit jumps only to rungs leaving this fraction of the card free
@@ -140,6 +152,7 @@ class Settings:
     profiles: tuple[Profile, ...]
     workload: WorkloadConf
     measure: MeasureConf
+    preflight: PreflightConf
     objective: str
     strategy: str
     mem_headroom_frac: float
@@ -164,6 +177,7 @@ def settings_from(cfg: DictConfig, known_cases: tuple[str, ...] = ()) -> Setting
         profiles=_profiles(raw.get("profile") or {}),
         workload=_typed(WorkloadConf, raw.get("workload") or {}),
         measure=_measure(raw.get("measure") or {}),
+        preflight=_preflight(raw.get("preflight") or {}),
         objective=validate_objective(str(raw.get("objective"))),
         strategy=_choice("strategy", str(raw.get("strategy", "model")), ("model", "walk")),
         mem_headroom_frac=float(raw.get("mem_headroom_frac", 0.05)),
@@ -220,12 +234,28 @@ def _profiles(raw: dict[str, Any]) -> tuple[Profile, ...]:
 
 def _measure(raw: dict[str, Any]) -> MeasureConf:
     measure = _typed(MeasureConf, raw)
-    for name in ("window_s", "sample_hz", "stall_timeout_s", "trial_timeout_s", "warmup_timeout_s"):
+    for name in (
+        "window_s",
+        "sample_hz",
+        "stall_timeout_s",
+        "startup_timeout_s",
+        "trial_timeout_s",
+        "warmup_timeout_s",
+    ):
         if getattr(measure, name) <= 0:
             raise ConfigError(
                 f"measure.{name} must be > 0, got {getattr(measure, name)}", f"set measure.{name}=<seconds>"
             )
     return measure
+
+
+def _preflight(raw: dict[str, Any]) -> PreflightConf:
+    conf: PreflightConf = _typed(PreflightConf, raw)
+    _choice("preflight.policy", conf.policy, ("wait", "refuse", "ignore"))
+    for name in ("timeout_s", "poll_s"):
+        if getattr(conf, name) <= 0:
+            raise ConfigError(f"preflight.{name} must be > 0, got {getattr(conf, name)}", f"set preflight.{name}=<s>")
+    return conf
 
 
 def _typed(kind: Any, raw: dict[str, Any]) -> Any:

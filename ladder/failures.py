@@ -357,10 +357,14 @@ def _rank_logs_hit(logs: dict[int, str], keep_generic: bool) -> Hit | None:
     return max(hits, key=lambda hit: hit.tier)
 
 
+_SYMPTOMS = frozenset({Reason.PEER_LOST, Reason.NCCL_ERROR, Reason.NCCL_TIMEOUT})
+
+
 def _error_files_hit(files: Sequence[dict], keep_generic: bool) -> Hit | None:
-    """torchrun's rule: the error file with the earliest timestamp is the root cause (ties: memory first)."""
+    """torchrun's rule: the error file with the earliest timestamp is the root cause. Stamps have 1 s resolution,
+    so within a tie a communication failure is the symptom of the other rank's failure, and memory comes first."""
     hits = [(_error_stamp(data), hit) for data in files if (hit := _error_file_hit(data, keep_generic))]
-    return min(hits, key=lambda pair: (pair[0], -pair[1].tier))[1] if hits else None
+    return min(hits, key=lambda pair: (pair[0], pair[1].reason in _SYMPTOMS, -pair[1].tier))[1] if hits else None
 
 
 def _error_file_hit(data: dict, keep_generic: bool) -> Hit | None:

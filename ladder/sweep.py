@@ -16,7 +16,7 @@ from pathlib import Path
 
 import optuna
 
-from ladder import launch, policy, results, store, trial
+from ladder import launch, policy, preflight, results, store, trial
 from ladder.config import Settings
 from ladder.monitor import HostSampler, NvmlSampler, Sampler
 from ladder.records import Phase, Status, TrialRecord, Verdict
@@ -76,7 +76,10 @@ def run(settings: Settings, paths: Paths, machine: Machine, view: View) -> Summa
     resumed = sum(1 for r in store.records(study) if r.status is not Status.INTERRUPTED)
     profiles = tuple(p.name for p in settings.profiles)
     tuning = _tuning(settings)
+    gate = _preflight(settings, machine)
     while (nxt := policy.next_trial(settings.rungs, profiles, _attempts(store.records(study)), tuning)) is not None:
+        if gate is not None:
+            gate.before_launch(machine.gpus)  # a refusal raises LaunchError, naming the processes and the fix
         view.trial_started(nxt.profile, nxt.rung)
         record = _run_one(settings, paths, machine, study, view, nxt)
         view.trial_finished(record)
@@ -169,6 +172,14 @@ def mem_frac(record: TrialRecord) -> float | None:
     if record.info.get("source") == "nvml" and total and mems and not record.info.get("emulate_gpu_mem_gb"):
         return max(mems) / total
     return None
+
+
+def _preflight(settings: Settings, machine: Machine) -> preflight.Preflight | None:
+    if machine.device != "cuda":
+        return None
+    conf = settings.preflight
+    rules = preflight.Rules(preflight.parse_policy(conf.policy), conf.mem_slack_mb, conf.timeout_s, conf.poll_s)
+    return preflight.Preflight.with_nvml(rules)
 
 
 def _tuning(settings: Settings) -> policy.Tuning:

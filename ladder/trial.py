@@ -11,14 +11,14 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ladder import failures, launch, stats
 from ladder.config import MeasureConf
 from ladder.monitor import Monitor, Sample, Sampler, write_samples
 from ladder.progress import JsonlProgress, Point
-from ladder.records import Ending, Verdict
+from ladder.records import Ending, Reason, Verdict
 from ladder.workloads.spec import TrialSpec
 
 log = logging.getLogger(__name__)
@@ -125,7 +125,8 @@ def _stop_reason(watch: Watch, measure: MeasureConf, started_mono: float) -> str
                                          measure.warmup_timeout_s)  # fmt: skip
     if watch.window is not None and stats.window_closed(watch.window, watch.points):
         return "window_done"
-    if now_mono - watch.last_progress_mono > measure.stall_timeout_s:
+    limit_s = measure.stall_timeout_s if watch.points else max(measure.stall_timeout_s, measure.startup_timeout_s)
+    if now_mono - watch.last_progress_mono > limit_s:
         return "stalled"
     if now_mono - started_mono > measure.trial_timeout_s:
         return "trial_timeout"
@@ -147,9 +148,16 @@ def _finish(
     ending = _ending(trial_dir, code, watch.stopped_by, running)
     window = watch.window if watch.stopped_by == "window_done" else None
     figures = stats.figures(samples, watch.points, window, watch.launch_t)
-    return Result(
-        failures.classify(ending), figures, code, round(time.monotonic() - running.started_mono, 2), len(left)
-    )
+    verdict = _with_last_progress(failures.classify(ending), progress.path)
+    return Result(verdict, figures, code, round(time.monotonic() - running.started_mono, 2), len(left))
+
+
+def _with_last_progress(verdict: Verdict, progress_file: Path) -> Verdict:
+    """A stalled trial's evidence: the last progress line it wrote before it went silent."""
+    if verdict.reason is not Reason.STALLED:
+        return verdict
+    lines = [line.strip() for line in _tail(progress_file).splitlines() if line.strip()]
+    return replace(verdict, evidence=f"{verdict.evidence}; last progress: {lines[-1] if lines else '(none)'}")
 
 
 def _ending(trial_dir: Path, code: int, stopped_by: str, running: launch.Running) -> Ending:

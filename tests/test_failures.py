@@ -441,3 +441,14 @@ def test_cli_on_a_folder_with_a_broken_exit_code_file(tmp_path: Path) -> None:
     result = run_cli(str(tmp_path))
     assert (result.returncode, result.stdout) == (2, "")
     assert "exit_code.txt" in result.stderr and "'killed'" in result.stderr
+
+
+def test_tied_error_file_stamps_blame_the_failure_not_the_peer_that_lost_it() -> None:
+    """Captured: rank 1's KeyError and rank 0's gloo 'Connection closed by peer' stamped in the same second."""
+    folder = Path(__file__).parent / "data" / "captured" / "keyerror_tie"
+    files = tuple(json.loads((folder / f"rank{r}_error.json").read_text()) for r in (0, 1))
+    assert files[0]["message"]["extraInfo"]["timestamp"] == files[1]["message"]["extraInfo"]["timestamp"]
+    for ordered in (files, files[::-1]):
+        verdict = classify(Ending(exit_code=1, error_files=ordered))
+        assert (verdict.status, verdict.reason) == (Status.ERROR, Reason.ERROR)
+        assert "KeyError" in verdict.evidence

@@ -165,3 +165,38 @@ def test_sigterm_ends_a_run_without_limits() -> None:
     finally:
         proc.kill()
         proc.communicate()
+
+
+@pytest.mark.parametrize(
+    ("fault", "extra", "expect_in_stderr"),
+    [
+        ("exit", [], ""),
+        ("keyerror", [], "KeyError: 'ladder_fault_injection_missing_key'"),
+        ("oom", ["--emulate-mem-mb", "256"], "DefaultCPUAllocator: can't allocate memory"),
+    ],
+    ids=["exit", "keyerror", "oom-under-cap"],
+)
+def test_fault_injection_fails_at_the_given_iteration(
+    tmp_path: Path, fault: str, extra: list[str], expect_in_stderr: str
+) -> None:
+    progress = tmp_path / "progress.jsonl"
+    args = [*proxy_args("deepmimic_humanoid_ppo_agent.yaml", "deepmimic", 8), "--progress", str(progress), *extra]
+    done = run_proxy([*args, "--fault", fault, "--fault-rank", "0", "--fault-iter", "3"])
+    assert done.returncode == 1, done.stderr
+    assert f"injecting fault {fault} at iteration 3 on rank 0" in done.stderr
+    assert expect_in_stderr in done.stderr
+    assert [r["iter"] for r in read_progress(progress)[1]] == [1, 2]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--fault", "oom"], "--fault oom needs --emulate-mem-mb"),
+        (["--fault", "exit", "--fault-rank", "1"], "--fault-rank 1 is not a rank of 1"),
+    ],
+    ids=["oom-without-cap", "rank-outside-the-job"],
+)
+def test_fault_that_could_not_fire_as_asked_exits_2(args: list[str], message: str) -> None:
+    done = run_proxy([*proxy_args("deepmimic_humanoid_ppo_agent.yaml", "deepmimic", 8), "--max-iters", "1", *args])
+    assert done.returncode == 2
+    assert message in done.stderr

@@ -8,6 +8,11 @@ discriminator with an up-front replay buffer (plus an encoder for ase). Nets and
 agent YAML; gradients are averaged across ranks. There is no physics and no motion data: the tensors are
 real work and real memory, not learning. ``--emulate-mem-mb`` caps the rank's memory so that allocations
 genuinely fail, as on a smaller device. Rank 0 appends JSON lines to ``--progress``.
+
+Fault injection, for ladder's own tests and benchmark only (``--fault KIND --fault-rank R --fault-iter I``): at the
+start of iteration I, rank R fails for real while the other ranks go on and block in their next collective:
+``oom`` allocates ever larger tensors until the allocator fails under ``--emulate-mem-mb``, ``hang`` blocks forever
+outside any collective, ``keyerror`` looks up a key the agent config lacks, ``exit`` ends the rank with code 1.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import math
 import os
 import resource
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -48,6 +54,9 @@ DYN_DIM_MAX = 256  # the "physics" integrates this slice of each env's state; th
 SUBSTEPS = 8  # physics substeps per env step (tuned: ~0.2-1 s per iteration at 64 envs, 2 ranks, 2 cores)
 EPISODE_STEPS = 300  # env steps before an env resets
 DEMO_ROWS = 4096  # rows of the fixed random "motion data" the discriminator learns to call real
+FAULTS = ("oom", "hang", "keyerror", "exit")  # --fault kinds (tests and benchmark only)
+FAULT_MISSING_KEY = "ladder_fault_injection_missing_key"  # what --fault keyerror looks up in the agent config
+FAULT_FIRST_ALLOC_FLOATS = 1 << 20  # --fault oom starts at 4 MiB and doubles until the allocator fails
 
 
 @dataclass(frozen=True)
@@ -120,7 +129,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--emulate-mem-mb", type=int, default=0, help="cap each rank's memory (MiB); 0 = off")
     p.add_argument("--collective-timeout-s", type=float, default=0.0, help="process-group timeout; 0 = torch's")
     p.add_argument("--seed", type=int, default=0)
-    return p.parse_args(argv)
+    p.add_argument("--fault", choices=FAULTS, default=None, help="TESTING ONLY: make one rank fail (module doc)")
+    p.add_argument("--fault-rank", type=int, default=0, help="the rank that fails (--fault)")
+    p.add_argument("--fault-iter", type=_at_least_one, default=1, help="the iteration at whose start it fails")
+    args = p.parse_args(argv)
+    if args.fault == "oom" and args.emulate_mem_mb <= 0:
+        p.error("--fault oom needs --emulate-mem-mb: without a cap it would exhaust the whole machine")
+    return args
 
 
 # ---- agent config -------------------------------------------------------------------------------
@@ -547,10 +562,56 @@ def should_stop(it: int, wall_s: float, args: argparse.Namespace, comm: Comm) ->
     return max(comm.gather(float(done))) > 0
 
 
+# ---- fault injection (ladder's tests and benchmark only) ----------------------------------------
+
+
+def check_fault(args: argparse.Namespace, world_size: int) -> None:
+    """A fault aimed at a rank that does not exist would never fire: refuse it, as a bad command line."""
+    if args.fault is not None and not 0 <= args.fault_rank < world_size:
+        sys.stderr.write(f"ladder.workloads.proxy: --fault-rank {args.fault_rank} is not a rank of {world_size}\n")
+        raise SystemExit(2)
+
+
+def maybe_fault(args: argparse.Namespace, rank: int, it: int, device: torch.device) -> None:
+    if args.fault is None or (rank, it) != (args.fault_rank, args.fault_iter):
+        return
+    log.warning("injecting fault %s at iteration %d on rank %d (t=%.3f)", args.fault, it, rank, time.time())
+    FAULT_ACTIONS[args.fault](args, device)
+
+
+def exhaust_memory(args: argparse.Namespace, device: torch.device) -> None:
+    """Hold ever larger, filled tensors until the real allocator fails under the emulated cap (never returns)."""
+    held, floats = [], FAULT_FIRST_ALLOC_FLOATS
+    while True:
+        held.append(torch.ones(floats, device=device))
+        floats *= 2
+
+
+def hang(args: argparse.Namespace, device: torch.device) -> None:
+    """Stop taking part in collectives and block forever; the other ranks wait in their next all-reduce."""
+    threading.Event().wait()
+
+
+def missing_key(args: argparse.Namespace, device: torch.device) -> None:
+    """A real KeyError from the agent config dict, as a trainer reading a key its config lacks raises."""
+    log.info("agent config value: %s", read_yaml(args.agent_config)[FAULT_MISSING_KEY])
+
+
+def exit_at_once(args: argparse.Namespace, device: torch.device) -> None:
+    """The rank vanishes with code 1 and no traceback, as a crash in native code does."""
+    os._exit(1)
+
+
+FAULT_ACTIONS: dict[str, Callable[[argparse.Namespace, torch.device], None]] = {
+    "oom": exhaust_memory, "hang": hang, "keyerror": missing_key, "exit": exit_at_once,
+}  # fmt: skip
+
+
 def train(trainer: Trainer, args: argparse.Namespace, progress: Progress) -> None:
     loop_start, it = time.monotonic(), 0
     while True:
         it += 1
+        maybe_fault(args, trainer.comm.rank, it, trainer.comm.device)
         record_ = iteration(trainer, it, loop_start)
         progress.write(record_)
         if should_stop(it, record_["wall_s"], args, trainer.comm):
@@ -573,6 +634,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     spec = load_agent_or_exit(args)
     dims = Dims(args.num_envs, args.obs_dim, args.act_dim, args.disc_obs_dim, args.sim_state_dim)
     comm = init_comm(args.device, args.collective_timeout_s)
+    check_fault(args, comm.world_size)
     cap_memory(args.emulate_mem_mb, comm.device)
     trainer = Trainer(spec, dims, comm, args.seed)
     progress, start = Progress(args.progress, comm.rank == 0), start_record(trainer, args)

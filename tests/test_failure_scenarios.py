@@ -1,0 +1,230 @@
+"""Real torchrun failures, end to end through `trial.run` (the sweep's own code path), one scenario each.
+
+Two gloo ranks of the proxy trainer on CPU; rank 1 fails at the start of iteration 2 by the proxy's fault
+injection (`--fault`), while rank 0 goes on and blocks in its next all-reduce. Each scenario runs once (a
+module fixture) and its tests read the outcome: the verdict, its evidence, how fast it came, what the walk does
+next, and that no process of the trial is left.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import socket
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+import yaml
+
+from ladder import launch, policy, trial
+from ladder.config import Case, MeasureConf, Profile, ProxyShape, WorkloadConf
+from ladder.monitor import HostSampler
+from ladder.records import Reason, Status
+from ladder.workloads.builtin import Placement, plan_proxy
+
+AGENT = Path(__file__).parent / "data" / "agents" / "deepmimic_humanoid_ppo_agent.yaml"
+CASE = Case("fault_scenarios", "deepmimic", "", "", yaml.safe_load(AGENT.read_text()), ProxyShape(32, 8, 64, 256))
+RUNGS = (8, 4)
+RUNG = RUNGS[0]
+FAULT_RANK, FAULT_ITER = 1, 2
+# after the first progress line; before it, measure.startup_timeout_s applies (torchrun's start-up to iteration 1
+# is ~7 s idle, 12+ s when the 2 cores are shared)
+STALL_TIMEOUT_S = 8.0
+CRASH_VERDICT_BOUND_S = 5.0  # the issue's target is 2 s (measured 0.7-2.1 s); room for a loaded 2-core machine
+KILL_MARGIN_S = 5.0  # a stalled trial is dead and classified within stall_timeout_s + this
+
+
+@dataclasses.dataclass(frozen=True)
+class Ran:
+    """One finished scenario."""
+
+    result: trial.Result
+    trial_dir: Path
+    returned_t: float  # unix time at which trial.run returned (error files and progress carry unix times)
+    fault_rank_exit_t: float | None  # unix time the faulty rank was seen exited (None: never seen running)
+    leftovers: tuple[int, ...]  # pids still carrying the trial's id right after trial.run returned
+
+    def rank_log(self, rank: int) -> str:
+        return "\n".join(p.read_text() for p in self.trial_dir.glob(f"ranks/*/attempt_*/{rank}/stderr.log"))
+
+    def error_file(self, rank: int) -> Path:
+        (path,) = self.trial_dir.glob(f"ranks/*/attempt_*/{rank}/error.json")
+        return path
+
+    def last_progress_line(self) -> str:
+        return (self.trial_dir / "progress.jsonl").read_text().splitlines()[-1]
+
+
+def measure(stall_timeout_s: float = 60.0) -> MeasureConf:
+    return MeasureConf(warmup_iters=3, stable_k=3, stable_tol=0.5, warmup_timeout_s=60.0, window_s=600.0,
+                       stall_timeout_s=stall_timeout_s, trial_timeout_s=120.0, kill_grace_s=2.0)  # fmt: skip
+
+
+def run_scenario(trial_dir: Path, fault: str | None, port: int, stall_timeout_s: float = 60.0) -> Ran:
+    workload = WorkloadConf(width_factor=0.125, nproc=2, emulate_gpu_mem_gb=0.2, collective_timeout_s=60.0)
+    place = Placement("cpu", 2, port, sys.executable)
+    spec = plan_proxy(CASE, Profile("default", {}), RUNG, workload, place, str(trial_dir), 120.0, {})
+    if fault is not None:
+        flags = ("--fault", fault, "--fault-rank", str(FAULT_RANK), "--fault-iter", str(FAULT_ITER))
+        spec = dataclasses.replace(spec, argv=spec.argv + flags)
+    trial_id = f"scenario-{fault}-{port}"
+    with RankExit(trial_id, FAULT_RANK) as rank_exit:
+        result = trial.run(spec, trial_dir, trial_id, measure(stall_timeout_s), HostSampler)
+        returned_t = time.time()
+    left = tuple(p.pid for p in launch.leftovers(trial_id))
+    return Ran(result, trial_dir, returned_t, rank_exit.exit_t, left)
+
+
+class RankExit:
+    """Notes when a trial's rank exits: finds it by its environment, then polls it every 10 ms (zombie = exited)."""
+
+    def __init__(self, trial_id: str, local_rank: int) -> None:
+        self.exit_t: float | None = None
+        self._want = {launch.TRIAL_ID_VAR: trial_id, "LOCAL_RANK": str(local_rank)}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> RankExit:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        proc = self._find()
+        while proc is not None and not self._stop.wait(0.01):
+            with contextlib.suppress(psutil.NoSuchProcess):
+                if proc.status() != psutil.STATUS_ZOMBIE:
+                    continue
+            self.exit_t = time.time()
+            return
+
+    def _find(self) -> psutil.Process | None:
+        while not self._stop.wait(0.05):
+            for proc in psutil.process_iter():
+                with contextlib.suppress(psutil.Error):
+                    if all(proc.environ().get(k) == v for k, v in self._want.items()):
+                        return proc
+        return None
+
+
+def next_after(ran: Ran) -> tuple[str, int] | None:
+    """The walk's next (profile, rung) after this trial, as the sweep asks it."""
+    pick = policy.next_trial(RUNGS, ["default"], [policy.Attempt("default", RUNG, ran.result.verdict.status)])
+    return None if pick is None else (pick.profile, pick.rung)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def subreaper() -> None:
+    launch.become_subreaper()
+
+
+@pytest.fixture(scope="module")
+def oom(tmp_path_factory: pytest.TempPathFactory) -> Ran:
+    return run_scenario(tmp_path_factory.mktemp("oom"), "oom", launch.free_port())
+
+
+@pytest.fixture(scope="module")
+def hang(tmp_path_factory: pytest.TempPathFactory) -> Ran:
+    return run_scenario(tmp_path_factory.mktemp("hang"), "hang", launch.free_port(), STALL_TIMEOUT_S)
+
+
+@pytest.fixture(scope="module")
+def keyerror(tmp_path_factory: pytest.TempPathFactory) -> Ran:
+    return run_scenario(tmp_path_factory.mktemp("keyerror"), "keyerror", launch.free_port())
+
+
+@pytest.fixture(scope="module")
+def taken_port() -> Iterator[int]:
+    """A port something else already listens on."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        yield int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def port_taken(tmp_path_factory: pytest.TempPathFactory, taken_port: int) -> Ran:
+    return run_scenario(tmp_path_factory.mktemp("port"), None, taken_port)
+
+
+# ---- (a) rank 1 runs out of memory while rank 0 waits in an all-reduce
+
+
+def test_oom_on_one_rank_is_a_host_oom_proved_by_that_ranks_line(oom: Ran) -> None:
+    verdict = oom.result.verdict
+    assert (verdict.status, verdict.reason) == (Status.OOM_OR_NCCL, Reason.HOST_OOM)
+    assert "DefaultCPUAllocator" in verdict.evidence
+    assert verdict.evidence in oom.rank_log(FAULT_RANK)
+    assert "dist.all_reduce" in oom.rank_log(0) and verdict.evidence not in oom.rank_log(0)
+
+
+def test_oom_verdict_comes_within_seconds_of_the_rank_dying(oom: Ran) -> None:
+    assert oom.fault_rank_exit_t is not None, "rank 1 was never seen exiting on its own"
+    latency_s = oom.returned_t - oom.fault_rank_exit_t
+    error_written_t = oom.error_file(FAULT_RANK).stat().st_mtime  # by the dying rank, before its teardown
+    print(f"\ncrash_to_verdict_s={latency_s:.2f} from rank {FAULT_RANK}'s exit "
+          f"({oom.returned_t - error_written_t:.2f} s from its error.json) to trial.run returning")  # fmt: skip
+    assert error_written_t < oom.fault_rank_exit_t
+    assert 0 < latency_s < CRASH_VERDICT_BOUND_S
+
+
+def test_oom_steps_down(oom: Ran) -> None:
+    assert next_after(oom) == ("default", RUNGS[1])
+    assert oom.leftovers == ()
+
+
+# ---- (b) rank 1 hangs: the stall watch kills the group
+
+
+def test_hang_is_killed_within_stall_timeout_plus_margin(hang: Ran) -> None:
+    verdict = hang.result.verdict
+    assert (verdict.status, verdict.reason) == (Status.TIMEOUT, Reason.STALLED)
+    last = json.loads(hang.last_progress_line())
+    assert last["iter"] == FAULT_ITER - 1
+    silent_s = hang.returned_t - last["t"]
+    print(f"\nhang_to_verdict_s={silent_s:.2f} (last progress line to trial.run returning; stall {STALL_TIMEOUT_S} s)")
+    assert STALL_TIMEOUT_S <= silent_s < STALL_TIMEOUT_S + KILL_MARGIN_S
+    assert next_after(hang) == ("default", RUNGS[1])
+    assert hang.leftovers == ()
+
+
+def test_hang_evidence_is_the_last_progress_line(hang: Ran) -> None:
+    assert hang.last_progress_line() in hang.result.verdict.evidence
+
+
+# ---- (c) rank 1 raises a KeyError: a broken config, never a step down
+
+
+def test_keyerror_is_an_error_and_stops_the_walk(keyerror: Ran) -> None:
+    verdict = keyerror.result.verdict
+    assert (verdict.status, verdict.reason) == (Status.ERROR, Reason.ERROR)
+    assert "KeyError" in verdict.evidence
+    state = policy.walk(RUNGS, "default", [policy.Attempt("default", RUNG, verdict.status)])
+    assert (state.outcome, state.rung) == (policy.Outcome.ERROR, RUNG)
+    assert next_after(keyerror) is None
+
+
+def test_keyerror_is_rank_1s_and_leaves_nothing(keyerror: Ran) -> None:
+    assert "KeyError: 'ladder_fault_injection_missing_key'" in keyerror.rank_log(FAULT_RANK)
+    assert keyerror.leftovers == ()
+
+
+# ---- (d) the rendezvous port is taken: the same rung again, on another port
+
+
+def test_taken_port_retries_the_same_rung(port_taken: Ran, taken_port: int) -> None:
+    verdict = port_taken.result.verdict
+    assert (verdict.status, verdict.reason) == (Status.RETRY, Reason.PORT_IN_USE)
+    assert str(taken_port) in verdict.evidence or "EADDRINUSE" in verdict.evidence
+    assert next_after(port_taken) == ("default", RUNG)
+    assert launch.free_port() != taken_port
+    assert port_taken.leftovers == ()
