@@ -15,6 +15,8 @@ import signal
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
+
 log = logging.getLogger(__name__)
 
 ROOT = Path("/sys/fs/cgroup")
@@ -97,12 +99,20 @@ def remove_stale(prefix: str = "ladder-", root: Path = ROOT) -> int:
     removed = 0
     for parent, _ in _parents(root):
         for path in parent.glob(f"{prefix}*"):
+            if _owner_alive(path.name[len(prefix) :]):
+                continue  # another orchestrator's trial, maybe created a moment ago and not yet joined
             try:
                 path.rmdir()  # the kernel refuses while any process is inside
                 removed += 1
             except OSError:
                 continue
     return removed
+
+
+def _owner_alive(rest: str) -> bool:
+    """`<pid>-<trial id>`: the orchestrator that made it is still running (older names carry no pid)."""
+    pid, sep, _ = rest.partition("-")
+    return bool(sep) and pid.isdigit() and psutil.pid_exists(int(pid))
 
 
 def join(path: Path) -> None:

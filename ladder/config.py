@@ -54,7 +54,8 @@ class LadderConf:
     """The descending rungs to walk."""
 
     name: str = MISSING
-    rungs: list[int] = MISSING  # strictly descending positive num_envs values
+    rungs: list[int] = MISSING  # strictly descending positive values of the knob
+    knob: str = "num_envs"  # what the rungs set: num_envs, or any knob the trainer takes (workload.kind=command)
 
 
 @dataclass
@@ -67,12 +68,26 @@ class ProfileConf:
 
 @dataclass
 class WorkloadConf:
-    kind: str = "proxy"  # proxy: the built-in stand-in trainer (the only kind so far)
+    kind: str = "auto"  # auto (mimickit when a MimicKit folder is set, else proxy), proxy, mimickit or command
     width_factor: float = 0.125  # the proxy's nets are narrowed by this factor (1.0 = MimicKit's sizes)
     nproc: int = 0  # ranks per trial; 0 = one per visible GPU, or 2 on CPU
     emulate_gpu_mem_gb: float | None = None  # cap each rank's allocations to emulate a smaller card; null = off
     host_mem_limit_gb: float | None = None  # memory cgroup limit for the whole trial; null = no limit
     collective_timeout_s: float = 60.0  # process-group timeout handed to the trainer
+    mimickit_root: str = ""  # MimicKit checkout; "" = $MIMICKIT_ROOT
+    mimickit_python: str = ""  # interpreter with MimicKit's dependencies; "" = ladder's own
+    engine_config: str = ""  # e.g. data/engines/newton_engine.yaml; "" = the args file's engine
+    mimickit_max_iters: int = 2000  # MimicKit's --max_samples in iterations: a bound; ladder stops trials sooner
+    mimickit_num_envs: int = 0  # --num_envs while the ladder walks another knob
+    command: list[str] = field(default_factory=list)  # kind command: the argv template ({num_envs}, {trial_dir}...)
+    launcher: str = "direct"  # kind command: direct or torchrun
+    progress: str = ""  # "" = the kind's own; mimickit: mimickit_stdout|mimickit_log; command: regex|jsonl
+    progress_regex: str = ""  # kind command with regex progress: the pattern or a preset; "" = the default
+    progress_file: str = ""  # kind command: relative to the trial folder; "" = stdout.log or progress.jsonl
+    cwd: str = ""  # kind command: the folder the trainer starts in
+    gpus_per_trial: int = 0  # lease this many GPUs (CPU slots without a GPU) per trial, one rank each; 0 = no lease
+    lease_dir: str = ""  # host-local folder of the lease locks; "" = <tmp>/ladder-leases
+    lease_timeout_s: float = 3600.0  # a trial waits this long for free devices, then the sweep stops
 
 
 @dataclass
@@ -87,6 +102,16 @@ class MeasureConf:
     startup_timeout_s: float = 300.0  # ... but before the first progress line, wait this long (env creation)
     trial_timeout_s: float = 900.0  # hard limit per trial
     kill_grace_s: float = 5.0  # SIGTERM to SIGKILL
+
+
+@dataclass
+class DecideConf:
+    """The decision table's thresholds (seeds 000/001), relative to the card's memory."""
+
+    vram_frac: float = 0.95  # peak memory at least this share of the card: VRAM-bound
+    compute_util: float = 60.0  # util at least this: compute-heavy
+    low_util: float = 45.0  # util under this with low memory: throughput/env-bound
+    low_mem_frac: float = 0.333  # "low memory": under this share of the card
 
 
 @dataclass
@@ -109,6 +134,8 @@ class SweepConf:
     workload: WorkloadConf = field(default_factory=WorkloadConf)
     measure: MeasureConf = field(default_factory=MeasureConf)
     preflight: PreflightConf = field(default_factory=PreflightConf)
+    decide: DecideConf = field(default_factory=DecideConf)
+    dry_run: bool = False  # print every trial the walk could launch (argv, env, files) and launch nothing
     objective: str = "min_avg_util"  # min_avg_util (the seed's column) or samples_per_s
     strategy: str = "model"  # model: seeds later profiles, jumps on a memory fit; walk: one rung at a time
     mem_headroom_frac: float = 0.05  # the memory fit jumps only to rungs leaving this fraction of the card free
@@ -149,10 +176,13 @@ class Settings:
     case: Case
     rungs: tuple[int, ...]
     ladder_name: str
+    knob: str
     profiles: tuple[Profile, ...]
     workload: WorkloadConf
     measure: MeasureConf
     preflight: PreflightConf
+    decide: DecideConf
+    dry_run: bool
     objective: str
     strategy: str
     mem_headroom_frac: float
@@ -174,10 +204,13 @@ def settings_from(cfg: DictConfig, known_cases: tuple[str, ...] = ()) -> Setting
         case=case,
         rungs=validate_rungs(ladder.get("rungs"), str(ladder.get("name", "?"))),
         ladder_name=str(ladder.get("name", "")),
+        knob=str(ladder.get("knob", "num_envs")),
         profiles=_profiles(raw.get("profile") or {}),
         workload=_typed(WorkloadConf, raw.get("workload") or {}),
         measure=_measure(raw.get("measure") or {}),
         preflight=_preflight(raw.get("preflight") or {}),
+        decide=_typed(DecideConf, raw.get("decide") or {}),
+        dry_run=bool(raw.get("dry_run", False)),
         objective=validate_objective(str(raw.get("objective"))),
         strategy=_choice("strategy", str(raw.get("strategy", "model")), ("model", "walk")),
         mem_headroom_frac=float(raw.get("mem_headroom_frac", 0.05)),

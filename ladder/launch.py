@@ -69,7 +69,7 @@ def write_files(spec: TrialSpec, trial_dir: Path) -> None:
 
 def start(spec: TrialSpec, trial_dir: Path, trial_id: str, mem_limit_bytes: int | None) -> Running:
     write_files(spec, trial_dir)
-    cgroup = MemCgroup.create(f"ladder-{trial_id}", mem_limit_bytes)
+    cgroup = MemCgroup.create(f"ladder-{os.getpid()}-{trial_id}", mem_limit_bytes)  # owner pid: see remove_stale
     if cgroup is None:
         log.info("no memory cgroup available: the trial is tracked by its process tree")
     join = ["--cgroup", str(cgroup.path)] if cgroup is not None else []
@@ -77,7 +77,7 @@ def start(spec: TrialSpec, trial_dir: Path, trial_id: str, mem_limit_bytes: int 
     env = {**os.environ, **spec.env, TRIAL_ID_VAR: trial_id}
     out = open(trial_dir / "stdout.log", "wb")  # noqa: SIM115 - closed in stop()
     proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                            start_new_session=True)  # fmt: skip
+                            cwd=spec.cwd or None, start_new_session=True)  # fmt: skip
     return Running(trial_id, proc, cgroup, out, time.monotonic())
 
 

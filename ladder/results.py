@@ -1,8 +1,27 @@
-"""TSV rows and columns, the best pick per case, and the writers (atomic, under a file lock).
+"""TSV rows and columns, the best pick per case, the merge rule, and the writers (atomic, under a file lock).
 
 `best_by_case.tsv` keeps the seed's leading columns (`case method variant num_envs status min_avg_util max_mem0
-max_mem1 ...`) so the seed's own one-liners read it unchanged; `trials.tsv` has one row per trial. The writers
-are the only effects here: a temp file in the same folder, renamed over the target, under a `filelock` lock.
+max_mem1 ...`) so the seed's own one-liners read it unchanged; `trials.tsv` has one row per trial. Each best row
+carries its provenance: `gpu_name gpu_mem_total n_gpus driver torch host workload_version sweep finished_at`.
+
+Merge rule (`merge_rows`, used by every write of best_by_case.tsv and by `python -m ladder.merge`): rows are keyed
+by case and hardware, `(case, gpu_name, gpu_mem_total, n_gpus)`, so one case measured on different cards (or on a
+different number of them, or under another emulated card size) keeps one row per hardware. Among rows with the
+same key the winner is the greatest by, in order:
+
+1. status `ok` over any other status (a row that found a stable rung is never replaced by one that did not);
+2. phase `confirm` over `probe` (a confirmed pick over a probed one);
+3. the newer `finished_at` (UTC ISO-8601; a missing or unreadable one is the oldest);
+4. the larger `num_envs`;
+5. the row's full text (its sorted (column, value) pairs), so that even exact ties are decided the same way.
+
+The rule is a total order on rows, so a merge does not depend on the order of its inputs or on which machine runs
+it: merging A into B gives what merging B into A gives, and merging the same file twice changes nothing.
+
+The writers and `code_version` are the only effects here. A write is a temp file in the same folder renamed over
+the target, under a `filelock` lock beside it (`<name>.lock`), and the merge reads the file inside the lock, so
+concurrent sweeps, and hosts sharing a filesystem whose locks work across hosts (NFSv4, Lustre with flock), never
+lose each other's rows.
 """
 
 from __future__ import annotations
@@ -10,8 +29,11 @@ from __future__ import annotations
 import csv
 import io
 import os
+import subprocess
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime, timezone
+from importlib import metadata
 from pathlib import Path
 
 from filelock import FileLock
@@ -21,15 +43,16 @@ from ladder.records import Status, TrialRecord
 SEED_HEAD = ("case", "method", "variant", "num_envs", "status", "min_avg_util")
 BEST_TAIL = (
     "samples_per_s", "p50_util", "active_frac", "avg_active_util", "step_time_p50", "window_s", "gated", "reason",
-    "evidence", "gpu_name", "gpu_mem_total", "n_gpus", "driver", "torch", "source", "workload", "width_factor",
-    "emulate_gpu_mem_gb", "phase", "trials", "sweep", "host", "finished_at", "trial_dir",
+    "evidence", "gpu_name", "gpu_mem_total", "n_gpus", "driver", "torch", "source", "workload", "workload_version",
+    "width_factor", "emulate_gpu_mem_gb", "phase", "trials", "sweep", "host", "finished_at", "trial_dir",
 )  # fmt: skip
 TRIAL_HEAD = ("number", "case", "method", "variant", "num_envs", "phase", "status", "reason")
 TRIAL_TAIL = (
     "evidence", "trial_dir", "started_at", "finished_at", "duration_s", "device", "nproc", "source",
     "width_factor", "emulate_gpu_mem_gb", "port", "host", "sweep",
 )  # fmt: skip
-MERGE_KEY = ("case", "gpu_name", "n_gpus")  # rows for one case on different hardware coexist
+MERGE_KEY = ("case", "gpu_name", "gpu_mem_total", "n_gpus")  # rows for one case on different hardware coexist
+Records = Sequence[TrialRecord] | Callable[[], Sequence[TrialRecord]]
 
 
 def objective_value(record: TrialRecord, objective: str) -> float | None:
@@ -93,10 +116,20 @@ def read_tsv(path: Path) -> list[dict[str, str]]:
 
 
 def merge_rows(existing: Sequence[dict[str, str]], incoming: Sequence[dict[str, str]]) -> list[dict[str, str]]:
-    """Incoming rows replace existing ones with the same (case, gpu_name, n_gpus); order: by case, then key."""
-    merged = {_key(r): r for r in existing}
-    merged.update({_key(r): r for r in incoming})
+    """One row per (case, hardware), the winner by the module's merge rule; order: by case, then hardware.
+    Which argument a row comes in does not matter."""
+    merged: dict[tuple[str, ...], dict[str, str]] = {}
+    for row in [*existing, *incoming]:
+        key = _key(row)
+        if key not in merged or rank(row) > rank(merged[key]):
+            merged[key] = row
     return [merged[k] for k in sorted(merged)]
+
+
+def rank(row: dict[str, str]) -> tuple[bool, bool, float, int, tuple[tuple[str, str], ...]]:
+    """The merge rule as a sort key: the greater row wins (see the module docstring)."""
+    return (row.get("status") == "ok", row.get("phase") == "confirm", _when(row.get("finished_at", "")),
+            _int(row.get("num_envs", "")), tuple(sorted(row.items())))  # fmt: skip
 
 
 def write_best(path: Path, rows: Sequence[dict[str, str]]) -> None:
@@ -106,9 +139,11 @@ def write_best(path: Path, rows: Sequence[dict[str, str]]) -> None:
         atomic_write(path, to_tsv(merged, columns(merged, SEED_HEAD, BEST_TAIL, rest=False)))
 
 
-def write_trials(path: Path, records: Sequence[TrialRecord]) -> None:
-    rows = [trial_row(r) for r in records]
+def write_trials(path: Path, records: Records) -> None:
+    """Rewrite trials.tsv. Pass a loader (e.g. `lambda: store.sweep_records(storage, sweep)`) rather than a list
+    when several processes share the file: it is called inside the lock, so the last writer has the newest rows."""
     with FileLock(str(path) + ".lock"):
+        rows = [trial_row(r) for r in (records() if callable(records) else records)]
         atomic_write(path, to_tsv(rows, columns(rows, TRIAL_HEAD, TRIAL_TAIL)))
 
 
@@ -124,6 +159,40 @@ def atomic_write(path: Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def code_version(where: Path, package: str = "ladder") -> str:
+    """The workload's code version: the commit of the git checkout holding `where` (12 hex digits, `-dirty` when
+    tracked files differ from it), else the installed version of `package`, else "" (an effect: runs git)."""
+    try:
+        out = subprocess.run(["git", "-C", str(where), "describe", "--always", "--dirty", "--abbrev=12", "--exclude=*"],
+                             capture_output=True, text=True, timeout=10, check=True)  # fmt: skip
+        return out.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return _package_version(package)
+
+
+def _package_version(package: str) -> str:
+    try:
+        return f"{package}=={metadata.version(package)}"
+    except metadata.PackageNotFoundError:
+        return ""
+
+
+def _when(stamp: str) -> float:
+    """A finished_at as unix seconds (naive means UTC); -inf when missing or unreadable, so it loses."""
+    try:
+        moment = datetime.fromisoformat(stamp.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return float("-inf")
+    return (moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).timestamp()
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        return -1
 
 
 def _key(row: dict[str, str]) -> tuple[str, ...]:

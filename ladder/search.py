@@ -7,7 +7,9 @@ process group, records it `interrupted`, and exits non-zero; the same command wi
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import os
 import signal
 import socket
 import sys
@@ -17,26 +19,30 @@ from pathlib import Path
 from types import FrameType
 
 import hydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import Override, ValueType
+from hydra.errors import HydraException
+from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from ladder import cgroup, launch
+from ladder import cgroup, launch, lease
+from ladder.catalog import known
 from ladder.config import Device, Settings, register, settings_from
+from ladder.dryrun import Planned, estimate, every_trial, format_dry_run, format_estimate
 from ladder.errors import LadderError
 from ladder.monitor import NvmlSampler, nvml_gpu_count
-from ladder.records import Status
-from ladder.sweep import Machine, Paths, Summary, run
-from ladder.view import make_view, trial_line
+from ladder.policy import Decision
+from ladder.records import Phase, Status
+from ladder.sweep import Machine, Paths, Run, Summary, plan, run, workload_of
+from ladder.view import PlainView, make_view, trial_line
 
 log = logging.getLogger(__name__)
 
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 EXIT_CONFIG = 2
+STARTUP_GUESS_S = 10.0  # dry-run estimate: launch to first evidence (torchrun ~3-4 s, imports, env creation)
+WARMUP_GUESS_S = 15.0  # dry-run estimate: warm-up until the window opens
 EXIT_INTERRUPTED = 130
-
-
-def known(group: str) -> tuple[str, ...]:
-    """The options of a config group, from conf/<group>/*.yaml."""
-    return tuple(sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml")))
 
 
 def known_cases() -> tuple[str, ...]:
@@ -45,17 +51,27 @@ def known_cases() -> tuple[str, ...]:
 
 def check_choices(overrides: list[str]) -> list[str]:
     """Unknown group options on the command line, each with the known ones (Hydra's own message lists none
-    for a list like profile=[a,b])."""
+    for a list like profile=[a,b]). Sweeps (`case=a,b`) are checked option by option; globs are Hydra's."""
     problems = []
-    for arg in overrides:
-        group, _, value = arg.partition("=")
-        group = group.lstrip("+~")
-        if group not in ("case", "profile", "ladder", "measure") or not value:
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except HydraException:
+        return []  # a syntax error: Hydra's own message says where
+    for override in parsed:
+        group = override.key_or_group
+        if group not in ("case", "profile", "ladder", "measure") or override.value_type is None:
             continue
-        for choice in value.strip("[]").split(","):
-            if choice and choice not in known(group):
+        for choice in _choices(override):
+            if choice not in known(group):
                 problems.append(f"unknown {group} '{choice}'; known: {', '.join(known(group))}")
     return problems
+
+
+def _choices(override: Override) -> list[str]:
+    if override.value_type is ValueType.GLOB_CHOICE_SWEEP:
+        return []
+    values = list(override.sweep_iterator()) if override.is_sweep_override() else [override.value()]
+    return [str(c) for v in values for c in (v if isinstance(v, list) else [v])]
 
 
 def find_machine(settings: Settings) -> Machine:
@@ -63,10 +79,20 @@ def find_machine(settings: Settings) -> Machine:
     if settings.device is Device.CUDA and gpus == 0:
         raise LadderError("device=cuda but no NVIDIA GPU is visible through NVML", "use device=auto or device=cpu")
     device = "cuda" if gpus else "cpu"
-    nproc = settings.workload.nproc or (gpus or 2)
+    per_trial = settings.workload.gpus_per_trial
+    nproc = per_trial or settings.workload.nproc or (gpus or 2)
     describe = {"host": socket.gethostname(), "n_gpus": str(nproc), "torch": _version("torch")}
     describe.update(_gpu_describe(nproc) if device == "cuda" else _cpu_describe(settings))
-    return Machine(device, tuple(range(nproc)) if device == "cuda" else (), nproc, sys.executable, describe)
+    pool = _lease_pool(device, gpus) if per_trial else ()
+    return Machine(device, tuple(range(nproc)) if device == "cuda" else (), nproc, sys.executable, describe, pool)
+
+
+def _lease_pool(device: str, gpus: int) -> tuple[int, ...]:
+    """What trials lease from: the GPUs a scheduler gave us (CUDA_VISIBLE_DEVICES) or all of the host's; on CPU,
+    the cores this process may run on."""
+    if device == "cuda":
+        return lease.visible_pool(os.environ, gpus)
+    return tuple(sorted(os.sched_getaffinity(0)))
 
 
 def _gpu_describe(nproc: int) -> dict[str, str]:
@@ -112,13 +138,38 @@ def banner(settings: Settings, paths: Paths, machine: Machine) -> str:
     )
 
 
+def _one_sweep_per_multirun(settings: Settings) -> Settings:
+    """Jobs of one `-m` run share one sweep (named by the multirun's folder) unless `sweep=` names one."""
+    if settings.sweep is None and HydraConfig.initialized() and HydraConfig.get().mode is RunMode.MULTIRUN:
+        return dataclasses.replace(settings, sweep=Path(HydraConfig.get().sweep.dir).name)
+    return settings
+
+
 def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
+
+
+def dry_run(settings: Settings, paths: Paths, machine: Machine) -> str:
+    """Every trial the walk could launch, exactly as it would be launched, and what the sweep may cost."""
+    workload = workload_of(settings)
+    ctx = Run(settings, paths, machine, workload, None, None, PlainView())  # type: ignore[arg-type]
+    planned = [
+        Planned(variant, rung, str(trial_dir), plan(ctx, Decision(variant, rung, ""), trial_dir, 0))
+        for variant, rung in every_trial([p.name for p in settings.profiles], settings.rungs)
+        for trial_dir in [paths.trial_dir(settings.case.name, variant, rung, Phase.PROBE, 1).absolute()]
+    ]
+    m = settings.measure
+    fail_s, fit_s = STARTUP_GUESS_S, STARTUP_GUESS_S + min(m.warmup_timeout_s, WARMUP_GUESS_S) + m.window_s
+    cost = estimate(len(settings.rungs), len(settings.profiles), fail_s, fit_s)
+    return format_dry_run(settings.case.name, settings.knob, planned) + format_estimate(cost) + "\n"
 
 
 def execute(settings: Settings) -> int:
     paths = Paths.for_settings(settings, datetime.now(timezone.utc))
     machine = find_machine(settings)
+    if settings.dry_run:
+        print(dry_run(settings, paths, machine), end="")
+        return 0
     launch.become_subreaper()
     cgroup.remove_stale()
     for sig in (signal.SIGTERM, signal.SIGHUP):  # a closed terminal stops the sweep as cleanly as Ctrl-C
@@ -144,7 +195,7 @@ def execute(settings: Settings) -> int:
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
 def main(cfg: DictConfig) -> None:
     try:
-        code = execute(settings_from(cfg, known_cases()))
+        code = execute(_one_sweep_per_multirun(settings_from(cfg, known_cases())))
     except LadderError as exc:
         print(f"ladder: {exc}", file=sys.stderr)
         code = EXIT_CONFIG

@@ -1,27 +1,32 @@
 """The sweep: the one module that composes the others for a case.
 
-policy (next profile and rung) → workload (trial spec) → trial (launch, watch, stop, classify, measure) →
-store (Optuna trial) → results (trials.tsv after every trial, best_by_case.tsv at the end).
+policy (next profile and rung) → workloads (trial spec) → trial (launch, watch, stop, classify, measure) →
+store (Optuna trial) → results (trials.tsv after every trial, best_by_case.tsv with class and action at the end).
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import logging
+import os
 import socket
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 import optuna
 
-from ladder import launch, policy, preflight, results, store, trial
+from ladder import catalog, decide, launch, lease, policy, preflight, results, store, trial
 from ladder.config import Settings
 from ladder.monitor import HostSampler, NvmlSampler, Sampler
-from ladder.records import Phase, Status, TrialRecord, Verdict
+from ladder.records import Phase, Status, TrialRecord
 from ladder.view import View
-from ladder.workloads.builtin import Placement, plan_proxy
+from ladder.workloads import planner
+from ladder.workloads.builtin import Placement
+from ladder.workloads.spec import TrialSpec
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +40,7 @@ class Machine:
     nproc: int  # ranks per trial
     python: str  # interpreter for torchrun and the trainer
     describe: dict[str, str]  # gpu_name, gpu_mem_total, n_gpus, driver, host, ...
+    pool: tuple[int, ...] = ()  # devices trials lease `nproc` of (NVML indices, or CPU cores); () = no leases
 
 
 @dataclass(frozen=True)
@@ -63,89 +69,148 @@ class Paths:
 class Summary:
     case: str
     best: TrialRecord | None
+    best_row: dict[str, str] | None  # as written to best_by_case.tsv, with class and action
     walks: tuple[policy.Walk, ...]
     records: tuple[TrialRecord, ...]
     resumed: int  # finished trials found in storage and not run again
 
 
+@dataclass(frozen=True)
+class Run:
+    """What every step of one sweep shares."""
+
+    settings: Settings
+    paths: Paths
+    machine: Machine
+    workload: planner.Workload
+    study: optuna.Study
+    storage: optuna.storages.BaseStorage
+    view: View
+
+
+def workload_of(settings: Settings) -> planner.Workload:
+    """The sweep's workload with `auto` resolved; says in one log line what runs and why."""
+    workload, note = planner.build(planner.WorkloadInput.of(settings.workload), settings.workload, settings.knob,
+                                   os.environ)  # fmt: skip
+    log.info(note)
+    return workload
+
+
+def plan(run: Run, decision: policy.Decision, trial_dir: Path, port: int) -> TrialSpec:
+    profile = next(p for p in run.settings.profiles if p.name == decision.profile)
+    place = Placement(run.machine.device, run.machine.nproc, port, run.machine.python)
+    return planner.plan(run.workload, run.settings.case, profile, decision.rung, place, str(trial_dir.absolute()),
+                        run.settings.measure.trial_timeout_s, run.settings.nccl_env)  # fmt: skip
+
+
 def run(settings: Settings, paths: Paths, machine: Machine, view: View) -> Summary:
     storage = store.open_storage(settings.storage, paths.sweep_dir)
     study = store.open_study(storage, settings.case.name)
+    ctx = Run(settings, paths, machine, workload_of(settings), study, storage, view)
     if abandoned := store.mark_abandoned(study):
         log.info("%d trial(s) left running by a stopped sweep are marked interrupted and will run again", abandoned)
     resumed = sum(1 for r in store.records(study) if r.status is not Status.INTERRUPTED)
-    profiles = tuple(p.name for p in settings.profiles)
-    tuning = _tuning(settings)
     gate = _preflight(settings, machine)
-    while (nxt := policy.next_trial(settings.rungs, profiles, _attempts(store.records(study)), tuning)) is not None:
+    while (decision := _next(ctx)) is not None:
         if gate is not None:
             gate.before_launch(machine.gpus)  # a refusal raises LaunchError, naming the processes and the fix
-        view.trial_started(nxt.profile, nxt.rung)
-        record = _run_one(settings, paths, machine, study, view, nxt)
+        view.trial_started(decision.profile, decision.rung)
+        record = _run_one(ctx, decision)
         view.trial_finished(record)
         results.write_trials(paths.trials_tsv, _all_records(storage))
         if record.status is Status.INTERRUPTED:
             raise KeyboardInterrupt
-    return _conclude(settings, paths, study, resumed)
+    return _conclude(ctx, resumed)
 
 
-def _run_one(
-    settings: Settings, paths: Paths, machine: Machine, study: optuna.Study, view: View, decision: policy.Decision
-) -> TrialRecord:
-    case, phase, variant, num_envs = settings.case, Phase.PROBE, decision.profile, decision.rung
-    n = 1 + sum(1 for r in store.records(study) if (r.variant, r.num_envs, r.phase) == (variant, num_envs, phase))
-    trial_dir = paths.trial_dir(case.name, variant, num_envs, phase, n)
-    profile = next(p for p in settings.profiles if p.name == variant)
-    place = Placement(machine.device, machine.nproc, launch.free_port(), machine.python)
-    spec = plan_proxy(case, profile, num_envs, settings.workload, place, str(trial_dir),
-                      settings.measure.trial_timeout_s, settings.nccl_env)  # fmt: skip
-    info = {
-        "why": decision.why,
-        **machine.describe,
-        **spec.info,
-        "sweep": paths.sweep,
-        "trial_dir": str(trial_dir.relative_to(paths.sweep_dir)),
-    }
-    attrs = {"case": case.name, "method": case.method, "phase": str(phase), "info": info}
-    otrial = store.begin(study, variant, num_envs, _variants(settings), attrs)
-    started = _utc_now()
-    log.debug("start %s %s e%d (%s)", case.name, variant, num_envs, trial_dir)
-    trial_id = uuid.uuid4().hex[:12]
-    sampler = _sampler_factory(machine)
-    result = trial.run(spec, trial_dir, trial_id, settings.measure, sampler, _mem_limit(settings), view.tick)
-    record = _record(settings, variant, num_envs, phase, result, info | _timing(started, result))
-    store.finish(study, otrial, record, results.objective_value(record, settings.objective))
+def _next(ctx: Run) -> policy.Decision | None:
+    profiles = tuple(p.name for p in ctx.settings.profiles)
+    return policy.next_trial(ctx.settings.rungs, profiles, _attempts(store.records(ctx.study)), _tuning(ctx.settings))
+
+
+def _run_one(ctx: Run, decision: policy.Decision) -> TrialRecord:
+    phase = Phase.PROBE
+    key = (decision.profile, decision.rung, phase)
+    done = [r for r in store.records(ctx.study) if (r.variant, r.num_envs, r.phase) == key]
+    trial_dir = ctx.paths.trial_dir(ctx.settings.case.name, decision.profile, decision.rung, phase, len(done) + 1)
+    with _lease(ctx, decision) as held:
+        spec = plan(ctx, decision, trial_dir, launch.free_port())
+        if held is not None:  # the trial sees only its leased GPUs (as cuda:0..n-1), or gets its CPU slots
+            spec = dataclasses.replace(spec, env={**spec.env, **lease.lease_env(held)})
+        info = _info(ctx, decision, spec, trial_dir, held)
+        attrs = {"case": ctx.settings.case.name, "method": ctx.settings.case.method, "phase": str(phase), "info": info}
+        otrial = store.begin(ctx.study, decision.profile, decision.rung, catalog.known("profile"), attrs)
+        started = _utc_now()
+        result = trial.run(spec, trial_dir, uuid.uuid4().hex[:12], ctx.settings.measure,
+                           _sampler_factory(ctx.machine, held), _mem_limit(ctx.settings), ctx.view.tick)  # fmt: skip
+    record = _record(ctx.settings, decision, phase, result, info | _timing(started, result))
+    store.finish(ctx.study, otrial, record, results.objective_value(record, ctx.settings.objective))
     return record
 
 
+def _info(ctx: Run, decision: policy.Decision, spec: TrialSpec, trial_dir: Path, held: lease.Lease | None) -> dict:
+    return {
+        "devices": ",".join(str(d) for d in held.devices) if held else "",
+        "why": decision.why,
+        "knob": ctx.settings.knob,
+        **ctx.machine.describe,
+        **spec.info,
+        "sweep": ctx.paths.sweep,
+        "trial_dir": str(trial_dir.relative_to(ctx.paths.sweep_dir)),
+    }
+
+
+@contextlib.contextmanager
+def _lease(ctx: Run, decision: policy.Decision) -> Iterator[lease.Lease | None]:
+    """The trial's devices, held from before its launch to after its reap; no lease where the machine has no pool."""
+    if not ctx.machine.pool:
+        yield None
+        return
+    kind = lease.DeviceKind.GPU if ctx.machine.device == "cuda" else lease.DeviceKind.CPU
+    w = ctx.settings.workload
+    folder = Path(w.lease_dir) if w.lease_dir else lease.DEFAULT_DIR
+    label = f"{ctx.settings.case.name} {decision.profile} e{decision.rung} (sweep pid {os.getpid()})"
+    with lease.acquire(ctx.machine.nproc, ctx.machine.pool, folder, w.lease_timeout_s, kind, label) as held:
+        yield held
+
+
 def _record(
-    settings: Settings, variant: str, num_envs: int, phase: Phase, result: trial.Result, info: dict[str, str]
+    settings: Settings, decision: policy.Decision, phase: Phase, result: trial.Result, info: dict[str, str]
 ) -> TrialRecord:
-    verdict: Verdict = result.verdict
     source = "nvml" if info.get("device") == "cuda" else "host"
     return TrialRecord(
         case=settings.case.name,
         method=settings.case.method,
-        variant=variant,
-        num_envs=num_envs,
+        variant=decision.profile,
+        num_envs=decision.rung,
         phase=phase,
-        status=verdict.status,
-        reason=verdict.reason,
-        evidence=verdict.evidence,
+        status=result.verdict.status,
+        reason=result.verdict.reason,
+        evidence=result.verdict.evidence,
         figures=result.figures,
         info={**info, "source": source, "exit_code": str(result.exit_code), "leftovers": str(result.leftovers)},
     )
 
 
-def _conclude(settings: Settings, paths: Paths, study: optuna.Study, resumed: int) -> Summary:
-    records = [r for r in store.records(study) if r.phase is Phase.PROBE]
-    attempts = _attempts(records)
-    walks = tuple(policy.walk(settings.rungs, p.name, attempts) for p in settings.profiles)
+def _conclude(ctx: Run, resumed: int) -> Summary:
+    settings = ctx.settings
+    records = [r for r in store.records(ctx.study) if r.phase is Phase.PROBE]
+    attempts, tuning = _attempts(records), _tuning(settings)
+    walks = tuple(policy.walk(settings.rungs, p.name, attempts, tuning) for p in settings.profiles)
     pick = results.best(records, settings.objective)
     row_source = pick or _last_failure(records)
+    row = None
     if row_source is not None:
-        results.write_best(paths.best_tsv, [results.best_row(row_source, len(records))])
-    return Summary(settings.case.name, pick, walks, tuple(records), resumed)
+        row = classified(results.best_row(row_source, len(records)), settings)
+        results.write_best(ctx.paths.best_tsv, [row])
+    return Summary(settings.case.name, pick, row, walks, tuple(records), resumed)
+
+
+def classified(row: dict[str, str], settings: Settings) -> dict[str, str]:
+    """The best row with the decision table's class and action."""
+    t = settings.decide
+    cls, action = decide.classify_row(row, decide.Thresholds(t.vram_frac, t.compute_util, t.low_util, t.low_mem_frac))
+    return row | {"class": str(cls), "action": action}
 
 
 def _last_failure(records: list[TrialRecord]) -> TrialRecord | None:
@@ -191,19 +256,16 @@ def _all_records(storage: optuna.storages.BaseStorage) -> list[TrialRecord]:
     return [r for name in sorted(studies) for r in store.records(optuna.load_study(study_name=name, storage=storage))]
 
 
-def _sampler_factory(machine: Machine) -> Callable[[int], Sampler]:
+def _sampler_factory(machine: Machine, held: lease.Lease | None) -> Callable[[int], Sampler]:
     if machine.device == "cuda":
-        return lambda pid: NvmlSampler(list(machine.gpus))
+        gpus = list(held.devices) if held else list(machine.gpus)  # NVML indices: the leased GPUs
+        return lambda pid: NvmlSampler(gpus)
     return HostSampler
 
 
 def _mem_limit(settings: Settings) -> int | None:
     gb = settings.workload.host_mem_limit_gb
     return int(gb * 1024**3) if gb else None
-
-
-def _variants(settings: Settings) -> tuple[str, ...]:
-    return tuple(sorted({"default", "hiutil", *(p.name for p in settings.profiles)}))
 
 
 def _timing(started: str, result: trial.Result) -> dict[str, str]:

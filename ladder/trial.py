@@ -17,7 +17,7 @@ from pathlib import Path
 from ladder import failures, launch, stats
 from ladder.config import MeasureConf
 from ladder.monitor import Monitor, Sample, Sampler, write_samples
-from ladder.progress import JsonlProgress, Point
+from ladder.progress import Follow, Point, reader_for
 from ladder.records import Ending, Reason, Verdict
 from ladder.workloads.spec import TrialSpec
 
@@ -73,7 +73,7 @@ def run(
     running = launch.start(spec, trial_dir, trial_id, mem_limit_bytes)
     watch = Watch(launch_t=time.time(), last_progress_mono=running.started_mono)
     monitor = Monitor(make_sampler(running.proc.pid), measure.sample_hz).start()
-    progress = JsonlProgress(trial_dir / spec.progress_file)
+    progress = reader_for(str(spec.progress_kind.value), trial_dir / spec.progress_file, spec.progress_regex)
     try:
         _watch(running, watch, progress, measure, lambda: on_tick and on_tick(_tick(watch, monitor, running)))
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM (see search.py): the result says `interrupted`
@@ -85,7 +85,7 @@ def run(
 
 
 def _watch(
-    running: launch.Running, watch: Watch, progress: JsonlProgress, measure: MeasureConf, tick: Callable[[], object]
+    running: launch.Running, watch: Watch, progress: Follow, measure: MeasureConf, tick: Callable[[], object]
 ) -> None:
     while running.proc.poll() is None:
         _take_progress(watch, progress)
@@ -110,7 +110,7 @@ def _tick(watch: Watch, monitor: Monitor, running: launch.Running) -> Tick:
     )
 
 
-def _take_progress(watch: Watch, progress: JsonlProgress) -> None:
+def _take_progress(watch: Watch, progress: Follow) -> None:
     new = progress.read_new()
     if new:
         watch.points.extend(new)
@@ -134,7 +134,7 @@ def _stop_reason(watch: Watch, measure: MeasureConf, started_mono: float) -> str
 
 
 def _finish(
-    running: launch.Running, watch: Watch, progress: JsonlProgress, monitor: Monitor, trial_dir: Path,
+    running: launch.Running, watch: Watch, progress: Follow, monitor: Monitor, trial_dir: Path,
     measure: MeasureConf,
 ) -> Result:  # fmt: skip
     code = launch.stop(running, measure.kill_grace_s)

@@ -29,6 +29,12 @@ def die_with_parent(parent_pid: int) -> None:
         sys.exit(143)
 
 
+def pin_cpus(slots: str) -> None:
+    """A trial that leased CPU slots runs on those cores only; torchrun and its workers inherit the affinity."""
+    if slots:
+        os.sched_setaffinity(0, {int(s) for s in slots.split(",")})
+
+
 def main(argv: list[str]) -> int:
     parent = os.getppid()
     if "--" not in argv or argv.index("--") == len(argv) - 1:
@@ -42,6 +48,7 @@ def main(argv: list[str]) -> int:
         print(USAGE, file=sys.stderr)
         return 2
     die_with_parent(parent)
+    pin_cpus(os.environ.get("LADDER_CPU_SLOTS", ""))
     os.execvp(program[0], program)
     return 127  # not reached: execvp replaces this process or raises
 

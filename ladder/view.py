@@ -53,7 +53,7 @@ class PlainView:
         self.console = console or Console(highlight=False, soft_wrap=True)
 
     def sweep_started(self, banner: str, case: str, rungs: Sequence[int], profiles: Sequence[str]) -> None:
-        self.console.print(banner, markup=False)
+        self.console.print(banner, markup=False, soft_wrap=True)
 
     def trial_started(self, variant: str, rung: int) -> None:
         pass
@@ -62,7 +62,7 @@ class PlainView:
         pass
 
     def trial_finished(self, record: TrialRecord) -> None:
-        self.console.print(trial_line(record), markup=False)
+        self.console.print(trial_line(record), markup=False, soft_wrap=True)
 
     def close(self) -> None:
         pass

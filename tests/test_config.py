@@ -84,3 +84,8 @@ def test_command_line_names_the_unknown_case() -> None:
     assert out.returncode == 2
     assert out.stderr.strip() == f"ladder: unknown case 'nope'; known: {', '.join(known_cases())}"
     assert "amp_pi_plus" in known_cases()
+
+
+def test_sweeps_and_lists_are_checked_option_by_option() -> None:
+    assert check_choices(["profile=[default],[hiutil]", "case=amp_pi_plus,add_pi_plus", "case=glob(amp*)"]) == []
+    assert check_choices(["case=amp_pi_plus,nope"]) == [f"unknown case 'nope'; known: {', '.join(known_cases())}"]

@@ -132,7 +132,13 @@ def test_a_killed_orchestrator_takes_its_trial_with_it(tmp_path: Path) -> None:
     orch.send_signal(signal.SIGKILL)
     orch.wait()
     wait_for(lambda: not [p for p in launch.leftovers("t-orphan") if p.status() != psutil.STATUS_ZOMBIE], 15)
-    launch.reap_orphans()  # they re-parented to this test process, a subreaper: zombies keep a cgroup busy
-    stale = [p for p, _ in _parents(ROOT) for p in p.glob("ladder-t-orphan")]
-    assert remove_stale("ladder-t-orphan") == len(stale)
-    assert not [p for p, _ in _parents(ROOT) for p in p.glob("ladder-t-orphan")]
+
+    def stale() -> list[Path]:
+        return [p for p, _ in _parents(ROOT) for p in p.glob(f"ladder-{orch.pid}-t-orphan")]
+
+    def cleaned() -> bool:
+        launch.reap_orphans()  # they re-parented to this test process, a subreaper: zombies keep a cgroup busy
+        remove_stale()  # its orchestrator is dead, so its cgroup is stale; live orchestrators' ones are kept
+        return not stale()
+
+    wait_for(cleaned, 15)

@@ -2,13 +2,27 @@
 
 from __future__ import annotations
 
+import itertools
 import subprocess
 import sys
 import textwrap
+from importlib import metadata
 from pathlib import Path
 
+import pytest
+
 from ladder.records import Phase, Reason, Status, TrialRecord
-from ladder.results import SEED_HEAD, best, best_row, columns, merge_rows, read_tsv, write_best, write_trials
+from ladder.results import (
+    SEED_HEAD,
+    best,
+    best_row,
+    code_version,
+    columns,
+    merge_rows,
+    read_tsv,
+    write_best,
+    write_trials,
+)
 
 # Seed 001, "Fast Commands" A, verbatim: the user's own reader of the newest sweep's best_by_case.tsv.
 SEED_ONE_LINER = textwrap.dedent(
@@ -25,7 +39,9 @@ SEED_ONE_LINER = textwrap.dedent(
 )
 
 
-def rec(variant: str, num_envs: int, status: Status, util: float | None = None, n_dev: int = 2, **info: str) -> TrialRecord:
+def rec(
+    variant: str, num_envs: int, status: Status, util: float | None = None, n_dev: int = 2, **info: str
+) -> TrialRecord:
     figures: dict[str, float] = {f"max_mem{i}": 1000.0 + i for i in range(n_dev)}
     if util is not None:
         figures.update({"min_avg_util": util, "samples_per_s": 100.0 * num_envs / 64})
@@ -35,10 +51,13 @@ def rec(variant: str, num_envs: int, status: Status, util: float | None = None, 
 
 
 def test_best_by_objective_ties_to_larger_num_envs() -> None:
-    records = [rec("default", 64, Status.OK, 50.0), rec("hiutil", 48, Status.OK, 50.0), rec("hiutil", 128, Status.OOM_OR_NCCL)]
-    assert best(records, "min_avg_util").num_envs == 64
-    assert best(records, "samples_per_s").num_envs == 64
-    assert best([rec("default", 64, Status.OK, 40.0), rec("hiutil", 48, Status.OK, 55.0)], "min_avg_util").variant == "hiutil"
+    records = [rec("default", 64, Status.OK, 50.0), rec("hiutil", 48, Status.OK, 50.0),
+               rec("hiutil", 128, Status.OOM_OR_NCCL)]  # fmt: skip
+    by_util, by_throughput = best(records, "min_avg_util"), best(records, "samples_per_s")
+    assert by_util is not None and by_util.num_envs == 64
+    assert by_throughput is not None and by_throughput.num_envs == 64
+    higher = best([rec("default", 64, Status.OK, 40.0), rec("hiutil", 48, Status.OK, 55.0)], "min_avg_util")
+    assert higher is not None and higher.variant == "hiutil"
     assert best([rec("hiutil", 128, Status.OOM_OR_NCCL)], "min_avg_util") is None
 
 
@@ -51,19 +70,95 @@ def test_columns_keep_the_seed_head_and_mem_order() -> None:
 
 
 def test_merge_replaces_same_case_and_hardware_keeps_others() -> None:
-    old = [{"case": "a", "gpu_name": "cpu", "n_gpus": "2", "num_envs": "64"},
-           {"case": "b", "gpu_name": "cpu", "n_gpus": "2", "num_envs": "32"}]  # fmt: skip
-    new = [{"case": "a", "gpu_name": "cpu", "n_gpus": "2", "num_envs": "48"},
+    cpu = {"gpu_name": "cpu", "n_gpus": "2"}
+    old = [{"case": "a", **cpu, "num_envs": "64", "finished_at": "2026-01-01T00:00:00+00:00"},
+           {"case": "b", **cpu, "num_envs": "32"}]  # fmt: skip
+    new = [{"case": "a", **cpu, "num_envs": "48", "finished_at": "2026-01-02T00:00:00+00:00"},
            {"case": "a", "gpu_name": "H100", "n_gpus": "1", "num_envs": "256"}]  # fmt: skip
-    merged = merge_rows(old, new)
-    assert [(r["case"], r["gpu_name"], r["num_envs"]) for r in merged] == [("a", "H100", "256"), ("a", "cpu", "48"), ("b", "cpu", "32")]
+    merged = [(r["case"], r["gpu_name"], r["num_envs"]) for r in merge_rows(old, new)]
+    assert merged == [("a", "H100", "256"), ("a", "cpu", "48"), ("b", "cpu", "32")]
+
+
+def hw(status: str = "ok", at: str = "2026-01-01T00:00:00+00:00", e: str = "64", **more: str) -> dict[str, str]:
+    return {"case": "a", "gpu_name": "NVIDIA GeForce RTX 4090", "gpu_mem_total": "24564", "n_gpus": "2",
+            "status": status, "finished_at": at, "num_envs": e, "phase": "probe", **more}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("rows", "winner"),
+    [
+        ([hw(status="oom_or_nccl", at="2026-03-01T00:00:00+00:00", e="1"), hw(status="ok", e="2")], "2"),
+        ([hw(e="1", phase="confirm"), hw(e="2", at="2026-03-01T00:00:00+00:00")], "1"),
+        ([hw(e="1", at="2026-01-01T10:00:00+02:00"), hw(e="2", at="2026-01-01T09:00:00Z")], "2"),
+        ([hw(e="1", at=""), hw(e="2", at="not a time"), hw(e="3", at="2025-12-31T23:59:59")], "3"),
+        ([hw(e="48"), hw(e="40")], "48"),
+        ([hw(host="b"), hw(host="a")], "64"),
+    ],
+    ids=["ok-beats-non-ok", "confirm-beats-probe", "newer-finished-at-in-utc", "unreadable-time-is-oldest",
+         "larger-num-envs", "full-tie-by-row-text"],
+)  # fmt: skip
+def test_merge_rule_picks_the_same_winner_in_every_input_order(rows: list[dict[str, str]], winner: str) -> None:
+    outcomes = set()
+    for order in itertools.permutations(rows):
+        for cut in range(len(order) + 1):
+            merged = merge_rows(order[:cut], order[cut:])
+            assert len(merged) == 1
+            outcomes.add(tuple(sorted(merged[0].items())))
+    assert len(outcomes) == 1
+    assert merge_rows(rows, [])[0]["num_envs"] == winner
+
+
+def test_rows_of_one_case_on_different_hardware_coexist() -> None:
+    rows = [hw(), hw(gpu_name="NVIDIA H100 80GB HBM3", gpu_mem_total="81559"), hw(n_gpus="1"), hw(gpu_mem_total="614")]
+    assert len(merge_rows(rows, rows)) == 4
+
+
+def test_best_row_carries_its_provenance(tmp_path: Path) -> None:
+    info = {"gpu_name": "cpu", "gpu_mem_total": "614", "n_gpus": "2", "driver": "", "torch": "2.13.0+cpu",
+            "host": "vm", "workload_version": "6527917abcde", "sweep": "s1",
+            "finished_at": "2026-01-01T00:00:00+00:00"}  # fmt: skip
+    write_best(tmp_path / "best_by_case.tsv", [best_row(rec("default", 64, Status.OK, 50.0), 3) | info])
+    row = read_tsv(tmp_path / "best_by_case.tsv")[0]
+    assert {k: row[k] for k in info} == info
+    assert row["trials"] == "3"
+
+
+def test_write_trials_calls_a_loader_inside_the_lock(tmp_path: Path) -> None:
+    path = tmp_path / "trials.tsv"
+    seen: list[bool] = []
+
+    def load() -> list[TrialRecord]:
+        seen.append(_held(path))
+        return [rec("default", 64, Status.OK, 33.0)]
+
+    write_trials(path, load)
+    assert seen == [True]
+    assert [r["num_envs"] for r in read_tsv(path)] == ["64"]
+
+
+def _held(path: Path) -> bool:
+    """Whether another process would find the lock taken now."""
+    probe = subprocess.run([sys.executable, "-c", "import sys; from filelock import FileLock, Timeout\n"
+                            "try:\n    FileLock(sys.argv[1], timeout=0).acquire()\nexcept Timeout:\n    sys.exit(3)",
+                            str(path) + ".lock"])  # fmt: skip
+    return probe.returncode == 3
+
+
+def test_code_version_is_the_checkout_commit_or_the_package_version(tmp_path: Path) -> None:
+    here = Path(__file__).resolve().parent.parent
+    inside = code_version(here)
+    if (here / ".git").exists():
+        head = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
+        assert head.startswith(inside.removesuffix("-dirty"))
+    assert code_version(tmp_path) == "ladder==" + metadata.version("ladder")
 
 
 def test_written_tsv_is_read_by_the_seed_one_liner(tmp_path: Path) -> None:
     sweep = tmp_path / "output" / "train" / "case_gpu_bench_20260101_000000"
     write_best(sweep / "best_by_case.tsv", [best_row(rec("hiutil", 38, Status.OK, 51.54), 5)])
     write_best(sweep / "best_by_case.tsv", [best_row(rec("default", 8, Status.OK, 20.0, n_dev=1) , 2) | {"case": "x"}])
-    out = subprocess.run([sys.executable, "-c", SEED_ONE_LINER], cwd=tmp_path, capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, "-c", SEED_ONE_LINER], cwd=tmp_path, capture_output=True, text=True,
+                         check=True)  # fmt: skip
     assert out.stdout.splitlines() == [
         "x amp util 20 max_mem 1000 variant default e 8",
         "amp_pi_plus amp util 51.54 max_mem 1001 variant hiutil e 38",
@@ -74,5 +169,6 @@ def test_trials_tsv_one_row_per_trial(tmp_path: Path) -> None:
     records = [rec("default", 256, Status.OOM_OR_NCCL), rec("default", 128, Status.OK, 33.0)]
     write_trials(tmp_path / "trials.tsv", records)
     rows = read_tsv(tmp_path / "trials.tsv")
-    assert [(r["num_envs"], r["status"], r["reason"]) for r in rows] == [("256", "oom_or_nccl", "host_oom"), ("128", "ok", "")]
+    got = [(r["num_envs"], r["status"], r["reason"]) for r in rows]
+    assert got == [("256", "oom_or_nccl", "host_oom"), ("128", "ok", "")]
     assert rows[1]["min_avg_util"] == "33" and rows[0]["min_avg_util"] == ""

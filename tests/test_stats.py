@@ -4,9 +4,22 @@ from __future__ import annotations
 
 import pytest
 
-from ladder.monitor import Sample
+from ladder.monitor import Sample, Source
 from ladder.progress import Point, parse_line
-from ladder.stats import Window, figures, open_window, stable_start, window_closed
+from ladder.stats import (
+    Rate,
+    Rule,
+    Window,
+    figures,
+    open_window,
+    ratio_interval,
+    repeat_verdict,
+    source_of,
+    stable_start,
+    step_times,
+    t975,
+    window_closed,
+)
 
 RULE = (3, 3, 0.2)
 
@@ -60,7 +73,10 @@ def test_failed_trial_has_memory_but_no_rate() -> None:
 @pytest.mark.parametrize(
     ("line", "expected"),
     [
-        ('{"t": 1.5, "iter": 2, "samples": 128, "step_time_s": 0.5, "peak_mem_mb": [1, 2]}', Point(1.5, 2, 128.0, 0.5, (1.0, 2.0))),
+        (
+            '{"t": 1.5, "iter": 2, "samples": 128, "step_time_s": 0.5, "peak_mem_mb": [1, 2]}',
+            Point(1.5, 2, 128.0, 0.5, (1.0, 2.0)),
+        ),
         ('{"t": 1.5, "iter": 2, "iter_time": 0.7}', Point(1.5, 2, 0.0, 0.7)),
         ('{"event": "start", "t": 1.0}', None),
         ("not json", None),
@@ -70,3 +86,97 @@ def test_failed_trial_has_memory_but_no_rate() -> None:
 )
 def test_parse_line(line: str, expected: Point | None) -> None:
     assert parse_line(line) == expected
+
+
+# ---------------------------------------------------------------- data times, seconds, intervals, repeats
+
+
+def with_data(step_times: list[float], data_times: list[float | None]) -> list[Point]:
+    return [Point(p.t, p.iter, p.samples, p.step_time_s, (), d) for p, d in zip(points(step_times), data_times,
+                                                                                 strict=True)]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("data_times", "rule", "opens_at"),
+    [
+        ([0.0012, 0.0015, 0.0011, 0.0018, 0.0012, 0.0014], RULE, 2),  # exp076 run1: ms-level, steady
+        ([0.0011, 2.4, 0.0012, 6.57, 0.9, 0.0011], RULE, None),  # exp076 run2: seconds of jitter
+        ([0.05, 0.05, 0.05, 0.05, 0.05, 0.05], Rule(3, 3, 0.2, 0.02), None),  # steady, but over the seed's 0.02 s
+        ([None] * 6, Rule(3, 3, 0.2, 0.02), 2),  # no data times reported: the step time decides
+    ],
+    ids=["steady-ms", "second-stalls", "over-the-bound", "not-reported"],
+)
+def test_data_times_gate_the_window(data_times: list[float | None], rule: Rule, opens_at: int | None) -> None:
+    pts = with_data([1.0] * 6, data_times)
+    assert stable_start(pts, *rule) == (None if opens_at is None else pts[opens_at].t)
+
+
+def test_step_times_come_from_the_points_when_not_reported() -> None:
+    pts = [Point(10.0, 10, 0.0), Point(20.0, 20, 0.0), Point(20.0, 30, 0.0), Point(26.0, 33, 0.0, 2.5)]
+    assert step_times(pts) == [None, 1.0, None, 2.5]
+
+
+def seconds_of(utils_per_second: list[tuple[float, float]], hz: int = 10) -> list[Sample]:
+    """Two GPUs sampled at hz for as many seconds as given, each second at the given util."""
+    return [Sample(1000.0 + s + k / hz, i, u, 1000.0) for s, pair in enumerate(utils_per_second)
+            for k in range(hz) for i, u in enumerate(pair)]  # fmt: skip
+
+
+def test_active_and_idle_seconds_as_seed_003_counts_them() -> None:
+    # exp078 probe1: GPU0 busy at ~20% for 31 s then idle; GPU1 at ~95% the same 31 s
+    series = seconds_of([(18.0, 95.2)] * 31 + [(0.0, 0.0)] * 29)
+    f = figures(series, [], Window(1000.0, 1060.0, gated=True), launch_t=990.0)
+    assert (f["active_s"], f["idle_s"]) == (31.0, 29.0)
+    assert f["avg_active_util"] == pytest.approx(56.6)  # the seed's both_avg_active
+    assert f["avg_util0"] == pytest.approx(18.0 * 31 / 60, abs=0.01) and f["n_samples"] == 600
+    assert f["p50_util"] == pytest.approx(56.6)
+
+
+def test_proc_memory_sm_util_and_the_host_alongside() -> None:
+    nvml = [Sample(float(t), 0, 90.0, 20000.0 + t, Source.NVML, 15000.0 + t if t % 2 else None,
+                   40.0 if t % 2 else None) for t in range(10)]  # fmt: skip
+    host = [Sample(float(t), r, 100.0 + 10 * r, 3000.0 + t, Source.HOST) for t in range(0, 10, 3) for r in (0, 1)]
+    f = figures(nvml + host, [], None, 0.0)
+    assert (f["max_mem0"], f["proc_mem_max0"], f["avg_sm_util0"]) == (20009, 15009, 40.0)
+    assert (f["host_cpu_avg0"], f["host_cpu_avg1"], f["host_rss_max1"]) == (100.0, 110.0, 3009)
+    assert f["min_avg_util"] == 90.0  # the host series does not enter the GPU figures
+    assert source_of(nvml + host) == "nvml" and source_of(host) == "host" and source_of([]) == ""
+
+
+def test_samples_per_s_interval() -> None:
+    steady = points([0.5] * 20)
+    f = figures([], steady, Window(steady[4].t, steady[4].t + 5.0, gated=True), launch_t=100.0)
+    assert f["samples_per_s"] == f["samples_per_s_lo"] == f["samples_per_s_hi"] == 1280.0
+    noisy = points([0.4, 0.6] * 20)
+    g = figures([], noisy, Window(noisy[4].t, noisy[4].t + 10.0, gated=True), launch_t=100.0)
+    assert g["samples_per_s_lo"] < g["samples_per_s"] < g["samples_per_s_hi"]
+    assert g["samples_per_s"] == pytest.approx(1280.0, rel=0.02)
+    assert g["samples_per_s_hi"] - g["samples_per_s_lo"] < 0.2 * g["samples_per_s"]
+
+
+def test_ratio_interval_matches_student_t() -> None:
+    rate, lo, hi = ratio_interval([10.0, 14.0, 12.0], [1.0, 1.0, 1.0])  # per-interval rates 10, 14, 12
+    assert (rate, hi - rate) == (12.0, pytest.approx(4.303 * 2.0 / 3**0.5))
+    assert ratio_interval([5.0], [1.0])[1:] == (float("-inf"), float("inf"))
+    assert t975(30) == pytest.approx(2.042, abs=0.001) and t975(200) == pytest.approx(1.972, abs=0.001)
+
+
+@pytest.mark.parametrize(
+    ("rates", "stable", "why"),
+    [
+        ([Rate(1000, 990, 1010), Rate(1020, 1010, 1030)], True, ""),
+        ([Rate(1000, 990, 1010), Rate(1080, 1070, 1090)], False, "repeats differ by 7.7% (over 5%)"),
+        ([Rate(1000, 900, 1100)], False, "95% interval 20.0% of samples/s (over 10%)"),
+        ([], False, "no repeat measured a rate"),
+    ],
+    ids=["agree", "disagree", "wide-interval", "none"],
+)
+def test_repeat_verdict(rates: list[Rate], stable: bool, why: str) -> None:
+    verdict = repeat_verdict(rates)
+    assert (verdict.stable, verdict.why) == (stable, why)
+    assert verdict.figures()["unstable"] == (0.0 if stable else 1.0)
+
+
+def test_rate_from_figures() -> None:
+    assert Rate.of({"samples_per_s": 5.0, "samples_per_s_lo": 4.0, "samples_per_s_hi": 6.0}) == Rate(5.0, 4.0, 6.0)
+    assert Rate.of({"min_avg_util": 50.0}) is None

@@ -8,7 +8,11 @@ import yaml
 
 from ladder.config import Case, Profile, WorkloadConf
 from ladder.workloads.profiles import apply_profile
-from ladder.workloads.spec import TrialSpec
+from ladder.workloads.spec import Launcher, ProgressKind, TrialSpec
+
+# The proxy's --method follows the algorithm the agent config runs (its agent_name), so a case whose method
+# names its task rather than its algorithm (vault: a PPO agent on a static-objects env) gets the right nets.
+AGENT_METHODS = {"AMP": "amp", "ADD": "add", "ASE": "ase", "PPO": "ppo", "AWR": "awr", "LCP": "lcp", "SMP": "smp"}
 
 
 @dataclass(frozen=True)
@@ -19,6 +23,14 @@ class Placement:
     nproc: int  # ranks, one per GPU (or CPU slot)
     port: int  # the rendezvous port
     python: str  # the interpreter that runs torchrun and the trainer
+    # CUDA indices as the trial's processes see them (after any CUDA_VISIBLE_DEVICES); () = 0 .. nproc-1
+    gpus: tuple[int, ...] = ()
+
+    def devices(self) -> tuple[str, ...]:
+        """One device name per rank: cuda:<i>, or cpu."""
+        if self.device != "cuda":
+            return ("cpu",) * self.nproc
+        return tuple(f"cuda:{i}" for i in (self.gpus or range(self.nproc)))
 
 
 def plan_proxy(
@@ -33,7 +45,7 @@ def plan_proxy(
 ) -> TrialSpec:
     agent = apply_profile(case.agent, profile.agent_patch)
     trainer = _proxy_args(case, num_envs, workload, place, trial_dir, max_seconds)
-    argv = _torchrun(place, trial_dir) + ("-m", "ladder.workloads.proxy") + trainer
+    argv = torchrun(place, trial_dir) + ("-m", "ladder.workloads.proxy") + trainer
     env = {**extra_env, "PYTHONUNBUFFERED": "1"}
     if place.device == "cpu":
         env["OMP_NUM_THREADS"] = "1"  # one core per rank, as torchrun would pick for several ranks
@@ -43,10 +55,18 @@ def plan_proxy(
         files={"agent.yaml": yaml.safe_dump(agent, sort_keys=False)},
         nproc=place.nproc,
         info=_info(workload, place),
+        launcher=Launcher.TORCHRUN,
+        progress_kind=ProgressKind.JSONL,
     )
 
 
-def _torchrun(place: Placement, trial_dir: str) -> tuple[str, ...]:
+def proxy_method(case: Case) -> str:
+    """The proxy's --method: the agent's algorithm where the agent config names one, else the case's method."""
+    return AGENT_METHODS.get(str(case.agent.get("agent_name", "")).upper(), case.method)
+
+
+def torchrun(place: Placement, trial_dir: str) -> tuple[str, ...]:
+    """torchrun's own arguments, up to the program it starts (per-rank logs and error files under ranks/)."""
     return (
         place.python, "-m", "torch.distributed.run",
         "--nnodes", "1",
@@ -66,7 +86,7 @@ def _proxy_args(
     cap_mb = round(workload.emulate_gpu_mem_gb * 1024) if workload.emulate_gpu_mem_gb else 0
     return (
         "--agent-config", f"{trial_dir}/agent.yaml",
-        "--method", case.method,
+        "--method", proxy_method(case),
         "--num-envs", str(num_envs),
         "--obs-dim", str(shape.obs_dim),
         "--act-dim", str(shape.act_dim),

@@ -25,3 +25,15 @@ def _merge_existing(target: dict[str, Any], patch: dict[str, Any]) -> None:
             _merge_existing(target[key], value)
         else:
             target[key] = copy.deepcopy(value)
+
+
+def skipped_leaves(agent: dict[str, Any], patch: dict[str, Any], prefix: str = "") -> list[str]:
+    """The patch's leaves that `apply_profile` leaves out because the agent config lacks them (dotted paths)."""
+    skipped = []
+    for key, value in patch.items():
+        path = f"{prefix}{key}"
+        if key not in agent:
+            skipped.append(path)
+        elif isinstance(value, dict) and isinstance(agent[key], dict):
+            skipped += skipped_leaves(agent[key], value, f"{path}.")
+    return skipped

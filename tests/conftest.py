@@ -1,0 +1,140 @@
+"""Shared fixtures: a real PostgreSQL server (Debian's `postgresql` package) for the tests that share one storage.
+
+The server is private to the test session: `initdb` into a temporary folder, `pg_ctl start` on a free port of
+127.0.0.1 with password (scram) authentication, one database per test, `pg_ctl stop` at the end. As root it runs
+as the `postgres` user the package creates (PostgreSQL refuses to run as root). Where no server can be started
+the tests that need one are skipped with the reason, except under CI (`CI=true`), where that is an error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import pwd
+import secrets
+import shutil
+import socket
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+PG_USER = "ladder"
+
+
+class NoServer(Exception):
+    """Why no PostgreSQL server can be started here."""
+
+
+@dataclass(frozen=True)
+class PgServer:
+    base: Path
+    port: int
+    password: str
+    run_as: tuple[str, ...]  # the prefix that runs the server's tools as its owner
+
+    def url(self, database: str) -> str:
+        return f"postgresql://{PG_USER}:{self.password}@127.0.0.1:{self.port}/{database}"
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    try:
+        server = _start_server()
+    except NoServer as exc:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI needs a PostgreSQL server and none could be started: {exc}", pytrace=False)
+        pytest.skip(f"no PostgreSQL server can be started here: {exc}")
+    try:
+        yield server
+    finally:
+        _stop_server(server)
+
+
+@pytest.fixture
+def pg_url(pg_server: PgServer, request: pytest.FixtureRequest) -> str:
+    """A fresh, empty database on the session's server, as an Optuna storage URL (with its password)."""
+    import psycopg
+
+    name = f"t_{secrets.token_hex(6)}"
+    with psycopg.connect(pg_server.url("postgres"), autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return pg_server.url(name)
+
+
+def _start_server() -> PgServer:
+    initdb, pg_ctl = _tool("initdb"), _tool("pg_ctl")
+    _need_driver()
+    run_as, owner = _run_as()
+    base = Path(tempfile.mkdtemp(prefix="ladder-pg-"))
+    password = f"pw{secrets.token_hex(12)}"
+    (base / "pw").write_text(password + "\n")
+    if owner is not None:
+        for path in (base, base / "pw"):
+            os.chown(path, owner.pw_uid, owner.pw_gid)
+    try:
+        _run([*run_as, initdb, "-D", str(base / "data"), "-U", PG_USER, f"--pwfile={base / 'pw'}",
+              "--auth=scram-sha-256", "--no-sync", "-E", "UTF8"])  # fmt: skip
+        port = _free_port()
+        options = f"-c listen_addresses=127.0.0.1 -p {port} -k {base} -c fsync=off"
+        _run([*run_as, pg_ctl, "-D", str(base / "data"), "-l", str(base / "server.log"), "-w", "-t", "60",
+              "-o", options, "start"])  # fmt: skip
+    except NoServer:
+        shutil.rmtree(base, ignore_errors=True)
+        raise
+    return PgServer(base, port, password, run_as)
+
+
+def _stop_server(server: PgServer) -> None:
+    with contextlib.suppress(NoServer):
+        _run([*server.run_as, _tool("pg_ctl"), "-D", str(server.base / "data"), "-m", "immediate", "-w", "stop"])
+    shutil.rmtree(server.base, ignore_errors=True)
+
+
+def _tool(name: str) -> str:
+    found = shutil.which(name) or next(iter(sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"), reverse=True)), "")
+    if not found:
+        raise NoServer(f"`{name}` not found: install Debian's postgresql package (apt-get install -y postgresql)")
+    return found
+
+
+def _need_driver() -> None:
+    try:
+        import psycopg  # noqa: F401 - SQLAlchemy's driver for postgresql:// URLs
+    except ImportError:
+        raise NoServer("the psycopg driver is not installed: pip install 'psycopg[binary]'") from None
+
+
+def _run_as() -> tuple[tuple[str, ...], pwd.struct_passwd | None]:
+    """PostgreSQL will not run as root: there, its tools run as the package's `postgres` user."""
+    if os.geteuid() != 0:
+        return (), None
+    try:
+        owner = pwd.getpwnam("postgres")
+    except KeyError:
+        raise NoServer("running as root and there is no `postgres` user to run the server as") from None
+    runuser = shutil.which("runuser")
+    if not runuser:
+        raise NoServer("running as root and `runuser` is missing")
+    return (runuser, "-u", "postgres", "--"), owner
+
+
+def _run(argv: list[str]) -> None:
+    try:
+        subprocess.run(argv, capture_output=True, text=True, timeout=120, check=True, cwd="/")
+    except subprocess.CalledProcessError as exc:
+        said = (exc.stderr or exc.stdout or "").strip()[-500:]
+        tool = next((Path(a).name for a in argv if Path(a).name in ("initdb", "pg_ctl")), argv[0])
+        raise NoServer(f"{tool} failed: {said}") from None
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise NoServer(f"{exc}") from None
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])

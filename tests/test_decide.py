@@ -1,0 +1,128 @@
+"""The decision table on the seeds' own figures, and the seed's Fast Command A on a TSV that ladder wrote."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ladder.decide import ACTIONS, CaseClass, Thresholds, classify, classify_row, validate
+from ladder.errors import ConfigError
+from ladder.results import write_best
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = Path(__file__).resolve().parent / "data"
+RTX_4090_MIB = 24564  # NVML's memory.total for a 24 GB RTX 4090 (the seeds' card)
+H100_MIB = 81559
+
+# Seed 000's best rows: (case, variant e, min_avg_util, max_mem0, max_mem1, the seed's class).
+SEED_ROWS = [
+    ("add_pi_plus", 40, 45.35, 24037, 24093, CaseClass.VRAM_BOUND),
+    ("amp_pi_plus", 38, 51.54, 24052, 24115, CaseClass.VRAM_BOUND),
+    ("deepmimic_pi_plus_ppo", 40, 52.03, 23802, 24110, CaseClass.VRAM_BOUND),
+    ("ase_humanoid", 1024, 66.92, 4826, 5480, CaseClass.COMPUTE_HEAVY),
+    ("ase_humanoid_sword_shield", 1024, 66.00, 5566, 6265, CaseClass.COMPUTE_HEAVY),
+    ("amp_smpl", 1024, 65.77, 6684, 7276, CaseClass.COMPUTE_HEAVY),
+    ("add_go2", 4096, 27.44, 3873, 7412, CaseClass.THROUGHPUT),
+    ("deepmimic_go2_ppo", 4096, 24.96, 2980, 3807, CaseClass.THROUGHPUT),
+    ("vault_g1", 4096, 33.46, 2538, 3785, CaseClass.THROUGHPUT),
+]
+# Seed 000 gives the balanced group's util per case and its memory as a range (~2.6-7.3 GB): both ends.
+BALANCED = [("amp_humanoid", 59.45, 7300), ("deepmimic_humanoid_ppo", 49.75, 2600), ("vault_humanoid", 50.89, 4000)]
+
+
+@pytest.mark.parametrize(
+    ("util", "mem", "expected"),
+    [(51.5, 24052, CaseClass.VRAM_BOUND), (66.9, 4826, CaseClass.COMPUTE_HEAVY), (25.0, 2980, CaseClass.THROUGHPUT)],
+    ids=["amp_pi_plus", "ase_humanoid", "deepmimic_go2"],
+)
+def test_issue_figures(util: float, mem: int, expected: CaseClass) -> None:
+    assert classify(util, mem, RTX_4090_MIB) == (expected, ACTIONS[expected])
+
+
+@pytest.mark.parametrize(("case", "e", "util", "mem0", "mem1", "expected"), SEED_ROWS, ids=[r[0] for r in SEED_ROWS])
+def test_every_seed_row_gets_the_seed_class(
+    case: str, e: int, util: float, mem0: int, mem1: int, expected: CaseClass
+) -> None:
+    assert classify(util, max(mem0, mem1), RTX_4090_MIB)[0] is expected
+
+
+@pytest.mark.parametrize(("case", "util", "mem"), BALANCED, ids=[b[0] for b in BALANCED])
+def test_seed_balanced_group(case: str, util: float, mem: int) -> None:
+    assert classify(util, mem, RTX_4090_MIB) == (CaseClass.BALANCED, "try the hiutil profile")
+
+
+def test_thresholds_are_relative_to_the_card() -> None:
+    assert classify(51.5, 24052, H100_MIB)[0] is CaseClass.BALANCED  # 29% of an H100 is not a full card
+    assert classify(40.0, 24052, H100_MIB)[0] is CaseClass.THROUGHPUT
+    assert classify(51.5, 78000, H100_MIB)[0] is CaseClass.VRAM_BOUND
+
+
+def test_thresholds_are_configurable() -> None:
+    strict = Thresholds(vram_frac=0.99, compute_util=70.0)
+    assert classify(51.54, 24115, RTX_4090_MIB, strict)[0] is CaseClass.BALANCED  # 98.2% < 99%
+    assert classify(66.92, 5480, RTX_4090_MIB, strict)[0] is CaseClass.BALANCED
+
+
+@pytest.mark.parametrize(
+    ("thresholds", "message"),
+    [(Thresholds(vram_frac=0.2), "low_mem_frac < vram_frac"), (Thresholds(low_util=70.0), "low_util <= compute_util")],
+    ids=["vram-below-low-mem", "low-util-above-compute"],
+)
+def test_bad_thresholds_are_named(thresholds: Thresholds, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        validate(thresholds)
+
+
+def row(status: str = "ok", util: str = "51.54", mem0: str = "24052", mem1: str = "24115", card: str = "24564") -> dict:
+    return {"case": "amp_pi_plus", "method": "amp", "variant": "hiutil", "num_envs": "38", "status": status,
+            "min_avg_util": util, "max_mem0": mem0, "max_mem1": mem1, "gpu_mem_total": card}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        ({}, CaseClass.VRAM_BOUND),
+        ({"status": "oom_or_nccl"}, CaseClass.UNSTABLE),
+        ({"card": ""}, CaseClass.UNCLASSIFIED),
+        ({"util": ""}, CaseClass.UNCLASSIFIED),
+        ({"mem1": "0", "mem0": "2980", "util": "24.96"}, CaseClass.THROUGHPUT),
+    ],
+    ids=["seed-row", "failed-row", "no-card", "no-util", "one-gpu-filled-with-zero"],
+)
+def test_tsv_rows(values: dict[str, str], expected: CaseClass) -> None:
+    assert classify_row(row(**values))[0] is expected
+
+
+def seed_rows() -> list[dict[str, str]]:
+    rows = [row(util=str(u), mem0=str(m0), mem1=str(m1)) | {"case": c, "num_envs": str(e)}
+            for c, e, u, m0, m1, _ in SEED_ROWS]  # fmt: skip
+    return rows + [row(status="oom_or_nccl", util="0.4") | {"case": "broken_case", "reason": "cuda_oom"}]
+
+
+def run_in(cwd: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=60, check=True)
+
+
+def test_seed_command_a_reads_our_tsv(tmp_path: Path) -> None:
+    write_best(tmp_path / "output" / "train" / "case_gpu_bench_20260101_000000" / "best_by_case.tsv", seed_rows())
+    out = run_in(tmp_path, sys.executable, str(DATA / "seed_001_command_a.txt")).stdout.splitlines()
+    assert out[0] == "deepmimic_go2_ppo amp util 24.96 max_mem 3807 variant hiutil e 4096"
+    assert out[-1] == "ase_humanoid amp util 66.92 max_mem 5480 variant hiutil e 1024"
+    assert len(out) == len(SEED_ROWS)  # the failed row is left out, as the seed's filter does
+
+
+def test_seed_summary_adds_class_and_action(tmp_path: Path) -> None:
+    root = tmp_path / "output" / "train"
+    write_best(root / "case_gpu_bench_20250101_000000" / "best_by_case.tsv", seed_rows()[:1])  # older sweep
+    write_best(root / "case_gpu_bench_20260101_000000" / "best_by_case.tsv", seed_rows())
+    out = run_in(tmp_path, sys.executable, str(ROOT / "scripts" / "seed_summary.py")).stdout.splitlines()
+    assert out[0].endswith("case_gpu_bench_20260101_000000/best_by_case.tsv")
+    assert out[1] == ("deepmimic_go2_ppo amp util 24.96 max_mem 3807 variant hiutil e 4096 class throughput/env-bound "
+                      "action run two single-GPU trials side by side instead of one dual-GPU trial")  # fmt: skip
+    assert "amp_pi_plus amp util 51.54 max_mem 24115 variant hiutil e 38 class VRAM-bound mixed" in "\n".join(out)
+    assert out[-1].startswith("broken_case amp status oom_or_nccl cuda_oom class unstable")

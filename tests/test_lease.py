@@ -1,0 +1,200 @@
+"""Device leases between real processes: two holders never share a slot, a waiter gets the freed one, a killed
+holder's slot comes free."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from filelock import FileLock
+
+from ladder import lease
+from ladder.lease import DeviceKind, Lease, LeaseError
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# An orchestrator stand-in: lease `n` of `slots` CPU slots `rounds` times; each time record (slot, start, end) from
+# inside the lease, then release. With hold=stdin it holds its first lease until its stdin closes.
+HOLDER = textwrap.dedent(
+    """
+    import json, sys, time
+    from pathlib import Path
+    from ladder import lease
+    lease_dir, slots, n, rounds, hold, out = sys.argv[1:]
+    out = Path(out)
+    for _ in range(int(rounds)):
+        with lease.acquire(int(n), range(int(slots)), Path(lease_dir), 60, lease.DeviceKind.CPU, "test") as held:
+            start = time.monotonic()
+            with open(out.with_suffix(".held"), "a") as fh:
+                fh.write(json.dumps(list(held.devices)) + "\\n")
+            if hold == "stdin":
+                sys.stdin.readline()
+            else:
+                time.sleep(float(hold))  # the work done under the lease
+            end = time.monotonic()
+            with open(out, "a") as fh:
+                fh.write(json.dumps({"devices": list(held.devices), "start": start, "end": end}) + "\\n")
+    """
+)
+
+
+def holder(tmp_path: Path, name: str, slots: int, n: int = 1, rounds: int = 1, hold: str = "stdin") -> subprocess.Popen:
+    argv = [sys.executable, "-c", HOLDER, str(tmp_path / "leases"), str(slots), str(n), str(rounds), hold,
+            str(tmp_path / f"{name}.jsonl")]  # fmt: skip
+    return subprocess.Popen(argv, cwd=ROOT, stdin=subprocess.PIPE, text=True)
+
+
+def held(tmp_path: Path, name: str) -> list[list[int]]:
+    path = tmp_path / f"{name}.held"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def intervals(tmp_path: Path, names: list[str]) -> list[dict]:
+    return [json.loads(line) for name in names for line in (tmp_path / f"{name}.jsonl").read_text().splitlines()]
+
+
+def overlaps(records: list[dict]) -> list[tuple[dict, dict]]:
+    """Pairs of records that held one device at intersecting times."""
+    bad = []
+    for i, a in enumerate(records):
+        for b in records[i + 1 :]:
+            shared = set(a["devices"]) & set(b["devices"])
+            if shared and a["start"] < b["end"] and b["start"] < a["end"]:
+                bad.append((a, b))
+    return bad
+
+
+def wait_for(predicate, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.05)
+
+
+def release(proc: subprocess.Popen) -> None:
+    assert proc.stdin is not None
+    proc.stdin.close()
+    assert proc.wait(timeout=30) == 0
+
+
+def test_two_holders_take_disjoint_slots_and_a_third_waits_for_a_freed_one(tmp_path: Path) -> None:
+    procs = {name: holder(tmp_path, name, slots=2) for name in ("a", "b", "c")}
+    try:
+        wait_for(lambda: sum(bool(held(tmp_path, n)) for n in procs) == 2)
+        first = [n for n in procs if held(tmp_path, n)]
+        (waiter,) = set(procs) - set(first)
+        assert sorted(held(tmp_path, n)[0][0] for n in first) == [0, 1]
+        assert held(tmp_path, waiter) == []  # both slots are held: it can only wait
+        release(procs[first[0]])
+        wait_for(lambda: bool(held(tmp_path, waiter)))
+        assert held(tmp_path, waiter) == held(tmp_path, first[0])  # it got the slot that came free
+        for name in (first[1], waiter):
+            release(procs[name])
+    finally:
+        for proc in procs.values():
+            proc.kill()
+            proc.wait()
+    records = intervals(tmp_path, list(procs))
+    assert len(records) == 3
+    assert overlaps(records) == []
+
+
+def test_many_rounds_of_contention_never_share_a_slot(tmp_path: Path) -> None:
+    names = ["p0", "p1", "p2"]
+    procs = [holder(tmp_path, name, slots=2, rounds=12, hold="0.01") for name in names]
+    for proc in procs:
+        assert proc.wait(timeout=120) == 0
+    records = intervals(tmp_path, names)
+    assert len(records) == 36
+    assert {d for r in records for d in r["devices"]} == {0, 1}
+    assert overlaps(records) == []
+
+
+def test_two_device_leases_are_all_or_nothing(tmp_path: Path) -> None:
+    names = ["pair0", "pair1", "one"]
+    procs = [holder(tmp_path, "pair0", slots=3, n=2, rounds=8, hold="0.01"),
+             holder(tmp_path, "pair1", slots=3, n=2, rounds=8, hold="0.01"),
+             holder(tmp_path, "one", slots=3, n=1, rounds=8, hold="0.01")]  # fmt: skip
+    for proc in procs:
+        assert proc.wait(timeout=120) == 0
+    records = intervals(tmp_path, names)
+    assert [len(r["devices"]) for r in records].count(2) == 16
+    assert overlaps(records) == []
+
+
+def test_a_sigkilled_holder_frees_its_slot(tmp_path: Path) -> None:
+    victim = holder(tmp_path, "victim", slots=1)
+    waiter = None
+    try:
+        wait_for(lambda: held(tmp_path, "victim") == [[0]])
+        waiter = holder(tmp_path, "waiter", slots=1)
+        holder_file = lease.holder_path(tmp_path / "leases", DeviceKind.CPU, 0)
+        assert f"pid={victim.pid} " in holder_file.read_text()
+        assert lease.try_take(1, [0], tmp_path / "leases", DeviceKind.CPU) is None  # the victim holds it
+        victim.send_signal(signal.SIGKILL)
+        assert victim.wait(timeout=10) == -signal.SIGKILL
+        wait_for(lambda: held(tmp_path, "waiter") == [[0]])
+        assert f"pid={waiter.pid} " in holder_file.read_text()
+        release(waiter)
+    finally:
+        for proc in (victim, waiter):
+            if proc is not None:
+                proc.kill()
+                proc.wait()
+
+
+def test_a_lease_is_held_for_the_block_and_released_after(tmp_path: Path) -> None:
+    with lease.acquire(2, [3, 5, 7], tmp_path, 1, DeviceKind.GPU, "case x") as got:
+        assert got == Lease(DeviceKind.GPU, (3, 5))
+        assert lease.try_take(2, [3, 5, 7], tmp_path, DeviceKind.GPU) is None  # only GPU 7 is left
+        assert "case x" in lease.holder_path(tmp_path, DeviceKind.GPU, 3).read_text()
+        with lease.acquire(1, [3, 5, 7], tmp_path, 1) as other:
+            assert other.devices == (7,)
+    assert not lease.holder_path(tmp_path, DeviceKind.GPU, 3).exists()
+    with lease.acquire(3, [3, 5, 7], tmp_path, 1) as everything:
+        assert everything.devices == (3, 5, 7)
+
+
+def test_gpu_and_cpu_leases_are_separate_namespaces(tmp_path: Path) -> None:
+    with lease.acquire(1, [0], tmp_path, 1, DeviceKind.GPU), lease.acquire(1, [0], tmp_path, 1, DeviceKind.CPU) as cpu:
+        assert cpu.devices == (0,)
+
+
+def test_no_free_device_in_time_is_an_error_naming_the_holders(tmp_path: Path) -> None:
+    busy = FileLock(str(lease.lock_path(tmp_path, DeviceKind.GPU, 0)))
+    with busy, pytest.raises(LeaseError, match=r"no 1 free gpu\(s\) of \[0\] within 0 s") as err:  # noqa: SIM117
+        with lease.acquire(1, [0], tmp_path, timeout_s=0):
+            pass
+    assert "gpu*.holder" in err.value.fix
+
+
+@pytest.mark.parametrize("n, pool", [(0, [0, 1]), (3, [0, 1]), (2, [1, 1])], ids=["zero", "more-than-pool", "dup"])
+def test_impossible_requests_are_refused_at_once(tmp_path: Path, n: int, pool: list[int]) -> None:
+    with pytest.raises(LeaseError, match="cannot lease"), lease.acquire(n, pool, tmp_path, timeout_s=3600):
+        pass
+
+
+def test_lease_env() -> None:
+    assert lease.lease_env(Lease(DeviceKind.GPU, (2, 3))) == {"CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+                                                             "CUDA_VISIBLE_DEVICES": "2,3"}  # fmt: skip
+    assert lease.lease_env(Lease(DeviceKind.CPU, (1,))) == {"LADDER_CPU_SLOTS": "1"}
+
+
+@pytest.mark.parametrize(
+    "env, pool",
+    [({}, (0, 1, 2, 3)), ({"CUDA_VISIBLE_DEVICES": "2,3"}, (2, 3)), ({"CUDA_VISIBLE_DEVICES": ""}, ())],
+    ids=["whole-host", "slurm-allocation", "none-given"],
+)
+def test_visible_pool(env: dict[str, str], pool: tuple[int, ...]) -> None:
+    assert lease.visible_pool(env, 4) == pool
+
+
+def test_visible_pool_refuses_uuids() -> None:
+    with pytest.raises(LeaseError, match="not a list of GPU indices"):
+        lease.visible_pool({"CUDA_VISIBLE_DEVICES": "GPU-8d6c1f2e"}, 4)

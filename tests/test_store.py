@@ -1,0 +1,284 @@
+"""The sweep's storage: redacted URLs, one-write trial creation, heartbeats, and abandoned trials of dead owners."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from ladder import launch, store
+from ladder.errors import StorageError
+from ladder.heartbeat import HEARTBEAT_ATTR, Heartbeat, Owner, abandoned_because
+from ladder.records import Phase, Reason, Status, TrialRecord
+
+VARIANTS = ("default", "hiutil")
+
+# An orchestrator stand-in: opens the sweep's journal, leaves a trial RUNNING with a process of its own (in its own
+# session, as torchrun is), and waits to be killed.
+OWNER = textwrap.dedent(
+    """
+    import os, subprocess, sys
+    from ladder import store
+    study = store.open_study(store.open_storage_at(sys.argv[1]), "amp_pi_plus", "s")
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True,
+                             env={**os.environ, "LADDER_TRIAL_ID": sys.argv[2]})
+    store.begin(study, "default", 64, ("default", "hiutil"), {"case": "amp_pi_plus", "trial_id": sys.argv[2]})
+    print("running", child.pid, flush=True)
+    sys.stdin.read()
+    """
+)
+
+
+def wait_for(predicate, timeout_s: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.02)
+
+
+def record(num_envs: int, status: Status) -> TrialRecord:
+    return TrialRecord("amp_pi_plus", "amp", "default", num_envs, Phase.PROBE, status, Reason.NONE, "",
+                       {"min_avg_util": 40.0}, {"gpu_name": "cpu"})  # fmt: skip
+
+
+def journal_study(tmp_path: Path, sweep: str = "s") -> optuna.Study:
+    return store.open_study(store.open_storage(None, tmp_path), "amp_pi_plus", sweep)
+
+
+@pytest.fixture(params=["journal", "postgresql"])
+def where(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Each storage the sweep supports, for the tests of the storage contract: the journal file in the sweep
+    folder, and a PostgreSQL database (skipped, with the reason, only where no server can be started)."""
+    if request.param == "postgresql":
+        return str(request.getfixturevalue("pg_url"))
+    store.open_storage(None, tmp_path)
+    return str(tmp_path)
+
+
+def study_at(where: str, sweep: str = "s") -> optuna.Study:
+    return store.open_study(store.open_storage_at(where), "amp_pi_plus", sweep)
+
+
+def state(study: optuna.Study, number: int) -> tuple[TrialState, str]:
+    trial = study.get_trials(deepcopy=False)[number]
+    return trial.state, str(trial.user_attrs.get("status", ""))
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("postgresql://ladder:s3cret@db:5432/sweeps", "postgresql://ladder:***@db:5432/sweeps"),
+        ("postgresql+psycopg2://u:p%40ss@h/db?sslmode=require", "postgresql+psycopg2://u:***@h/db?sslmode=require"),
+        ("postgresql://h/db?user=u&password=s3cret", "postgresql://h/db?user=u&password=***"),
+        ("mysql+pymysql://u:@h/db", "mysql+pymysql://u:***@h/db"),
+        ("postgresql://ladder@db/sweeps", "postgresql://ladder@db/sweeps"),
+        ("sqlite:///out/study.db", "sqlite:///out/study.db"),
+        (None, ""),
+    ],
+    ids=["password", "encoded-password", "query-password", "empty-password", "no-password", "sqlite", "none"],
+)
+def test_redact_hides_only_the_password(url: str | None, shown: str) -> None:
+    assert store.redact(url) == shown
+
+
+def test_an_unreachable_storage_is_a_clear_error_without_the_password(tmp_path: Path) -> None:
+    url = f"postgresql://ladder:pw-{os.getpid()}-x@127.0.0.1:{launch.free_port()}/sweeps"
+    with pytest.raises(StorageError) as err:
+        store.open_storage(url, tmp_path)
+    text = str(err.value) + repr(err.value.__cause__) + repr(err.value.__context__)
+    assert f"pw-{os.getpid()}-x" not in text
+    assert "postgresql://ladder:***@127.0.0.1" in text
+
+
+HERE = Owner("node1", "boot-a", "pid:[1]", 100, 1000.0)
+
+
+@pytest.mark.parametrize(
+    ("owner", "pid_started", "last_beat", "why"),
+    [
+        (HERE, 1000.0, 0.0, ""),
+        (Owner("node1", "boot-a", "pid:[1]", 7, 990.0), None, 9999.0, "owner process 7 on node1 is gone"),
+        (Owner("node1", "boot-a", "pid:[1]", 7, 990.0), 1500.0, 9999.0, "owner pid 7 on node1 now belongs to another"),
+        (Owner("node1", "boot-a", "pid:[1]", 7, 990.0), 990.4, 0.0, ""),
+        (Owner("node1", "boot-0", "pid:[1]", 7, 990.0), None, 9999.0, "host node1 rebooted since"),
+        (Owner("node2", "boot-b", "pid:[1]", 7, 990.0), None, 9999.0, ""),
+        (Owner("node2", "boot-b", "pid:[1]", 7, 990.0), None, 9000.0, "no heartbeat for 1000 s"),
+        (Owner("node1", "boot-a", "pid:[2]", 7, 990.0), None, 9999.0, ""),
+        (Owner("node1", "boot-a", "pid:[2]", 7, 990.0), None, 100.0, "no heartbeat for 9900 s"),
+        (None, None, 9999.0, ""),
+        (None, None, 0.0, "no heartbeat for 10000 s"),
+    ],
+    ids=["alive", "pid-gone", "pid-reused", "same-start", "rebooted", "other-host-fresh", "other-host-stale",
+         "other-container-fresh", "other-container-stale", "no-owner-fresh", "no-owner-stale"],
+)  # fmt: skip
+def test_the_owner_liveness_rule(owner: Owner | None, pid_started: float | None, last_beat: float, why: str) -> None:
+    verdict = abandoned_because(owner, HERE, pid_started, last_beat, now=10000.0, stale_after_s=300.0)
+    assert verdict.startswith(why) and bool(verdict) == bool(why)
+
+
+def test_begin_is_one_write_with_params_owner_and_heartbeat(tmp_path: Path) -> None:
+    study = journal_study(tmp_path)
+    before = (tmp_path / "journal.log").read_text().count("\n")
+    trial = store.begin(study, "hiutil", 48, VARIANTS, {"case": "amp_pi_plus", "trial_id": "t1"})
+    assert (tmp_path / "journal.log").read_text().count("\n") == before + 1
+    frozen = study.get_trials(deepcopy=False)[trial.number]
+    assert frozen.state is TrialState.RUNNING and frozen.params == {"variant": "hiutil", "num_envs": 48}
+    attrs = frozen.user_attrs
+    assert (attrs["owner_host"], attrs["owner_pid"], attrs["trial_id"]) == (Owner.here().host, os.getpid(), "t1")
+    assert abs(attrs["owner_started"] - Owner.here().started) < 1e-6
+    assert time.time() - attrs[HEARTBEAT_ATTR] < 60
+    assert study.study_name == "s/amp_pi_plus" and study.user_attrs["sweep"] == "s"
+
+
+def test_heartbeat_beats_until_it_exits_and_survives_a_failed_write(caplog: pytest.LogCaptureFixture) -> None:
+    beats: list[float] = []
+    ticks = itertools.count(1)
+
+    def beat(now: float) -> None:
+        if now == 2.0:
+            raise ConnectionError("storage away")
+        beats.append(now)
+
+    with Heartbeat(beat, every_s=0.01, clock=lambda: float(next(ticks))):
+        assert beats == [1.0]  # the first beat is written before the trial starts
+        wait_for(lambda: len(beats) >= 3)
+    assert beats[:3] == [1.0, 3.0, 4.0]
+    assert not [t for t in threading.enumerate() if t.name == "ladder-heartbeat"]
+    assert "heartbeat not written: ConnectionError" in caplog.text
+
+
+def test_the_stored_heartbeat_moves_while_the_trial_runs(where: str) -> None:
+    study = study_at(where)
+    trial = store.begin(study, "default", 64, VARIANTS, {})
+
+    def stored() -> float:
+        return float(study.get_trials(deepcopy=False)[trial.number].user_attrs[HEARTBEAT_ATTR])
+
+    first = stored()
+    with store.heartbeat(study, trial, every_s=0.05):
+        wait_for(lambda: stored() > first)
+    store.finish(study, trial, record(64, Status.OK), 40.0)
+    assert state(study, trial.number) == (TrialState.COMPLETE, "ok")
+
+
+def test_a_dead_owners_trial_is_interrupted_and_its_processes_killed(where: str) -> None:
+    study = study_at(where)
+    done = store.begin(study, "default", 256, VARIANTS, {})
+    store.finish(study, done, record(256, Status.OOM_OR_NCCL), None)
+    trial_id = f"test-store-{os.getpid()}"
+    owner = subprocess.Popen([sys.executable, "-c", OWNER, where, trial_id], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert owner.stdout is not None and owner.stdout.readline().startswith("running")
+        assert store.mark_abandoned(study) == 0  # its owner is alive
+        os.kill(owner.pid, signal.SIGKILL)
+        owner.wait(timeout=10)
+        assert len(launch.leftovers(trial_id)) == 1  # the trial's own process outlives its orchestrator
+        assert store.mark_abandoned(study) == 1
+        assert launch.leftovers(trial_id) == []
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(owner.pid, signal.SIGKILL)
+        for proc in launch.leftovers(trial_id):
+            proc.kill()
+    assert state(study, 0) == (TrialState.FAIL, "oom_or_nccl")  # finished: untouched
+    assert state(study, 1) == (TrialState.FAIL, "interrupted")
+    assert "owner process" in study.trials[1].user_attrs["evidence"]
+    got = [(r.num_envs, r.status) for r in store.records(study)]
+    assert got == [(256, Status.OOM_OR_NCCL), (64, Status.INTERRUPTED)]
+    assert store.mark_abandoned(study) == 0
+
+
+def test_a_reused_pid_and_a_stale_remote_heartbeat_are_abandoned(where: str) -> None:
+    study = study_at(where)
+    storage = study._storage
+    trials = [store.begin(study, "default", n, VARIANTS, {}) for n in (256, 128, 64, 48)]
+    mine, reused, remote_stale, remote_fresh = trials
+    storage.set_trial_user_attr(reused._trial_id, "owner_started", Owner.here().started - 3600)
+    for trial, age in ((remote_stale, 3600), (remote_fresh, 5)):
+        storage.set_trial_user_attr(trial._trial_id, "owner_host", "another-node")
+        storage.set_trial_user_attr(trial._trial_id, HEARTBEAT_ATTR, time.time() - age)
+    assert store.mark_abandoned(study, stale_after_s=300) == 2
+    assert [state(study, t.number)[1] for t in trials] == ["", "interrupted", "interrupted", ""]
+    assert mine.number == 0
+
+
+def test_sweep_records_keep_sweeps_apart_in_one_storage(where: str) -> None:
+    storage = store.open_storage_at(where)
+    for sweep, case, n in (("s1", "amp_pi_plus", 64), ("s1", "add_pi_plus", 48), ("s2", "amp_pi_plus", 32)):
+        study = store.open_study(storage, case, sweep)
+        store.finish(study, store.begin(study, "default", n, VARIANTS, {}), record(n, Status.OK), 40.0)
+    assert [r.num_envs for r in store.sweep_records(storage, "s1")] == [48, 64]  # by case
+    assert [r.num_envs for r in store.sweep_records(storage, "s2")] == [32]
+    assert len(store.sweep_records(storage)) == 3
+    assert optuna.get_all_study_names(storage) == ["s1/amp_pi_plus", "s1/add_pi_plus", "s2/amp_pi_plus"]
+
+
+def test_pick_latest_is_the_most_recently_active_sweep_folder() -> None:
+    folders = [("case_gpu_bench_20260101_000000", 30.0), ("case_gpu_bench_mine", 50.0), ("hydra", 99.0),
+               ("case_gpu_bench_", 99.0), ("case_gpu_bench_b", 10.0), ("case_gpu_bench_a", 10.0)]  # fmt: skip
+    assert store.pick_latest(folders) == "mine"
+    assert store.pick_latest(folders[-2:]) == "b"
+    assert store.pick_latest([("hydra", 1.0)]) is None
+
+
+def test_latest_sweep_looks_at_the_folders_on_disk(tmp_path: Path) -> None:
+    assert store.latest_sweep(tmp_path / "nothing") is None
+    for i, name in enumerate(("zzz", "20260101_000000", "older")):
+        folder = tmp_path / f"case_gpu_bench_{name}"
+        folder.mkdir()
+        (folder / "journal.log").write_text("")
+        stamp = 1_700_000_000 + (100 if name == "20260101_000000" else i)
+        for path in (folder / "journal.log", folder):
+            os.utime(path, (stamp, stamp))
+    (tmp_path / "hydra").mkdir()
+    assert store.latest_sweep(tmp_path) == "20260101_000000"
+
+
+def test_a_trial_taken_for_abandoned_while_it_ran_stays_interrupted(tmp_path: Path) -> None:
+    study = journal_study(tmp_path)
+    trial = store.begin(study, "default", 64, VARIANTS, {})
+    study._storage.set_trial_user_attr(trial._trial_id, "owner_host", "another-node")
+    study._storage.set_trial_user_attr(trial._trial_id, HEARTBEAT_ATTR, time.time() - 3600)
+    assert store.mark_abandoned(study, stale_after_s=300) == 1
+    store.finish(study, trial, record(64, Status.OK), 40.0)  # the late result does not overwrite the verdict
+    assert state(study, trial.number) == (TrialState.FAIL, "interrupted")
+
+
+# Opens the storage once all openers are released together (the first use of a database creates its tables).
+OPENER = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    from ladder import store
+    go = Path(sys.argv[2])
+    print("ready", flush=True)
+    while not go.exists():
+        time.sleep(0.001)
+    study = store.open_study(store.open_storage(sys.argv[1], Path("unused")), f"case{sys.argv[3]}", "s")
+    print(study.study_name)
+    """
+)
+
+
+def test_processes_opening_a_fresh_postgresql_database_at_once_all_succeed(tmp_path: Path, pg_url: str) -> None:
+    go = tmp_path / "go"
+    procs = [subprocess.Popen([sys.executable, "-c", OPENER, pg_url, str(go), str(i)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for i in range(6)]  # fmt: skip
+    assert all(p.stdout is not None and p.stdout.readline() == "ready\n" for p in procs)  # all at the start line
+    go.touch()
+    errors = [p.communicate(timeout=120)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0] * 6, errors
+    storage = store.open_storage(pg_url, tmp_path)
+    assert sorted(optuna.get_all_study_names(storage)) == [f"s/case{i}" for i in range(6)]

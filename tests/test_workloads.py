@@ -1,0 +1,356 @@
+"""Planning trials for every workload kind, and running what was planned: a MimicKit-like program and a small
+trainer walked by a knob other than num_envs."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import yaml
+from hydra import compose, initialize_config_dir
+
+from ladder import failures, launch, policy
+from ladder.config import Case, Profile, Settings, WorkloadConf, register, settings_from
+from ladder.dryrun import Planned, every_trial, format_dry_run
+from ladder.errors import ConfigError, LadderError
+from ladder.progress import MimicKitLogParser, MimicKitStdoutParser, Parser, parser_for
+from ladder.records import Ending, Status
+from ladder.search import known_cases
+from ladder.workloads.builtin import Placement
+from ladder.workloads.command import CommandConf
+from ladder.workloads.mimickit import MimicKitConf, missing_files
+from ladder.workloads.planner import Kind, Workload, WorkloadInput, build, parse_kind, plan, resolve
+from ladder.workloads.spec import Launcher, ProgressKind, TrialSpec
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = Path(__file__).resolve().parent / "data"
+CONF = str(ROOT / "conf")
+NCCL = {"NCCL_P2P_DISABLE": "1"}
+TWO_GPUS = Placement(device="cuda", nproc=2, port=29517, python="python")
+register()
+
+
+def settings(case: str, *overrides: str) -> Settings:
+    with initialize_config_dir(config_dir=CONF, version_base="1.3"):
+        cfg = compose(config_name="config", overrides=[f"case={case}", "profile=[default,hiutil,hiutil40]", *overrides])
+    return settings_from(cfg, known_cases())
+
+
+def profile(s: Settings, name: str) -> Profile:
+    return next(p for p in s.profiles if p.name == name)
+
+
+def parser(spec: TrialSpec) -> Parser:
+    return parser_for(spec.progress_kind, spec.progress_regex)
+
+
+def mimickit(root: str = "/opt/MimicKit", **kw: object) -> Workload:
+    return Workload(Kind.MIMICKIT, WorkloadConf(), mimickit=MimicKitConf(root=root, **kw))  # type: ignore[arg-type]
+
+
+# ---- MimicKit: the planned argv -------------------------------------------------------------------------------
+
+
+def test_amp_pi_plus_mimickit_argv() -> None:
+    s, td = settings("amp_pi_plus"), "/out/trials/amp_pi_plus/default_e38_probe_1"
+    spec = plan(mimickit(), s.case, profile(s, "default"), 38, TWO_GPUS, td, 900.0, NCCL)
+    assert spec.argv == (
+        "python", "mimickit/run.py", "--arg_file", "args/amp_pi_plus_args.txt", "--mode", "train",
+        "--num_envs", "38", "--devices", "cuda:0", "cuda:1", "--visualize", "false", "--logger", "txt",
+        "--out_dir", td, "--max_samples", "4864000",  # 2000 iterations x 32 steps x 38 envs x 2 ranks
+        "--agent_config", f"{td}/agent.yaml", "--master_port", "29517",
+    )  # fmt: skip
+    assert spec.cwd == "/opt/MimicKit" and spec.launcher is Launcher.DIRECT
+    assert (spec.progress_kind, spec.progress_file) == (ProgressKind.MIMICKIT_STDOUT, "stdout.log")
+    assert spec.env == {"NCCL_P2P_DISABLE": "1", "PYTHONUNBUFFERED": "1"}
+    assert yaml.safe_load(spec.files["agent.yaml"]) == s.case.agent  # default: the agent as shipped
+
+
+def test_hiutil_deepmimic_argv_with_newton_and_its_own_python() -> None:
+    s, td = settings("deepmimic_humanoid_ppo"), "/out/trials/deepmimic_humanoid_ppo/hiutil_e1024_probe_1"
+    workload = mimickit(python="/envs/mk/bin/python", engine_config="data/engines/newton_engine.yaml")
+    spec = plan(workload, s.case, profile(s, "hiutil"), 1024, TWO_GPUS, td, 900.0, {})
+    assert spec.argv == (
+        "/envs/mk/bin/python", "mimickit/run.py", "--arg_file", "args/deepmimic_humanoid_ppo_args.txt",
+        "--mode", "train", "--num_envs", "1024", "--devices", "cuda:0", "cuda:1", "--visualize", "false",
+        "--logger", "txt", "--out_dir", td, "--max_samples", "131072000",
+        "--agent_config", f"{td}/agent.yaml", "--master_port", "29517",
+        "--engine_config", "data/engines/newton_engine.yaml",
+    )  # fmt: skip
+    agent = yaml.safe_load(spec.files["agent.yaml"])
+    assert agent["model"]["actor_net"] == agent["model"]["critic_net"] == "fc_3layers_1024units"
+    assert "disc_net" not in agent["model"] and (agent["actor_epochs"], agent["actor_batch_size"]) == (20, 2)
+    assert spec.info["profile_skipped"] == "model.disc_net"
+
+
+def test_mimickit_devices_follow_the_placement() -> None:
+    s = settings("amp_pi_plus")
+    place = Placement("cuda", 2, 1, "python", gpus=(2, 3))
+    argv = plan(mimickit(), s.case, s.profiles[0], 40, place, "/t", 1.0, {}).argv
+    assert argv[argv.index("--devices") + 1 : argv.index("--visualize")] == ("cuda:2", "cuda:3")
+
+
+def test_mimickit_walks_an_agent_key() -> None:
+    s = settings("amp_humanoid")
+    spec = plan(replace(mimickit(num_envs=2048), knob="actor_batch_size"), s.case, profile(s, "hiutil"), 8,
+                TWO_GPUS, "/t", 1.0, {})  # fmt: skip
+    assert spec.argv[spec.argv.index("--num_envs") + 1] == "2048"
+    assert yaml.safe_load(spec.files["agent.yaml"])["actor_batch_size"] == 8  # the knob wins over the profile
+
+
+@pytest.mark.parametrize(
+    ("workload", "trial_dir", "message"),
+    [
+        (replace(mimickit(), knob="warp_speed"), "/t", "cannot walk knob 'warp_speed'"),
+        (replace(mimickit(), knob="actor_epochs"), "/t", "no num_envs is fixed"),
+        (mimickit(), "relative/trial", "is relative"),
+        (mimickit(root=""), "/t", "no MimicKit folder"),
+    ],
+    ids=["unknown-knob", "knob-without-num-envs", "relative-trial-dir", "no-root"],
+)
+def test_mimickit_refuses_what_cannot_run(workload: Workload, trial_dir: str, message: str) -> None:
+    s = settings("amp_pi_plus")
+    with pytest.raises(LadderError, match=message):
+        plan(workload, s.case, s.profiles[0], 40, TWO_GPUS, trial_dir, 1.0, {})
+
+
+def test_missing_files_names_them(tmp_path: Path) -> None:
+    s = settings("amp_pi_plus")
+    assert missing_files(MimicKitConf(root=str(tmp_path)), s.case) == [
+        str(tmp_path / "mimickit/run.py"), str(tmp_path / "args/amp_pi_plus_args.txt")]  # fmt: skip
+
+
+# ---- auto, proxy --------------------------------------------------------------------------------------------------
+
+
+def test_auto_picks_mimickit_when_a_folder_is_configured() -> None:
+    assert resolve(Kind.AUTO, "/opt/MimicKit", {}).kind is Kind.MIMICKIT
+    assert resolve(Kind.AUTO, "", {"MIMICKIT_ROOT": "/srv/mk"}).mimickit_root == "/srv/mk"
+    assert resolve(Kind.AUTO, "/opt/MimicKit", {"MIMICKIT_ROOT": "/srv/mk"}).mimickit_root == "/opt/MimicKit"
+
+
+def test_auto_without_mimickit_runs_the_proxy_and_says_how_to_switch() -> None:
+    got = resolve(Kind.AUTO, "", {})
+    assert got.kind is Kind.PROXY
+    assert "workload.mimickit_root=/path/to/MimicKit" in got.note and "MIMICKIT_ROOT" in got.note
+
+
+def test_build_from_plain_settings() -> None:
+    proxy, note = build(WorkloadInput.of(WorkloadConf(kind="proxy")), WorkloadConf(), "num_envs", {})
+    assert proxy.kind is Kind.PROXY and proxy.mimickit is None and note == "workload proxy"
+    mk, note = build(WorkloadInput(progress="mimickit_log"), WorkloadConf(), "num_envs", {"MIMICKIT_ROOT": "/mk"})
+    assert mk.mimickit == MimicKitConf(root="/mk", progress=ProgressKind.MIMICKIT_LOG) and "/mk" in note
+    inp = WorkloadInput(kind="command", command=("t", "{k}"), launcher="torchrun", progress_regex="")
+    cmd, _ = build(inp, WorkloadConf(), "k", {})
+    assert cmd.command is not None and cmd.command.launcher is Launcher.TORCHRUN and cmd.knob == "k"
+    assert "(?P<iter>" in cmd.command.progress_regex  # "" = the default pattern
+
+
+@pytest.mark.parametrize(
+    ("inp", "message"),
+    [
+        (WorkloadInput(kind="slurm"), "unknown workload.kind 'slurm'.*auto, proxy, mimickit, command"),
+        (WorkloadInput(kind="command", launcher="mpirun"), "unknown workload.launcher 'mpirun'.*torchrun, direct"),
+        (WorkloadInput(kind="command", progress="mimickit_log"), "workload.progress 'mimickit_log'.*regex, jsonl"),
+        (WorkloadInput(kind="mimickit", mimickit_root="/m", progress="regex"), "mimickit_stdout, mimickit_log"),
+    ],
+    ids=["kind", "launcher", "command-progress", "mimickit-progress"],
+)
+def test_build_names_bad_choices(inp: WorkloadInput, message: str) -> None:
+    with pytest.raises(ConfigError, match=f"(?s){message}"):
+        build(inp, WorkloadConf(), "num_envs", {})
+
+
+def test_bad_kinds_are_named() -> None:
+    with pytest.raises(ConfigError, match="auto, proxy, mimickit, command"):
+        parse_kind("slurm")
+    with pytest.raises(ConfigError, match="no MimicKit folder"):
+        resolve(Kind.MIMICKIT, "", {})
+
+
+def test_proxy_plan_keeps_amp_pi_plus_and_stands_in_for_vault_with_ppo() -> None:
+    place = Placement("cpu", 2, 29500, "python")
+    work = Workload(Kind.PROXY, WorkloadConf())
+    amp = plan(work, (s := settings("amp_pi_plus")).case, s.profiles[0], 64, place, "/t", 30.0, {})
+    vault = plan(work, (v := settings("vault_g1")).case, v.profiles[0], 64, place, "/t", 30.0, {})
+    assert amp.argv[amp.argv.index("--method") + 1] == "amp" and amp.launcher is Launcher.TORCHRUN
+    assert vault.argv[vault.argv.index("--method") + 1] == "ppo"  # vault runs a PPO agent: no discriminator
+    with pytest.raises(ConfigError, match="num_envs only"):
+        plan(replace(work, knob="update_interval"), s.case, s.profiles[0], 10, place, "/t", 30.0, {})
+
+
+# ---- command ------------------------------------------------------------------------------------------------------
+
+
+def command(argv: tuple[str, ...], knob: str = "num_envs", **kw: object) -> Workload:
+    return Workload(Kind.COMMAND, WorkloadConf(), knob=knob, command=CommandConf(argv=argv, **kw))  # type: ignore[arg-type]
+
+
+def test_hydra_overrides_of_seed_004() -> None:
+    s = settings("amp_pi_plus")
+    template = ("python", "-m", "worker.train", "worker.multitask.num_envs={num_envs}", "hydra.run.dir={trial_dir}",
+                "trainer.devices={nproc}", "+agent={agent_config}", "literal={{braces}}")  # fmt: skip
+    spec = plan(command(template), s.case, profile(s, "hiutil"), 16, TWO_GPUS, "/o/t1", 1.0, NCCL)
+    assert spec.argv == ("python", "-m", "worker.train", "worker.multitask.num_envs=16", "hydra.run.dir=/o/t1",
+                         "trainer.devices=2", "+agent=/o/t1/agent.yaml", "literal={braces}")  # fmt: skip
+    assert spec.launcher is Launcher.DIRECT and spec.progress_kind is ProgressKind.REGEX
+    assert spec.progress_file == "stdout.log" and "(?P<iter>" in spec.progress_regex
+    assert yaml.safe_load(spec.files["agent.yaml"])["actor_epochs"] == 20
+
+
+def test_command_under_torchrun() -> None:
+    s = settings("amp_pi_plus")
+    work = command(("rl_trainer/main_ddp.py", "--update_interval", "{update_interval}"), knob="update_interval",
+                   launcher=Launcher.TORCHRUN)  # fmt: skip
+    spec = plan(work, s.case, s.profiles[0], 10, TWO_GPUS, "/o/t", 1.0, {})
+    assert spec.argv[:3] == ("python", "-m", "torch.distributed.run")
+    assert spec.argv[-3:] == ("rl_trainer/main_ddp.py", "--update_interval", "10")
+    assert spec.info["knob"] == "update_interval"
+
+
+@pytest.mark.parametrize(
+    ("workload", "message"),
+    [
+        (command(("t", "n={num_envs}", "{gpus}")), r"unknown placeholder\(s\) \['gpus'\]"),
+        (command(("t", "n=16"), knob="update_interval"), r"never uses \{update_interval\}"),
+        (command(("t", "{num_envs}"), progress_regex=r"step (\d+)"), "named group"),
+        (command(("t", "{num_envs}"), progress_regex=r"(?P<iter>\d+"), "does not compile"),
+        (command(("t", "{num_envs")), "malformed"),
+        (command(()), "no argv template"),
+    ],
+    ids=["unknown-placeholder", "knob-unused", "regex-without-iter", "regex-broken", "brace", "empty"],
+)
+def test_command_templates_that_cannot_run(workload: Workload, message: str) -> None:
+    s = settings("amp_pi_plus")
+    with pytest.raises(ConfigError, match=message):
+        plan(workload, s.case, s.profiles[0], 8, TWO_GPUS, "/t", 1.0, {})
+
+
+def run_planned(spec_dir: Path, workload: Workload, case: Case, prof: Profile, rung: int) -> tuple[Status, bytes]:
+    """Plan, launch for real, wait for the program to end, stop and reap, classify."""
+    spec = plan(workload, case, prof, rung, Placement("cpu", 1, launch.free_port(), sys.executable), str(spec_dir),
+                60.0, {})  # fmt: skip
+    running = launch.start(spec, spec_dir, f"t{rung}-{os.getpid()}", None)
+    running.proc.wait(timeout=60)
+    code = launch.stop(running, 1.0)
+    out = (spec_dir / "stdout.log").read_bytes()
+    return failures.classify(Ending(exit_code=code, log_text=out.decode())).status, out
+
+
+def test_command_walks_update_interval_with_regex_progress(tmp_path: Path) -> None:
+    s = settings("amp_pi_plus")
+    template = (sys.executable, str(DATA / "fake_trainer.py"), "trainer.update_interval={update_interval}",
+                "trainer.num_envs=16", "trainer.iters=5", "trainer.mem_budget=250")  # fmt: skip
+    work, rungs = command(template, knob="update_interval"), (40, 20, 10, 5)
+    plain = policy.Tuning(strategy=policy.Strategy.WALK)  # one rung at a time, from the top
+    attempts: list[policy.Attempt] = []
+    outputs: dict[int, bytes] = {}
+    while (nxt := policy.next_trial(rungs, ["default"], attempts, plain)) is not None:
+        status, outputs[nxt.rung] = run_planned(tmp_path / f"u{nxt.rung}", work, s.case, s.profiles[0], nxt.rung)
+        attempts.append(policy.Attempt(nxt.profile, nxt.rung, status))
+    tried = [(a.rung, a.status) for a in attempts]
+    assert tried == [(40, Status.OOM_OR_NCCL), (20, Status.OOM_OR_NCCL), (10, Status.OK)]
+    walked = policy.walk(rungs, "default", attempts, plain)
+    assert (walked.outcome, walked.rung) == (policy.Outcome.FOUND, 10)
+    spec = plan(work, s.case, s.profiles[0], 10, TWO_GPUS, "/t", 1.0, {})
+    points = parser(spec).feed(outputs[10], now=1000.0)
+    assert [(p.iter, p.samples) for p in points] == [(i, i * 8 * 16) for i in range(1, 6)]
+    assert b"update_interval=10 num_envs=16" in outputs[10]
+
+
+def test_command_jsonl_progress(tmp_path: Path) -> None:
+    s = settings("amp_pi_plus")
+    template = (sys.executable, str(DATA / "fake_trainer.py"), "trainer.num_envs={num_envs}", "trainer.iters=3",
+                "trainer.progress={trial_dir}/progress.jsonl")  # fmt: skip
+    work = command(template, progress=ProgressKind.JSONL)
+    status, _ = run_planned(tmp_path, work, s.case, s.profiles[0], 4)
+    spec = plan(work, s.case, s.profiles[0], 4, TWO_GPUS, str(tmp_path), 1.0, {})
+    points = parser(spec).feed((tmp_path / spec.progress_file).read_bytes(), now=0.0)
+    assert status is Status.OK and [(p.iter, p.samples) for p in points] == [(1, 32), (2, 64), (3, 96)]
+    assert all(p.t > 1e9 and p.step_time_s is not None for p in points)  # the trainer's own times
+
+
+# ---- MimicKit: running what was planned -------------------------------------------------------------------------
+
+
+@pytest.fixture()
+def fake_mimickit(tmp_path: Path) -> Path:
+    """A MimicKit folder: the real args and configs, and a stand-in mimickit/run.py (tests/data/fake_mimickit)."""
+    root = tmp_path / "MimicKit"
+    shutil.copytree(DATA / "mimickit" / "args", root / "args")
+    shutil.copytree(DATA / "mimickit" / "data", root / "data")
+    shutil.copytree(DATA / "fake_mimickit" / "mimickit", root / "mimickit")
+    return root
+
+
+def test_planned_mimickit_trial_runs(tmp_path: Path, fake_mimickit: Path) -> None:
+    s, trial_dir = settings("amp_pi_plus"), tmp_path / "trials" / "hiutil_e8"
+    work = mimickit(root=str(fake_mimickit), max_iters=6, engine_config="data/engines/newton_engine.yaml")
+    place = Placement("cpu", 2, 29999, sys.executable)
+    spec = plan(work, s.case, profile(s, "hiutil"), 8, place, str(trial_dir), 60.0, {})
+    assert missing_files(work.mimickit, s.case) == []  # type: ignore[arg-type]
+    launch.write_files(spec, trial_dir)
+    with open(trial_dir / spec.progress_file, "wb") as out:
+        done = subprocess.run(spec.argv, cwd=spec.cwd, env={**os.environ, **spec.env}, stdout=out,
+                              stderr=subprocess.STDOUT, timeout=60)  # fmt: skip
+    assert done.returncode == 0, (trial_dir / "stdout.log").read_text()
+    points = parser(spec).feed((trial_dir / "stdout.log").read_bytes(), now=500.0)
+    assert [(p.iter, p.samples) for p in points] == [(i, (i + 1) * 32 * 8 * 2) for i in range(6)]
+    logged = MimicKitLogParser().feed((trial_dir / "log.txt").read_bytes(), now=500.0)
+    assert [(p.iter, p.samples) for p in logged] == [(0, 512), (5, 3072)]  # iters_per_output 100, and the last
+    assert yaml.safe_load((trial_dir / "agent_config.yaml").read_text())["actor_epochs"] == 20
+
+
+# ---- parsers ------------------------------------------------------------------------------------------------------
+
+
+def table(it: int, samples: int) -> bytes:
+    return (f"-------\n|  Iteration | {it:>15} |\n|  Wall_Time | {0.5 * it:>15.3g} |\n"
+            f"|    Samples | {samples:>15} |\n-------\n").encode()  # fmt: skip
+
+
+def test_stdout_table_split_across_reads_gets_times_from_the_reads() -> None:
+    stdout, data = MimicKitStdoutParser(), table(0, 100) + table(1, 200) + table(2, 300) + table(3, 400)
+    first = stdout.feed(data[:20], now=10.0) + stdout.feed(data[20:110], now=11.0)
+    assert [(p.iter, p.t) for p in first] == [(0, 11.0)]
+    rest = stdout.feed(data[110:], now=14.0)
+    assert [(p.iter, p.samples, p.t) for p in rest] == [(1, 200.0, 12.0), (2, 300.0, 13.0), (3, 400.0, 14.0)]
+
+
+def test_regex_counts_a_line_every_rank_prints_once() -> None:
+    s = settings("amp_pi_plus")
+    spec = plan(command(("t", "{num_envs}")), s.case, s.profiles[0], 4, TWO_GPUS, "/t", 1.0, {})
+    text = b"[default0]:iter 1 samples 10\n[default1]:iter 1 samples 10\n[default0]:iter 2 samples 20\r\n[defa"
+    regex = parser(spec)
+    assert [p.iter for p in regex.feed(text, now=5.0)] == [1, 2]
+    assert [p.iter for p in regex.feed(b"ult1]:iter 2 samples 20\n[default0]:iter 3 samples 30\n", 6.0)] == [3]
+
+
+def test_log_txt_rows_end_with_carriage_returns() -> None:
+    head = "".join(f"{k:<25}" for k in ("Iteration", "Wall_Time", "Samples", "Train_Return"))
+    hours = (("0", "0.0005", "1024", "0.1"), ("100", "0.0145", "103424", "0.4"))  # Wall_Time is in hours
+    rows = ["".join(f"{v:<25}" for v in r) for r in hours]
+    points = MimicKitLogParser().feed(("\r".join([head, *rows]) + "\r").encode(), now=99.0)
+    assert [(p.iter, p.samples) for p in points] == [(0, 1024.0), (100, 103424.0)]
+    assert points[1].step_time_s == pytest.approx(0.504)  # 0.014 h over 100 iterations
+
+
+# ---- dry run ------------------------------------------------------------------------------------------------------
+
+
+def test_dry_run_shows_every_trial_and_each_agent_once() -> None:
+    s = settings("amp_pi_plus", "profile=[default,hiutil]")
+    work = mimickit()
+    planned = [Planned(v, r, f"/o/{v}_e{r}", plan(work, s.case, profile(s, v), r, TWO_GPUS, f"/o/{v}_e{r}", 1.0, NCCL))
+               for v, r in every_trial([p.name for p in s.profiles], s.rungs)]  # fmt: skip
+    text = format_dry_run("amp_pi_plus", "num_envs", planned)
+    assert text.startswith("dry run: case amp_pi_plus, 16 trial(s) the walk could launch (2 profile(s) x 8 rung(s)")
+    assert text.count("\n== ") == 16 and text.count("argv: python mimickit/run.py") == 16
+    assert "argv: python mimickit/run.py --arg_file args/amp_pi_plus_args.txt --mode train --num_envs 38 " in text
+    assert text.count("file agent.yaml (") == 2 and "file agent.yaml: same as hiutil e256" in text
+    assert "env: NCCL_P2P_DISABLE=1 PYTHONUNBUFFERED=1" in text and "cwd: /opt/MimicKit" in text
