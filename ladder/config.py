@@ -95,6 +95,7 @@ class MeasureConf:
     warmup_iters: int = 3  # the window opens no earlier than this iteration
     stable_k: int = 3  # ... and once the last k step times agree within stable_tol
     stable_tol: float = 0.25  # relative spread (max-min)/median allowed among those k step times
+    data_time_max_s: float | None = None  # ... and each of the last k data times under this (seed 003: 0.02)
     warmup_timeout_s: float = 120.0  # open the window anyway (marked ungated) after this long
     window_s: float = 60.0  # length of the measured window
     sample_hz: float = 10.0  # sampler rate
@@ -102,6 +103,9 @@ class MeasureConf:
     startup_timeout_s: float = 300.0  # ... but before the first progress line, wait this long (env creation)
     trial_timeout_s: float = 900.0  # hard limit per trial
     kill_grace_s: float = 5.0  # SIGTERM to SIGKILL
+    repeats: int = 1  # measure each fitting configuration this many times
+    max_repeat_spread: float = 0.05  # repeats differing by more (fraction of mean samples/s): unstable
+    max_ci_frac: float = 0.10  # a 95% interval wider than this fraction of samples/s: unstable
 
 
 @dataclass
@@ -267,6 +271,8 @@ def _profiles(raw: dict[str, Any]) -> tuple[Profile, ...]:
 
 def _measure(raw: dict[str, Any]) -> MeasureConf:
     measure = _typed(MeasureConf, raw)
+    if measure.repeats < 1:
+        raise ConfigError(f"measure.repeats must be >= 1, got {measure.repeats}", "set measure.repeats=1 (or more)")
     for name in (
         "window_s",
         "sample_hz",

@@ -96,7 +96,11 @@ def _lease_pool(device: str, gpus: int) -> tuple[int, ...]:
 
 
 def _gpu_describe(nproc: int) -> dict[str, str]:
-    return NvmlSampler(list(range(nproc))).describe()
+    sampler = NvmlSampler(list(range(nproc)))
+    try:
+        return sampler.describe()
+    finally:
+        sampler.close()
 
 
 def _cpu_describe(settings: Settings) -> dict[str, str]:

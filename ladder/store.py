@@ -206,12 +206,13 @@ def _abandoned_because(trial: FrozenTrial, here: hb.Owner, stale_after_s: float)
 def _interrupt(study: optuna.Study, trial: FrozenTrial, here: hb.Owner, why: str) -> bool:
     """Kill what is left of the trial here, then record it `interrupted`; False if another process got there first."""
     trial_id, owner = str(trial.user_attrs.get("trial_id", "")), hb.Owner.from_attrs(trial.user_attrs)
-    if trial_id and hb.same_pid_space(owner, here):
-        killed = hb.kill_trial_processes(trial_id)
+    if not hb.same_pid_space(owner, here):
+        log.warning("trial %d ran on %s: its processes, if any are left there, cannot be reached from here",
+                    trial.number, owner.host if owner else "an unknown host")  # fmt: skip
+    elif not trial_id:
+        log.warning("trial %d has no trial_id recorded: its leftover processes cannot be found", trial.number)
+    elif killed := hb.kill_trial_processes(trial_id):
         log.info("killed %d process(es) left alive by trial %d (%s)", killed, trial.number, trial_id)
-    elif owner is not None:
-        log.warning("trial %d ran on %s: any of its processes still there cannot be reached from here", trial.number,
-                    owner.host)  # fmt: skip
     storage = study._storage
     try:
         storage.set_trial_user_attr(trial._trial_id, "status", str(Status.INTERRUPTED))

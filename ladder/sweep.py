@@ -19,9 +19,9 @@ from pathlib import Path
 
 import optuna
 
-from ladder import catalog, decide, launch, lease, policy, preflight, results, store, trial
+from ladder import catalog, decide, launch, lease, policy, preflight, results, stats, store, trial
 from ladder.config import Settings
-from ladder.monitor import HostSampler, NvmlSampler, Sampler
+from ladder.monitor import Sampler, sampler_for
 from ladder.records import Phase, Status, TrialRecord
 from ladder.view import View
 from ladder.workloads import planner
@@ -114,13 +114,23 @@ def run(settings: Settings, paths: Paths, machine: Machine, view: View) -> Summa
     while (decision := _next(ctx)) is not None:
         if gate is not None:
             gate.before_launch(machine.gpus)  # a refusal raises LaunchError, naming the processes and the fix
-        view.trial_started(decision.profile, decision.rung)
-        record = _run_one(ctx, decision)
-        view.trial_finished(record)
-        results.write_trials(paths.trials_tsv, _all_records(storage))
+        _measure(ctx, decision)
+    return _conclude(ctx, resumed)
+
+
+def _measure(ctx: Run, decision: policy.Decision) -> None:
+    """One launch of the decision, and `measure.repeats - 1` more while it fits; each is its own trial, and
+    each carries the repeat verdict over the rates so far (unstable: repeats disagree, or an interval is wide)."""
+    rates: list[stats.Rate] = []
+    for _ in range(ctx.settings.measure.repeats):
+        ctx.view.trial_started(decision.profile, decision.rung)
+        record = _run_one(ctx, decision, rates)
+        ctx.view.trial_finished(record)
+        results.write_trials(ctx.paths.trials_tsv, _all_records(ctx.storage))
         if record.status is Status.INTERRUPTED:
             raise KeyboardInterrupt
-    return _conclude(ctx, resumed)
+        if record.status is not Status.OK:
+            return
 
 
 def _next(ctx: Run) -> policy.Decision | None:
@@ -128,7 +138,7 @@ def _next(ctx: Run) -> policy.Decision | None:
     return policy.next_trial(ctx.settings.rungs, profiles, _attempts(store.records(ctx.study)), _tuning(ctx.settings))
 
 
-def _run_one(ctx: Run, decision: policy.Decision) -> TrialRecord:
+def _run_one(ctx: Run, decision: policy.Decision, rates: list[stats.Rate]) -> TrialRecord:
     phase = Phase.PROBE
     key = (decision.profile, decision.rung, phase)
     done = [r for r in store.records(ctx.study) if (r.variant, r.num_envs, r.phase) == key]
@@ -140,12 +150,24 @@ def _run_one(ctx: Run, decision: policy.Decision) -> TrialRecord:
         info = _info(ctx, decision, spec, trial_dir, held)
         attrs = {"case": ctx.settings.case.name, "method": ctx.settings.case.method, "phase": str(phase), "info": info}
         otrial = store.begin(ctx.study, decision.profile, decision.rung, catalog.known("profile"), attrs)
-        started = _utc_now()
-        result = trial.run(spec, trial_dir, uuid.uuid4().hex[:12], ctx.settings.measure,
-                           _sampler_factory(ctx.machine, held), _mem_limit(ctx.settings), ctx.view.tick)  # fmt: skip
+        started, trial_id = _utc_now(), uuid.uuid4().hex[:12]
+        sampler = _sampler_factory(ctx.machine, held, trial_id)
+        result = trial.run(spec, trial_dir, trial_id, ctx.settings.measure, sampler, _mem_limit(ctx.settings),
+                           ctx.view.tick)  # fmt: skip
+    if ctx.settings.measure.repeats > 1 and result.verdict.status is Status.OK:
+        result = _with_repeats(result, rates, ctx.settings)
     record = _record(ctx.settings, decision, phase, result, info | _timing(started, result))
     store.finish(ctx.study, otrial, record, results.objective_value(record, ctx.settings.objective))
     return record
+
+
+def _with_repeats(result: trial.Result, rates: list[stats.Rate], settings: Settings) -> trial.Result:
+    rate = stats.Rate.of(result.figures)
+    if rate is not None:
+        rates.append(rate)
+    m = settings.measure
+    verdict = stats.repeat_verdict(rates, m.max_repeat_spread, m.max_ci_frac)
+    return dataclasses.replace(result, figures={**result.figures, **verdict.figures(), "repeats": float(len(rates))})
 
 
 def _info(ctx: Run, decision: policy.Decision, spec: TrialSpec, trial_dir: Path, held: lease.Lease | None) -> dict:
@@ -177,7 +199,7 @@ def _lease(ctx: Run, decision: policy.Decision) -> Iterator[lease.Lease | None]:
 def _record(
     settings: Settings, decision: policy.Decision, phase: Phase, result: trial.Result, info: dict[str, str]
 ) -> TrialRecord:
-    source = "nvml" if info.get("device") == "cuda" else "host"
+    source = result.source or ("nvml" if info.get("device") == "cuda" else "host")
     return TrialRecord(
         case=settings.case.name,
         method=settings.case.method,
@@ -256,11 +278,10 @@ def _all_records(storage: optuna.storages.BaseStorage) -> list[TrialRecord]:
     return [r for name in sorted(studies) for r in store.records(optuna.load_study(study_name=name, storage=storage))]
 
 
-def _sampler_factory(machine: Machine, held: lease.Lease | None) -> Callable[[int], Sampler]:
-    if machine.device == "cuda":
-        gpus = list(held.devices) if held else list(machine.gpus)  # NVML indices: the leased GPUs
-        return lambda pid: NvmlSampler(gpus)
-    return HostSampler
+def _sampler_factory(machine: Machine, held: lease.Lease | None, trial_id: str) -> Callable[[int], Sampler]:
+    """NVML on the trial's GPUs (the leased ones where leased) with host figures alongside; host alone on CPU."""
+    gpus = (list(held.devices) if held else list(machine.gpus)) if machine.device == "cuda" else []
+    return lambda pid: sampler_for(gpus, pid, trial_id)
 
 
 def _mem_limit(settings: Settings) -> int | None:

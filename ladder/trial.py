@@ -59,6 +59,7 @@ class Result:
     exit_code: int
     duration_s: float
     leftovers: int  # processes of the trial found alive after the stop (and then killed)
+    source: str = ""  # nvml or host: what the figures were sampled from
 
 
 def run(
@@ -73,7 +74,8 @@ def run(
     running = launch.start(spec, trial_dir, trial_id, mem_limit_bytes)
     watch = Watch(launch_t=time.time(), last_progress_mono=running.started_mono)
     monitor = Monitor(make_sampler(running.proc.pid), measure.sample_hz).start()
-    progress = reader_for(str(spec.progress_kind.value), trial_dir / spec.progress_file, spec.progress_regex)
+    progress = reader_for(str(spec.progress_kind.value), trial_dir / spec.progress_file, spec.progress_regex,
+                          spec.progress_samples_per_iter)  # fmt: skip
     try:
         _watch(running, watch, progress, measure, lambda: on_tick and on_tick(_tick(watch, monitor, running)))
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM (see search.py): the result says `interrupted`
@@ -100,7 +102,7 @@ def _tick(watch: Watch, monitor: Monitor, running: launch.Running) -> Tick:
     now = time.time()
     window = watch.window
     frac = 0.0 if window is None else min(1.0, max(0.0, (now - window.start_t) / (window.end_t - window.start_t)))
-    latest = {s.index: s for s in monitor.samples[-16:]}
+    latest = {s.index: s for s in monitor.samples[-32:] if s.source == monitor.sampler.source}
     return Tick(
         elapsed_s=time.monotonic() - running.started_mono,
         phase="warm-up" if window is None else "window",
@@ -120,7 +122,7 @@ def _take_progress(watch: Watch, progress: Follow) -> None:
 def _stop_reason(watch: Watch, measure: MeasureConf, started_mono: float) -> str:
     now_mono = time.monotonic()
     if watch.window is None:
-        rule = (measure.warmup_iters, measure.stable_k, measure.stable_tol)
+        rule = stats.Rule(measure.warmup_iters, measure.stable_k, measure.stable_tol, measure.data_time_max_s)
         watch.window = stats.open_window(watch.points, watch.launch_t, time.time(), measure.window_s, rule,
                                          measure.warmup_timeout_s)  # fmt: skip
     if watch.window is not None and stats.window_closed(watch.window, watch.points):
@@ -149,7 +151,24 @@ def _finish(
     window = watch.window if watch.stopped_by == "window_done" else None
     figures = stats.figures(samples, watch.points, window, watch.launch_t)
     verdict = _with_last_progress(failures.classify(ending), progress.path)
-    return Result(verdict, figures, code, round(time.monotonic() - running.started_mono, 2), len(left))
+    figures |= cap_figures(progress.path) | {"sampler_cpu_s": round(monitor.cpu_s, 3)}
+    duration = round(time.monotonic() - running.started_mono, 2)
+    return Result(verdict, figures, code, duration, len(left), stats.source_of(samples))
+
+
+def cap_figures(progress_file: Path) -> dict[str, float]:
+    """The emulated card (`cap_mb`) and the most of it the trainer used (`cap_used_mb`, max over ranks), where
+    the trainer reports them in its JSON lines (the proxy does); the memory model compares the two."""
+    cap, used = 0.0, 0.0
+    for line in _tail(progress_file).splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        cap = float(rec.get("cap_mb") or cap) if isinstance(rec, dict) else cap
+        ranks = rec.get("cap_used_mb") if isinstance(rec, dict) else None
+        used = max([used, *(float(u) for u in ranks)]) if isinstance(ranks, list) and ranks else used
+    return {"cap_mb": cap, "cap_used_mb": round(used, 1)} if cap and used else {}
 
 
 def _with_last_progress(verdict: Verdict, progress_file: Path) -> Verdict:

@@ -32,6 +32,7 @@ from ladder.monitor import HostSampler
 from ladder.records import Status
 from ladder.workloads.builtin import Placement, plan_proxy
 
+NO_CAP_GB = 64.0  # the pass "without a cap" still sets one, far above any rung, so the trainer reports its use
 CONF = str(Path(__file__).resolve().parent.parent / "conf")
 
 
@@ -40,6 +41,7 @@ class Cell:
     status: Status
     duration_s: float
     objective: float | None
+    cap_used_mb: float | None  # the most of the emulated card the trainer used (the memory model's input)
 
 
 def settings(window_s: float) -> Settings:
@@ -50,14 +52,14 @@ def settings(window_s: float) -> Settings:
 
 
 def run_cell(s: Settings, profile: str, rung: int, cap_gb: float | None, root: Path) -> Cell:
-    workload = replace(s.workload, emulate_gpu_mem_gb=cap_gb)
+    workload = replace(s.workload, emulate_gpu_mem_gb=cap_gb or NO_CAP_GB)
     prof = next(p for p in s.profiles if p.name == profile)
     trial_dir = root / f"{profile}_e{rung}_cap{cap_gb}_{uuid.uuid4().hex[:6]}"
     place = Placement("cpu", 2, launch.free_port(), sys.executable)
     spec = plan_proxy(s.case, prof, rung, workload, place, str(trial_dir), s.measure.trial_timeout_s, s.nccl_env)
     result = trial.run(spec, trial_dir, uuid.uuid4().hex[:12], s.measure, HostSampler)
     value = result.figures.get(s.objective) if result.verdict.status is Status.OK else None
-    cell = Cell(result.verdict.status, result.duration_s, value)
+    cell = Cell(result.verdict.status, result.duration_s, value, result.figures.get("cap_used_mb"))
     print(f"  {profile:<7} e{rung:<4} cap={cap_gb} {cell.status!s:<12} {cell.duration_s:6.1f} s  {s.objective}={value}")
     return cell
 
@@ -79,7 +81,7 @@ def scenario_table(
 
 
 def replay(
-    s: Settings, table: dict[tuple[str, int], Cell], strategy: policy.Strategy
+    s: Settings, table: dict[tuple[str, int], Cell], strategy: policy.Strategy, cap_gb: float
 ) -> tuple[float, list[tuple[str, int]]]:
     """Trial-seconds of a strategy against the measured table, and the (profile, rung) it ends on per profile."""
     history: list[policy.Attempt] = []
@@ -88,7 +90,8 @@ def replay(
     spent = 0.0
     while (d := policy.next_trial(s.rungs, profiles, history, tuning)) is not None:
         cell = table[(d.profile, d.rung)]
-        history.append(policy.Attempt(d.profile, d.rung, cell.status))
+        frac = cell.cap_used_mb / (cap_gb * 1024) if cell.cap_used_mb and cell.status is Status.OK else None
+        history.append(policy.Attempt(d.profile, d.rung, cell.status, frac))
         spent += cell.duration_s
     ends = [(p, policy.walk(s.rungs, p, history, tuning)) for p in profiles]
     return spent, [(p, w.rung) for p, w in ends if w.outcome is policy.Outcome.FOUND and w.rung is not None]
@@ -102,8 +105,8 @@ def best_pick(s: Settings, table: dict[tuple[str, int], Cell], cells: list[tuple
 def summarize(s: Settings, cap: float, table: dict[tuple[str, int], Cell]) -> tuple[float, float, float, float, bool]:
     profiles = [p.name for p in s.profiles]
     grid_s = sum(c.duration_s for c in table.values())
-    walk_s, _ = replay(s, table, policy.Strategy.WALK)
-    ladder_s, ladder_ends = replay(s, table, policy.Strategy.MODEL)
+    walk_s, _ = replay(s, table, policy.Strategy.WALK, cap)
+    ladder_s, ladder_ends = replay(s, table, policy.Strategy.MODEL, cap)
     winners = _winners(s, table, profiles)
     oracle_s = sum(table[w].duration_s for w in winners)
     grid_pick = best_pick(s, table, list(table))

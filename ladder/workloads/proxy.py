@@ -252,17 +252,29 @@ def proc_status_kib(field: str) -> int:
     raise RuntimeError(f"/proc/self/status has no {field}")
 
 
-def cap_memory(mb: int, device: torch.device) -> None:
-    """Emulate a smaller device: allocations past ``mb`` MiB more than now fail in the real allocator."""
+def cap_memory(mb: int, device: torch.device) -> int | None:
+    """Emulate a smaller device: allocations past ``mb`` MiB more than now fail in the real allocator.
+    Returns this process's size (KiB) at that moment, which `cap_used_mb` counts from; None without a cap."""
     if mb <= 0:
-        return
+        return None
+    base_kib = proc_status_kib("VmData")
     if device.type == "cuda":
         total_mb = torch.cuda.get_device_properties(device).total_memory / 2**20
         torch.cuda.set_per_process_memory_fraction(min(1.0, mb / total_mb), device)
-        return
+        return base_kib
     soft = proc_status_kib("VmData") * 1024 + mb * 2**20
     _, hard = resource.getrlimit(resource.RLIMIT_DATA)
     resource.setrlimit(resource.RLIMIT_DATA, (soft if hard == resource.RLIM_INFINITY else min(soft, hard), hard))
+    return base_kib
+
+
+def cap_used_mb(device: torch.device, base_kib: int) -> float:
+    """Use of what the emulated cap limits, in MiB: the caching allocator's peak reservation on CUDA; on CPU the
+    data segment's growth since the cap was set, as of now (the caller keeps the maximum; transients inside an
+    iteration escape it, so it never overstates: a memory model built on it can skip no rung that fits)."""
+    if device.type == "cuda":
+        return torch.cuda.max_memory_reserved(device) / 2**20
+    return (proc_status_kib("VmData") - base_kib) / 1024
 
 
 def peak_mem_mb(device: torch.device) -> float:
@@ -405,8 +417,10 @@ def minibatches(total: int, size: int, device: torch.device) -> Iterator[Tensor]
 class Trainer:
     """Owns env, nets, optimizers and buffers; one ``rollout`` plus one ``update`` is an iteration."""
 
-    def __init__(self, spec: AgentSpec, dims: Dims, comm: Comm, seed: int) -> None:
+    def __init__(self, spec: AgentSpec, dims: Dims, comm: Comm, seed: int, cap_base_kib: int | None = None) -> None:
         self.spec, self.dims, self.comm, dev = spec, dims, comm, comm.device
+        self.cap_base_kib = cap_base_kib  # the data segment when the emulated cap was set (None: no cap)
+        self.cap_used_mb = 0.0  # the most of the cap seen in use, at the end of a rollout or an update
         torch.manual_seed(seed + comm.rank)  # envs differ per rank ...
         self.env = VecEnv(dims, dev)  # biggest per-env allocations first: an over-cap rung fails here
         self.buf = Rollout.allocate(spec.steps_per_iter, dims, spec, dev)
@@ -535,7 +549,7 @@ def start_record(trainer: Trainer, args: argparse.Namespace) -> dict[str, Any]:
         "event": "start", "t": time.time(), "world_size": trainer.comm.world_size,
         "device": str(trainer.comm.device), "nets": trainer.widths(), "num_envs": args.num_envs,
         "method": args.method, "params": sum(p.numel() for p in trainer.nets.parameters()),
-        "emulate_mem_mb": args.emulate_mem_mb, "width_factor": args.width_factor,
+        "emulate_mem_mb": args.emulate_mem_mb, "cap_mb": args.emulate_mem_mb or None, "width_factor": args.width_factor,
     }  # fmt: skip
 
 
@@ -544,16 +558,23 @@ def iteration(trainer: Trainer, it: int, loop_start: float) -> dict[str, Any]:
     dev, started = trainer.comm.device, time.monotonic()
     trainer.rollout()
     sync(dev)
-    rolled = time.monotonic()
+    rolled, used = time.monotonic(), _cap_used(trainer)
     trainer.update()
     sync(dev)
     ended, world, n = time.monotonic(), trainer.comm.world_size, trainer.dims.num_envs
+    base, trainer.cap_used_mb = trainer.cap_base_kib, max(trainer.cap_used_mb, used, _cap_used(trainer))
     return {
         "t": time.time(), "iter": it, "samples": n * trainer.spec.steps_per_iter * world * it,
         "wall_s": ended - loop_start, "step_time_s": ended - started, "rollout_time_s": rolled - started,
         "update_time_s": ended - rolled, "peak_mem_mb": trainer.comm.gather(peak_mem_mb(dev)),
+        "cap_used_mb": None if base is None else trainer.comm.gather(trainer.cap_used_mb),
         "num_envs": n, "world_size": world,
     }  # fmt: skip
+
+
+def _cap_used(trainer: Trainer) -> float:
+    base = trainer.cap_base_kib
+    return 0.0 if base is None else cap_used_mb(trainer.comm.device, base)
 
 
 def should_stop(it: int, wall_s: float, args: argparse.Namespace, comm: Comm) -> bool:
@@ -635,8 +656,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     dims = Dims(args.num_envs, args.obs_dim, args.act_dim, args.disc_obs_dim, args.sim_state_dim)
     comm = init_comm(args.device, args.collective_timeout_s)
     check_fault(args, comm.world_size)
-    cap_memory(args.emulate_mem_mb, comm.device)
-    trainer = Trainer(spec, dims, comm, args.seed)
+    trainer = Trainer(spec, dims, comm, args.seed, cap_base_kib=cap_memory(args.emulate_mem_mb, comm.device))
     progress, start = Progress(args.progress, comm.rank == 0), start_record(trainer, args)
     progress.write(start)
     if comm.rank == 0:

@@ -41,4 +41,5 @@ class TrialSpec:
     launcher: Launcher = Launcher.TORCHRUN  # who starts the ranks (torchrun error files exist only for torchrun)
     progress_kind: ProgressKind = ProgressKind.JSONL  # the format of progress_file
     progress_regex: str = ""  # the pattern for ProgressKind.REGEX
+    progress_samples_per_iter: float | None = None  # for trainers that print only a rate (CleanRL's SPS)
     cwd: str = ""  # the folder the program starts in; "" = ladder's own working folder
