@@ -18,6 +18,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from ladder.dryrun import rung_label
 from ladder.records import Status, TrialRecord
 from ladder.trial import Tick
 
@@ -40,8 +41,9 @@ def trial_line(r: TrialRecord) -> str:
     mems = "/".join(str(round(f[k])) for k in sorted(f) if k.startswith("max_mem")) or "-"
     util = f"{f['min_avg_util']:.1f}" if "min_avg_util" in f else "-"
     sps = f"{f['samples_per_s']:.0f}" if "samples_per_s" in f and r.status is Status.OK else "-"
+    rung = rung_label(r.info.get("knob", "num_envs"), r.num_envs)
     return (
-        f"{r.case:<14} {r.variant:<8} e{r.num_envs:<5} {r.status!s:<12} {r.reason!s:<13} util={util:>6} "
+        f"{r.case:<14} {r.variant:<8} {rung:<6} {r.status!s:<12} {r.reason!s:<13} util={util:>6} "
         f"mem={mems:>11} MiB  samples/s={sps:>7}  ({r.info.get('duration_s', '?')} s)"
     )
 
