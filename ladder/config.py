@@ -148,6 +148,9 @@ class SweepConf:
     sweep: str | None = None  # sweep name: resume it when it exists; null = a new one named by the time
     output_root: str = "output/train"  # sweeps live in <output_root>/case_gpu_bench_<sweep>/
     storage: str | None = None  # Optuna storage URL; null = journal file in the sweep folder
+    resume: str | None = None  # latest: resume the most recently active sweep under output_root (with no sweep=)
+    heartbeat_s: float = 30.0  # a running trial's heartbeat is written this often
+    stale_after_s: float = 300.0  # a running trial of another host whose heartbeat is older is taken as abandoned
     nccl_env: dict[str, str] = field(default_factory=dict)  # set for every trial and written to env.txt
 
 
@@ -195,6 +198,9 @@ class Settings:
     sweep: str | None
     output_root: str
     storage: str | None
+    resume: str | None
+    heartbeat_s: float
+    stale_after_s: float
     nccl_env: dict[str, str]
 
 
@@ -223,6 +229,9 @@ def settings_from(cfg: DictConfig, known_cases: tuple[str, ...] = ()) -> Setting
         sweep=_opt_str(raw.get("sweep")),
         output_root=str(raw.get("output_root", "output/train")),
         storage=_opt_str(raw.get("storage")),
+        resume=_resume(raw.get("resume")),
+        heartbeat_s=_positive("heartbeat_s", raw.get("heartbeat_s", 30.0)),
+        stale_after_s=_positive("stale_after_s", raw.get("stale_after_s", 300.0)),
         nccl_env={str(k): str(v) for k, v in (raw.get("nccl_env") or {}).items()},
     )
 
@@ -316,6 +325,20 @@ def _device(value: str) -> Device:
         return Device(value)
     except ValueError:
         raise ConfigError(f"unknown device '{value}'", "use device=auto, device=cpu or device=cuda") from None
+
+
+def _resume(value: Any) -> str | None:
+    if value in (None, ""):
+        return None
+    if value != "latest":
+        raise ConfigError(f"unknown resume '{value}'", "use resume=latest, or sweep=<name> to resume a named sweep")
+    return "latest"
+
+
+def _positive(key: str, value: Any) -> float:
+    if float(value) <= 0:
+        raise ConfigError(f"{key} must be > 0, got {value}", f"set {key}=<seconds>")
+    return float(value)
 
 
 def _opt_str(value: Any) -> str | None:

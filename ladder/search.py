@@ -26,11 +26,11 @@ from hydra.errors import HydraException
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from ladder import cgroup, launch, lease
+from ladder import cgroup, launch, lease, results, store
 from ladder.catalog import known
 from ladder.config import Device, Settings, register, settings_from
 from ladder.dryrun import Planned, estimate, every_trial, format_dry_run, format_estimate
-from ladder.errors import LadderError
+from ladder.errors import ConfigError, LadderError
 from ladder.monitor import NvmlSampler, nvml_gpu_count
 from ladder.policy import Decision
 from ladder.records import Phase, Status
@@ -81,7 +81,8 @@ def find_machine(settings: Settings) -> Machine:
     device = "cuda" if gpus else "cpu"
     per_trial = settings.workload.gpus_per_trial
     nproc = per_trial or settings.workload.nproc or (gpus or 2)
-    describe = {"host": socket.gethostname(), "n_gpus": str(nproc), "torch": _version("torch")}
+    describe = {"host": socket.gethostname(), "n_gpus": str(nproc), "torch": _version("torch"),
+                "workload_version": results.code_version(Path(__file__).parent)}
     describe.update(_gpu_describe(nproc) if device == "cuda" else _cpu_describe(settings))
     pool = _lease_pool(device, gpus) if per_trial else ()
     return Machine(device, tuple(range(nproc)) if device == "cuda" else (), nproc, sys.executable, describe, pool)
@@ -139,6 +140,7 @@ def banner(settings: Settings, paths: Paths, machine: Machine) -> str:
         f"sweep {paths.sweep}: case {settings.case.name}, ladder {list(settings.rungs)}, "
         f"profiles {[p.name for p in settings.profiles]}, {machine.nproc} x {machine.device}"
         + (f", emulated card: {cap} GB per rank" if cap else "")
+        + (f", storage {store.redact(settings.storage)}" if settings.storage else "")
     )
 
 
@@ -168,7 +170,19 @@ def dry_run(settings: Settings, paths: Paths, machine: Machine) -> str:
     return format_dry_run(settings.case.name, settings.knob, planned) + format_estimate(cost) + "\n"
 
 
+def resolve_resume(settings: Settings) -> Settings:
+    """`resume=latest` (with no sweep named): the most recently active sweep folder under output_root."""
+    if settings.resume != "latest" or settings.sweep:
+        return settings
+    latest = store.latest_sweep(Path(settings.output_root))
+    if latest is None:
+        raise ConfigError(f"resume=latest: no sweep folder under {settings.output_root}",
+                          "start one without resume=latest, or set output_root")  # fmt: skip
+    return dataclasses.replace(settings, sweep=latest)
+
+
 def execute(settings: Settings) -> int:
+    settings = resolve_resume(settings)
     paths = Paths.for_settings(settings, datetime.now(timezone.utc))
     machine = find_machine(settings)
     if settings.dry_run:

@@ -105,9 +105,9 @@ def plan(run: Run, decision: policy.Decision, trial_dir: Path, port: int) -> Tri
 
 def run(settings: Settings, paths: Paths, machine: Machine, view: View) -> Summary:
     storage = store.open_storage(settings.storage, paths.sweep_dir)
-    study = store.open_study(storage, settings.case.name)
+    study = store.open_study(storage, settings.case.name, paths.sweep)
     ctx = Run(settings, paths, machine, workload_of(settings), study, storage, view)
-    if abandoned := store.mark_abandoned(study):
+    if abandoned := store.mark_abandoned(study, settings.stale_after_s):
         log.info("%d trial(s) left running by a stopped sweep are marked interrupted and will run again", abandoned)
     resumed = sum(1 for r in store.records(study) if r.status is not Status.INTERRUPTED)
     gate = _preflight(settings, machine)
@@ -126,7 +126,7 @@ def _measure(ctx: Run, decision: policy.Decision) -> None:
         ctx.view.trial_started(decision.profile, decision.rung)
         record = _run_one(ctx, decision, rates)
         ctx.view.trial_finished(record)
-        results.write_trials(ctx.paths.trials_tsv, _all_records(ctx.storage))
+        results.write_trials(ctx.paths.trials_tsv, lambda: store.sweep_records(ctx.storage, ctx.paths.sweep))
         if record.status is Status.INTERRUPTED:
             raise KeyboardInterrupt
         if record.status is not Status.OK:
@@ -148,12 +148,15 @@ def _run_one(ctx: Run, decision: policy.Decision, rates: list[stats.Rate]) -> Tr
         if held is not None:  # the trial sees only its leased GPUs (as cuda:0..n-1), or gets its CPU slots
             spec = dataclasses.replace(spec, env={**spec.env, **lease.lease_env(held)})
         info = _info(ctx, decision, spec, trial_dir, held)
-        attrs = {"case": ctx.settings.case.name, "method": ctx.settings.case.method, "phase": str(phase), "info": info}
+        trial_id = uuid.uuid4().hex[:12]  # before begin: a crashed trial's processes are found by it
+        attrs = {"case": ctx.settings.case.name, "method": ctx.settings.case.method, "phase": str(phase), "info": info,
+                 "trial_id": trial_id}  # fmt: skip
         otrial = store.begin(ctx.study, decision.profile, decision.rung, catalog.known("profile"), attrs)
-        started, trial_id = _utc_now(), uuid.uuid4().hex[:12]
+        started = _utc_now()
         sampler = _sampler_factory(ctx.machine, held, trial_id)
-        result = trial.run(spec, trial_dir, trial_id, ctx.settings.measure, sampler, _mem_limit(ctx.settings),
-                           ctx.view.tick)  # fmt: skip
+        with store.heartbeat(ctx.study, otrial, ctx.settings.heartbeat_s):
+            result = trial.run(spec, trial_dir, trial_id, ctx.settings.measure, sampler, _mem_limit(ctx.settings),
+                               ctx.view.tick)  # fmt: skip
     if ctx.settings.measure.repeats > 1 and result.verdict.status is Status.OK:
         result = _with_repeats(result, rates, ctx.settings)
     record = _record(ctx.settings, decision, phase, result, info | _timing(started, result))
@@ -272,10 +275,6 @@ def _preflight(settings: Settings, machine: Machine) -> preflight.Preflight | No
 def _tuning(settings: Settings) -> policy.Tuning:
     return policy.Tuning(policy.Strategy(settings.strategy), settings.mem_headroom_frac, settings.mem_margin_frac)
 
-
-def _all_records(storage: optuna.storages.BaseStorage) -> list[TrialRecord]:
-    studies = optuna.get_all_study_names(storage)
-    return [r for name in sorted(studies) for r in store.records(optuna.load_study(study_name=name, storage=storage))]
 
 
 def _sampler_factory(machine: Machine, held: lease.Lease | None, trial_id: str) -> Callable[[int], Sampler]:

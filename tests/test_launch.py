@@ -97,6 +97,9 @@ ORCHESTRATOR = textwrap.dedent(
             "--obs-dim", "16", "--act-dim", "4", "--sim-state-dim", "64", "--width-factor", "0.05",
             "--progress", str(trial_dir / "progress.jsonl"))
     launch.start(TrialSpec(argv=argv, env={"OMP_NUM_THREADS": "1"}), trial_dir, "t-orphan", None)
+    import threading  # threads that die with it: the kernel re-sends the parent-death signal for each
+    for _ in range(3):
+        threading.Thread(target=time.sleep, args=(600,), daemon=True).start()
     time.sleep(600)  # the test SIGKILLs this process once the trial reports progress
     """
 )

@@ -39,7 +39,8 @@ def test_two_cases_through_joblib_share_one_sweep_and_one_best_by_case(tmp_path:
     assert [(r["status"], r["num_envs"], r["sweep"]) for r in best] == [("ok", "64", "shared")] * 2
     trials = read_tsv(root / "trials.tsv")
     assert sorted((t["case"], t["num_envs"]) for t in trials) == sorted((c, "64") for c in CASES)
-    assert sorted(p.name for p in (tmp_path / "multirun").iterdir() if p.is_dir()) == [f"{i}_{c}" for i, c in enumerate(CASES)]
+    job_dirs = sorted(p.name for p in (tmp_path / "multirun").iterdir() if p.is_dir())
+    assert job_dirs == [f"{i}_{c}" for i, c in enumerate(CASES)]  # Hydra's job dirs
 
     report = subprocess.run([sys.executable, "-m", "ladder.report", str(root)], cwd=tmp_path, capture_output=True,
                             text=True, timeout=120)  # fmt: skip
