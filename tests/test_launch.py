@@ -13,6 +13,7 @@ import pytest
 from ladder import launch
 from ladder.cgroup import ROOT, MemCgroup, _parents, remove_stale
 from ladder.workloads.spec import TrialSpec
+from tests.helpers import wait_for
 
 # A parent that ignores SIGTERM and a child that escapes into its own session (as torchrun's workers do).
 STUBBORN = textwrap.dedent(
@@ -28,13 +29,6 @@ STUBBORN = textwrap.dedent(
 )
 
 HOG = "x = []\nwhile True:\n    x.append(bytearray(32 * 1024 * 1024))\n"
-
-
-def wait_for(predicate, timeout_s: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.05)
 
 
 @pytest.fixture(scope="module", autouse=True)

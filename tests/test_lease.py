@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ from filelock import FileLock
 
 from ladder import lease
 from ladder.lease import DeviceKind, Lease, LeaseError
+from tests.helpers import wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -68,13 +68,6 @@ def overlaps(records: list[dict]) -> list[tuple[dict, dict]]:
             if shared and a["start"] < b["end"] and b["start"] < a["end"]:
                 bad.append((a, b))
     return bad
-
-
-def wait_for(predicate, timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.05)
 
 
 def release(proc: subprocess.Popen) -> None:

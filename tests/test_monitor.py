@@ -12,7 +12,7 @@ import sys
 import textwrap
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,7 @@ from ladder.monitor import (
     write_samples,
 )
 from ladder.stats import figures
+from tests.helpers import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).resolve().parent / "data" / "progress"
@@ -309,13 +310,6 @@ LAUNCHER = textwrap.dedent(
         p.wait()
     """
 )
-
-
-def wait_for(predicate: Callable[[], bool], timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.05)
 
 
 class Launched:

@@ -6,7 +6,6 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -26,6 +25,7 @@ from ladder.progress import (
 )
 from ladder.stats import Rule, Window, figures, open_window, stable_start, step_times, window_closed
 from ladder.workloads.spec import TrialSpec
+from tests.helpers import wait_for
 
 DATA = Path(__file__).resolve().parent / "data" / "progress"
 AGENTS = Path(__file__).resolve().parent / "data" / "agents"
@@ -179,13 +179,6 @@ def test_parse_line_time_keys(line: str, expected: Point) -> None:
 
 
 # ---------------------------------------------------------------- a real proxy run
-
-
-def wait_for(predicate: Callable[[], bool], timeout_s: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.1)
 
 
 def test_window_gate_on_a_real_two_rank_proxy_run(tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ from ladder import launch, store
 from ladder.errors import StorageError
 from ladder.heartbeat import HEARTBEAT_ATTR, Heartbeat, Owner, abandoned_because
 from ladder.records import Phase, Reason, Status, TrialRecord
+from tests.helpers import wait_for
 
 VARIANTS = ("default", "hiutil")
 
@@ -38,13 +39,6 @@ OWNER = textwrap.dedent(
     sys.stdin.read()
     """
 )
-
-
-def wait_for(predicate, timeout_s: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.02)
 
 
 def record(num_envs: int, status: Status) -> TrialRecord:

@@ -6,13 +6,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import psutil
 import pytest
 
 from ladder.results import read_tsv
+from tests.helpers import wait_for
 from tests.test_results import SEED_ONE_LINER
 
 FAST = ["profile=[default]", "measure.window_s=3", "measure.warmup_iters=2", "measure.stable_tol=0.5"]
@@ -45,13 +45,6 @@ def trial_processes(tmp_path: Path) -> list[psutil.Process]:
         if any(str(tmp_path) in part for part in proc.info["cmdline"] or []) and proc.pid != os.getpid():
             found.append(proc)
     return found
-
-
-def wait_for(predicate, timeout_s: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.1)
 
 
 def test_sweep_steps_down_from_a_real_oom_and_records_the_fitting_rung(tmp_path: Path) -> None:
