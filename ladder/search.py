@@ -29,7 +29,7 @@ from omegaconf import DictConfig
 from ladder import cgroup, launch, lease, results, store
 from ladder.catalog import known
 from ladder.config import Device, Settings, register, settings_from
-from ladder.dryrun import Planned, estimate, every_trial, format_dry_run, format_estimate
+from ladder.dryrun import Planned, estimate, every_trial, format_dry_run, format_estimate, rung_label
 from ladder.errors import ConfigError, LadderError
 from ladder.monitor import NvmlSampler, nvml_gpu_count
 from ladder.policy import Decision
@@ -116,18 +116,23 @@ def _version(package: str) -> str:
         return ""
 
 
-def print_summary(summary: Summary, paths: Paths) -> None:
+def print_summary(summary: Summary, paths: Paths, knob: str) -> None:
     print()
     for w in summary.walks:
-        print(f"  {summary.case} {w.profile}: {w.outcome.value}" + (f" at e{w.rung}" if w.rung else ""))
+        at = f" at {rung_label(knob, w.rung)}" if w.rung else ""
+        skipped = "".join(f"\n    skipped {rung_label(knob, r)}: {why}" for r, why in w.skipped)
+        print(f"  {summary.case} {w.profile}: {w.outcome.value}{at}{skipped}")
     for r in summary.records:
         if r.status is Status.ERROR:
             where = paths.sweep_dir / r.info.get("trial_dir", "")
-            print(f"  error in {r.variant} e{r.num_envs}: {r.evidence}\n    see {where}")
+            print(f"  error in {r.variant} {rung_label(knob, r.num_envs)}: {r.evidence}\n    see {where}")
     if summary.best is None:
         print(f"best: none of the rungs fits for {summary.case}")
     else:
         print("best: " + trial_line(summary.best))
+    row = summary.best_row or {}
+    if row.get("class"):
+        print(f"class: {row['class']} -> {row.get('action', '')}")
     if summary.resumed:
         print(f"({summary.resumed} finished trial(s) reused from sweep storage, not run again)")
     print(f"best_by_case.tsv: {paths.best_tsv}")
@@ -206,7 +211,7 @@ def execute(settings: Settings) -> int:
         view.close()
         raise
     view.close()
-    print_summary(summary, paths)
+    print_summary(summary, paths, settings.knob)
     return 0
 
 
