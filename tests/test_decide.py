@@ -126,3 +126,11 @@ def test_seed_summary_adds_class_and_action(tmp_path: Path) -> None:
                       "action run two single-GPU trials side by side instead of one dual-GPU trial")  # fmt: skip
     assert "amp_pi_plus amp util 51.54 max_mem 24115 variant hiutil e 38 class VRAM-bound mixed" in "\n".join(out)
     assert out[-1].startswith("broken_case amp status oom_or_nccl cuda_oom class unstable")
+
+
+def test_an_emulated_card_is_judged_by_what_its_cap_limits() -> None:
+    """On CPU max_memN is RSS (libraries included): 882 MiB on a 614 MiB card would read as full."""
+    row = {"status": "ok", "min_avg_util": "84.3", "max_mem0": "882", "gpu_mem_total": "614", "cap_used_mb": "565",
+           "cap_mb": "614"}  # fmt: skip
+    assert classify_row(row)[0] is CaseClass.COMPUTE_HEAVY
+    assert classify_row({k: v for k, v in row.items() if not k.startswith("cap_")})[0] is CaseClass.VRAM_BOUND
