@@ -41,6 +41,7 @@ class CaseChart:
     mem_label: str
     best_util: Series | None = None  # the case's pick (best_by_case.tsv), one point
     best_mem: Series | None = None
+    mem_title: str = "peak memory over the trial (failed rungs: the peak before the failure)"
 
 
 @dataclass(frozen=True)
@@ -121,18 +122,24 @@ def case_chart(trials: Sequence[Row], case: str, best: Sequence[Row] = ()) -> Ca
     rows = [r for r in trials if r.get("case") == case and r.get("status") != "interrupted"]
     card_mb, card_label = card_memory(rows)
     util_label, mem_label = case_labels(is_host(rows))
+    memory: Callable[[Row], float | None] = peak_mem
+    if any(num(r, "cap_used_mb") for r in rows):  # the trainer reported what the emulated card limits: compare that
+        memory = lambda r: num(r, "cap_used_mb") if r.get("status") == "ok" else card_mb  # noqa: E731
+        mem_label = "use of the emulated card, max over ranks (MiB)"
+        mem_title = "what the emulated card limits (failed rungs went over it: drawn at the card)"
     pick = next((r for r in best if r.get("case") == case and r.get("status") == "ok"), None)
     return CaseChart(
         case=case,
         util=_rung_series(rows, lambda r: num(r, "min_avg_util")),
-        mem=_rung_series(rows, peak_mem),
+        mem=_rung_series(rows, memory),
         rungs=tuple(sorted({int(r["num_envs"]) for r in rows}, reverse=True)),
         card_mem_mb=card_mb,
         card_label=card_label,
         util_label=util_label,
         mem_label=mem_label,
         best_util=_best_point(pick, num(pick, "min_avg_util") if pick else None),
-        best_mem=_best_point(pick, peak_mem(pick) if pick else None),
+        best_mem=_best_point(pick, memory(pick) if pick else None),
+        **({"mem_title": mem_title} if memory is not peak_mem else {}),
     )
 
 
@@ -184,7 +191,7 @@ def trial_chart(row: Row, files: TrialFiles) -> TrialChart:
         warmup=(0.0, window[0]) if window else None,
         window=window,
         end_s=None if window or not samples else round(float(samples[-1]["t"]) - t0, 3),
-        card_mem_mb=card_memory([row])[0],
+        card_mem_mb=None if source == "host" else card_memory([row])[0],  # RSS is not what an emulated card caps
         util_label=util_label,
         mem_label=mem_label,
         caption=str(files.verdict.get("evidence", row.get("evidence", ""))),

@@ -64,7 +64,7 @@ def draw_case(chart: CaseChart, path: Path) -> None:
     if chart.card_mem_mb is not None:
         mem_ax.axhline(chart.card_mem_mb, label=chart.card_label, **CARD_STYLE)
     mem_ax.set_ylabel(chart.mem_label)
-    mem_ax.set_title("peak memory over the trial (failed rungs: the peak before the failure)", fontsize=10)
+    mem_ax.set_title(chart.mem_title, fontsize=10)
     for ax in (util_ax, mem_ax):
         _rung_axis(ax, chart.rungs)
         ax.set_ylim(0, ax.get_ylim()[1] * 1.15)  # headroom for the legend and the markers at the top
