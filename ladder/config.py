@@ -140,6 +140,7 @@ class SweepConf:
     preflight: PreflightConf = field(default_factory=PreflightConf)
     decide: DecideConf = field(default_factory=DecideConf)
     dry_run: bool = False  # print every trial the walk could launch (argv, env, files) and launch nothing
+    confirm_s: float = 0.0  # > 0: the pick runs this long (phase confirm); failing then steps down and confirms again
     objective: str = "min_avg_util"  # min_avg_util (the seed's column) or samples_per_s
     strategy: str = "model"  # model: seeds later profiles, jumps on a memory fit; walk: one rung at a time
     mem_headroom_frac: float = 0.05  # the memory fit jumps only to rungs leaving this fraction of the card free
@@ -190,6 +191,7 @@ class Settings:
     preflight: PreflightConf
     decide: DecideConf
     dry_run: bool
+    confirm_s: float
     objective: str
     strategy: str
     mem_headroom_frac: float
@@ -221,6 +223,7 @@ def settings_from(cfg: DictConfig, known_cases: tuple[str, ...] = ()) -> Setting
         preflight=_preflight(raw.get("preflight") or {}),
         decide=_typed(DecideConf, raw.get("decide") or {}),
         dry_run=bool(raw.get("dry_run", False)),
+        confirm_s=_non_negative("confirm_s", raw.get("confirm_s", 0.0)),
         objective=validate_objective(str(raw.get("objective"))),
         strategy=_choice("strategy", str(raw.get("strategy", "model")), ("model", "walk")),
         mem_headroom_frac=float(raw.get("mem_headroom_frac", 0.05)),
@@ -333,6 +336,12 @@ def _resume(value: Any) -> str | None:
     if value != "latest":
         raise ConfigError(f"unknown resume '{value}'", "use resume=latest, or sweep=<name> to resume a named sweep")
     return "latest"
+
+
+def _non_negative(key: str, value: Any) -> float:
+    if float(value) < 0:
+        raise ConfigError(f"{key} must be >= 0, got {value}", f"set {key}=<seconds> (0: off)")
+    return float(value)
 
 
 def _positive(key: str, value: Any) -> float:

@@ -127,6 +127,7 @@ PATTERNS: tuple[Pattern, ...] = (
     _row(_R.HOST_OOM, r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory)",
          _CAPTURED + "host_default_cpu_allocator.log; github.com/IvanoLauriola/MKLpy#27"),
     _row(_R.HOST_OOM, r"std::bad_alloc", "github.com/ljanyst/ssd-tensorflow#8"),
+    _row(_R.HOST_OOM, r"\[Errno 12\] Cannot allocate memory", _CAPTURED + "enomem_lazy_import.log"),
     _row(_R.HOST_OOM, r"MemoryError(?<!\wMemoryError)(?!: cuMemAlloc)", _CAPTURED + "python_memory_error.log"),
     # "Killed" after DataLoader's "killed by signal: ", after a shell's job pid, or alone on its line
     _row(_R.HOST_OOM, r"Killed(?:(?<=killed by signal: Killed)|(?<=\d Killed)\s|(?<=^Killed)\s*$)",

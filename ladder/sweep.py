@@ -20,7 +20,7 @@ from pathlib import Path
 import optuna
 
 from ladder import catalog, decide, launch, lease, policy, preflight, results, stats, store, trial
-from ladder.config import Settings
+from ladder.config import MeasureConf, Settings
 from ladder.monitor import Sampler, sampler_for
 from ladder.records import Phase, Status, TrialRecord
 from ladder.view import View
@@ -111,20 +111,44 @@ def run(settings: Settings, paths: Paths, machine: Machine, view: View) -> Summa
         log.info("%d trial(s) left running by a stopped sweep are marked interrupted and will run again", abandoned)
     resumed = sum(1 for r in store.records(study) if r.status is not Status.INTERRUPTED)
     gate = _preflight(settings, machine)
-    while (decision := _next(ctx)) is not None:
-        if gate is not None:
-            gate.before_launch(machine.gpus)  # a refusal raises LaunchError, naming the processes and the fix
-        _measure(ctx, decision)
-    return _conclude(ctx, resumed)
+    while True:
+        while (decision := _next(ctx)) is not None:
+            if gate is not None:
+                gate.before_launch(machine.gpus)  # a refusal raises LaunchError, naming the processes and the fix
+            _measure(ctx, decision, Phase.PROBE)
+        if (pick := _to_confirm(ctx)) is None:
+            return _conclude(ctx, resumed)
+        _measure(ctx, pick, Phase.CONFIRM)  # a failure here steps that profile down, and the walk goes on
 
 
-def _measure(ctx: Run, decision: policy.Decision) -> None:
+def _to_confirm(ctx: Run) -> policy.Decision | None:
+    """With `confirm_s`, the probes' pick runs that long; a pick whose confirmation has passed needs none."""
+    if not ctx.settings.confirm_s:
+        return None
+    records = store.records(ctx.study)
+    pick = results.best(_usable(records), ctx.settings.objective)
+    if pick is None or any(_same(r, pick) and r.phase is Phase.CONFIRM for r in records):
+        return None
+    return policy.Decision(pick.variant, pick.num_envs, f"confirm the pick for {ctx.settings.confirm_s:.0f} s")
+
+
+def _usable(records: list[TrialRecord]) -> list[TrialRecord]:
+    """Probe records whose rung no confirmation has failed."""
+    failed = [r for r in records if r.phase is Phase.CONFIRM and r.status is not Status.OK]
+    return [r for r in records if r.phase is Phase.PROBE and not any(_same(r, f) for f in failed)]
+
+
+def _same(a: TrialRecord, b: TrialRecord) -> bool:
+    return (a.variant, a.num_envs) == (b.variant, b.num_envs)
+
+
+def _measure(ctx: Run, decision: policy.Decision, phase: Phase) -> None:
     """One launch of the decision, and `measure.repeats - 1` more while it fits; each is its own trial, and
     each carries the repeat verdict over the rates so far (unstable: repeats disagree, or an interval is wide)."""
     rates: list[stats.Rate] = []
     for _ in range(ctx.settings.measure.repeats):
         ctx.view.trial_started(decision.profile, decision.rung)
-        record = _run_one(ctx, decision, rates)
+        record = _run_one(ctx, decision, phase, rates)
         ctx.view.trial_finished(record)
         results.write_trials(ctx.paths.trials_tsv, lambda: store.sweep_records(ctx.storage, ctx.paths.sweep))
         if record.status is Status.INTERRUPTED:
@@ -138,8 +162,7 @@ def _next(ctx: Run) -> policy.Decision | None:
     return policy.next_trial(ctx.settings.rungs, profiles, _attempts(store.records(ctx.study)), _tuning(ctx.settings))
 
 
-def _run_one(ctx: Run, decision: policy.Decision, rates: list[stats.Rate]) -> TrialRecord:
-    phase = Phase.PROBE
+def _run_one(ctx: Run, decision: policy.Decision, phase: Phase, rates: list[stats.Rate]) -> TrialRecord:
     key = (decision.profile, decision.rung, phase)
     done = [r for r in store.records(ctx.study) if (r.variant, r.num_envs, r.phase) == key]
     trial_dir = ctx.paths.trial_dir(ctx.settings.case.name, decision.profile, decision.rung, phase, len(done) + 1)
@@ -155,13 +178,22 @@ def _run_one(ctx: Run, decision: policy.Decision, rates: list[stats.Rate]) -> Tr
         started = _utc_now()
         sampler = _sampler_factory(ctx.machine, held, trial_id)
         with store.heartbeat(ctx.study, otrial, ctx.settings.heartbeat_s):
-            result = trial.run(spec, trial_dir, trial_id, ctx.settings.measure, sampler, _mem_limit(ctx.settings),
-                               ctx.view.tick)  # fmt: skip
+            result = trial.run(spec, trial_dir, trial_id, _measure_conf(ctx.settings, phase), sampler,
+                               _mem_limit(ctx.settings), ctx.view.tick)  # fmt: skip
     if ctx.settings.measure.repeats > 1 and result.verdict.status is Status.OK:
         result = _with_repeats(result, rates, ctx.settings)
     record = _record(ctx.settings, decision, phase, result, info | _timing(started, result))
     store.finish(ctx.study, otrial, record, results.objective_value(record, ctx.settings.objective))
     return record
+
+
+def _measure_conf(settings: Settings, phase: Phase) -> MeasureConf:
+    """A confirmation's window is `confirm_s` long; its time limit grows to fit it."""
+    m = settings.measure
+    if phase is Phase.PROBE:
+        return m
+    limit = max(m.trial_timeout_s, settings.confirm_s + m.startup_timeout_s + m.warmup_timeout_s)
+    return dataclasses.replace(m, window_s=settings.confirm_s, trial_timeout_s=limit)
 
 
 def _with_repeats(result: trial.Result, rates: list[stats.Rate], settings: Settings) -> trial.Result:
@@ -219,16 +251,24 @@ def _record(
 
 def _conclude(ctx: Run, resumed: int) -> Summary:
     settings = ctx.settings
-    records = [r for r in store.records(ctx.study) if r.phase is Phase.PROBE]
-    attempts, tuning = _attempts(records), _tuning(settings)
+    every = store.records(ctx.study)
+    records = [r for r in every if r.phase is Phase.PROBE]
+    attempts, tuning = _attempts(every), _tuning(settings)
     walks = tuple(policy.walk(settings.rungs, p.name, attempts, tuning) for p in settings.profiles)
-    pick = results.best(records, settings.objective)
+    pick = _confirmed(every, settings) if settings.confirm_s else results.best(records, settings.objective)
     row_source = pick or _last_failure(records)
     row = None
     if row_source is not None:
         row = classified(results.best_row(row_source, len(records)), settings)
         results.write_best(ctx.paths.best_tsv, [row])
-    return Summary(settings.case.name, pick, row, walks, tuple(records), resumed)
+    return Summary(settings.case.name, pick, row, walks, tuple(every), resumed)
+
+
+def _confirmed(records: list[TrialRecord], settings: Settings) -> TrialRecord | None:
+    """The pick's confirmation: its long window's figures, never mixed with the probe's."""
+    pick = results.best(_usable(records), settings.objective)
+    confirms = [r for r in records if pick and _same(r, pick) and r.phase is Phase.CONFIRM and r.status is Status.OK]
+    return confirms[-1] if confirms else None
 
 
 def classified(row: dict[str, str], settings: Settings) -> dict[str, str]:
@@ -245,7 +285,9 @@ def _last_failure(records: list[TrialRecord]) -> TrialRecord | None:
 
 
 def _attempts(records: list[TrialRecord]) -> list[policy.Attempt]:
-    return [policy.Attempt(r.variant, r.num_envs, r.status, mem_frac(r)) for r in records if r.phase is Phase.PROBE]
+    """What the walk knows: every probe, and every confirmation that failed (its rung then fails for the walk)."""
+    return [policy.Attempt(r.variant, r.num_envs, r.status, mem_frac(r)) for r in records
+            if r.phase is Phase.PROBE or r.status is not Status.OK]  # fmt: skip
 
 
 def mem_frac(record: TrialRecord) -> float | None:

@@ -97,6 +97,7 @@ PUBLIC = {
 CAPTURED_LOGS = {
     "host_default_cpu_allocator.log": (1, Reason.HOST_OOM, "DefaultCPUAllocator: can't allocate memory"),
     "python_memory_error.log": (1, Reason.HOST_OOM, "MemoryError"),
+    "enomem_lazy_import.log": (1, Reason.HOST_OOM, "[Errno 12] Cannot allocate memory"),
     "shell_killed_dash.log": (137, Reason.HOST_OOM, "Killed"),
     "shell_killed_bash.log": (137, Reason.HOST_OOM, "Killed"),
     "torchrun_sigkill.log": (1, Reason.HOST_OOM, "failed (exitcode: -9)"),
@@ -452,3 +453,13 @@ def test_tied_error_file_stamps_blame_the_failure_not_the_peer_that_lost_it() ->
         verdict = classify(Ending(exit_code=1, error_files=ordered))
         assert (verdict.status, verdict.reason) == (Status.ERROR, Reason.ERROR)
         assert "KeyError" in verdict.evidence
+
+
+def test_enomem_while_importing_under_the_cap_is_host_oom() -> None:
+    """Captured: a rank's lazy import failed under the emulated cap (RLIMIT_DATA) while the other rank's import
+    died with CPython's 'SystemError: error return without exception set': the memory line is the cause."""
+    line = (Path(__file__).parent / "data" / "captured" / "enomem_lazy_import.log").read_text()
+    text = "[rank0]: SystemError: error return without exception set\n" + line
+    verdict = classify_text(text, 1)
+    assert (verdict.status, verdict.reason) == (Status.OOM_OR_NCCL, Reason.HOST_OOM)
+    assert "Cannot allocate memory" in verdict.evidence

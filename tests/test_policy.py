@@ -129,3 +129,10 @@ def test_two_memory_points_jump_and_record_the_skips() -> None:
         256: "memory fit predicts 330% of the card",
         128: "memory fit predicts 170% of the card",
     }
+
+
+def test_a_failed_confirmation_steps_the_walk_down() -> None:
+    """The sweep passes a confirmation that failed as one more attempt at that rung: it outweighs the probe's ok."""
+    history = attempts("default", (256, OOM), (128, OOM), (64, OK), (64, TIMEOUT))
+    state = walk(PI_PLUS, "default", history)
+    assert (state.outcome, state.rung) == (Outcome.PENDING, 48)

@@ -122,3 +122,18 @@ def test_bad_input_is_a_clear_error_and_launches_nothing(tmp_path: Path, overrid
     out = finish(proc, timeout_s=60)
     assert proc.returncode == 2 and message in out
     assert not list((tmp_path / "output" / "train").glob("case_gpu_bench_*"))
+
+
+def test_confirm_runs_the_pick_long_and_the_best_row_carries_its_own_figures(tmp_path: Path) -> None:
+    proc = search(tmp_path, *FAST, "ladder.rungs=[64]", "sweep=confirm", "confirm_s=5")
+    out = finish(proc)
+    assert proc.returncode == 0, out
+    root = sweep_dir(tmp_path, "confirm")
+    trials = read_tsv(root / "trials.tsv")
+    assert [(t["num_envs"], t["phase"], t["status"]) for t in trials] == [
+        ("64", "probe", "ok"),
+        ("64", "confirm", "ok"),
+    ]
+    assert float(trials[1]["window_s"]) >= 5 > float(trials[0]["window_s"])
+    (best,) = read_tsv(root / "best_by_case.tsv")
+    assert (best["phase"], best["samples_per_s"]) == ("confirm", trials[1]["samples_per_s"])
