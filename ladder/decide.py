@@ -16,23 +16,20 @@ util or card memory is `unclassified`.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ladder.errors import ConfigError
+from ladder.records import Word
 
 
-class CaseClass(str, enum.Enum):
+class CaseClass(Word):
     VRAM_BOUND = "VRAM-bound mixed"
     COMPUTE_HEAVY = "compute-heavy"
     BALANCED = "balanced"
     THROUGHPUT = "throughput/env-bound"
     UNSTABLE = "unstable"
     UNCLASSIFIED = "unclassified"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 ACTIONS = {

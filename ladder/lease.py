@@ -11,7 +11,6 @@ for another host's.
 from __future__ import annotations
 
 import contextlib
-import enum
 import os
 import socket
 import tempfile
@@ -24,6 +23,7 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 
 from ladder.errors import LadderError
+from ladder.records import Word
 
 DEFAULT_DIR = Path(tempfile.gettempdir()) / "ladder-leases"
 POLL_S = 0.1  # how often a waiter tries again; a freed device is taken within this
@@ -33,12 +33,9 @@ class LeaseError(LadderError):
     """Devices could not be leased (more asked for than exist, or none freed in time)."""
 
 
-class DeviceKind(str, enum.Enum):
+class DeviceKind(Word):
     GPU = "gpu"  # handed to the trial as CUDA_VISIBLE_DEVICES
     CPU = "cpu"  # a CPU slot: the launcher decides what a slot means (cores for taskset, OMP threads)
-
-    def __str__(self) -> str:
-        return self.value
 
 
 @dataclass(frozen=True)

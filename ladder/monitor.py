@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import enum
 import logging
 import os
 import statistics
@@ -24,6 +23,8 @@ from typing import Any, Protocol
 
 import psutil
 
+from ladder.records import Word
+
 log = logging.getLogger(__name__)
 
 MIB = 1024 * 1024
@@ -31,12 +32,9 @@ SLOW_S = 1.0  # process lists, tree walks and GPM once a second: they cost ms, n
 TRIAL_ID_VAR = "LADDER_TRIAL_ID"  # as ladder.launch sets it on every process of a trial
 
 
-class Source(str, enum.Enum):
+class Source(Word):
     NVML = "nvml"
     HOST = "host"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 @dataclass(frozen=True)

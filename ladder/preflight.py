@@ -15,7 +15,6 @@ takes the NVML library as a parameter (`NvmlLib`: the three calls it makes), so 
 from __future__ import annotations
 
 import contextlib
-import enum
 import logging
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -26,21 +25,19 @@ import psutil
 
 from ladder import launch
 from ladder.errors import ConfigError, LaunchError
+from ladder.records import Word
 
 log = logging.getLogger(__name__)
 
 MIB = 1024 * 1024
 
 
-class Policy(str, enum.Enum):
+class Policy(Word):
     """What a busy GPU means before a launch."""
 
     WAIT = "wait"  # poll until clear; refuse after timeout_s
     REFUSE = "refuse"  # raise at once, naming the processes and the fix
     IGNORE = "ignore"  # log a warning and launch anyway
-
-    def __str__(self) -> str:
-        return self.value
 
 
 @dataclass(frozen=True)

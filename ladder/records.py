@@ -6,7 +6,14 @@ import enum
 from dataclasses import dataclass, field
 
 
-class Status(str, enum.Enum):
+class Word(str, enum.Enum):
+    """A string enum whose str() is its value: what the TSVs, the storage and the logs show."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+
+class Status(Word):
     """How a trial ended, as the walk sees it."""
 
     OK = "ok"
@@ -16,11 +23,8 @@ class Status(str, enum.Enum):
     INTERRUPTED = "interrupted"  # the sweep was stopped: rerun this trial on resume
     RETRY = "retry"  # launch trouble unrelated to the rung (port in use): run the same rung again
 
-    def __str__(self) -> str:
-        return self.value
 
-
-class Reason(str, enum.Enum):
+class Reason(Word):
     """The finer cause behind a status."""
 
     NONE = ""
@@ -34,9 +38,6 @@ class Reason(str, enum.Enum):
     TRIAL_TIMEOUT = "trial_timeout"
     INTERRUPTED = "interrupted"
     ERROR = "error"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 @dataclass(frozen=True)
@@ -60,12 +61,9 @@ class Ending:
     oom_kills: int = 0  # kernel OOM kills counted by the trial's memory cgroup
 
 
-class Phase(str, enum.Enum):
+class Phase(Word):
     PROBE = "probe"  # short: finds the rung
     CONFIRM = "confirm"  # long: proves the pick holds (never mixed with probe figures)
-
-    def __str__(self) -> str:
-        return self.value
 
 
 @dataclass(frozen=True)

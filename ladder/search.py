@@ -81,8 +81,12 @@ def find_machine(settings: Settings) -> Machine:
     device = "cuda" if gpus else "cpu"
     per_trial = settings.workload.gpus_per_trial
     nproc = per_trial or settings.workload.nproc or (gpus or 2)
-    describe = {"host": socket.gethostname(), "n_gpus": str(nproc), "torch": _version("torch"),
-                "workload_version": results.code_version(Path(__file__).parent)}
+    describe = {
+        "host": socket.gethostname(),
+        "n_gpus": str(nproc),
+        "torch": _version("torch"),
+        "workload_version": results.code_version(Path(__file__).parent),
+    }
     describe.update(_gpu_describe(nproc) if device == "cuda" else _cpu_describe(settings))
     pool = _lease_pool(device, gpus) if per_trial else ()
     return Machine(device, tuple(range(nproc)) if device == "cuda" else (), nproc, sys.executable, describe, pool)

@@ -150,7 +150,7 @@ def pick_latest(folders: Iterable[tuple[str, float]]) -> str | None:
     """The sweep name of the most recently active folder among (folder name, last activity) pairs; ties go to the
     greater name. Pure: `latest_sweep` gathers the pairs."""
     sweeps = [(t, name) for name, t in folders if name.startswith(SWEEP_PREFIX) and len(name) > len(SWEEP_PREFIX)]
-    return max(sweeps)[1][len(SWEEP_PREFIX):] if sweeps else None
+    return max(sweeps)[1][len(SWEEP_PREFIX) :] if sweeps else None
 
 
 def latest_sweep(output_root: Path) -> str | None:
@@ -253,4 +253,3 @@ def _record(trial: FrozenTrial) -> TrialRecord:
         info={k: str(v) for k, v in (attrs.get("info") or {}).items()},
         number=trial.number,
     )
-

@@ -318,7 +318,6 @@ def _tuning(settings: Settings) -> policy.Tuning:
     return policy.Tuning(policy.Strategy(settings.strategy), settings.mem_headroom_frac, settings.mem_margin_frac)
 
 
-
 def _sampler_factory(machine: Machine, held: lease.Lease | None, trial_id: str) -> Callable[[int], Sampler]:
     """NVML on the trial's GPUs (the leased ones where leased) with host figures alongside; host alone on CPU."""
     gpus = (list(held.devices) if held else list(machine.gpus)) if machine.device == "cuda" else []

@@ -13,6 +13,7 @@ from typing import TypeVar
 
 from ladder.config import Case, Profile, WorkloadConf
 from ladder.errors import ConfigError
+from ladder.records import Word
 from ladder.workloads.builtin import Placement, plan_proxy
 from ladder.workloads.command import DEFAULT_REGEX, CommandConf, plan_command
 from ladder.workloads.mimickit import NUM_ENVS, MimicKitConf, plan_mimickit
@@ -24,14 +25,11 @@ COMMAND_PROGRESS = (ProgressKind.REGEX, ProgressKind.JSONL)
 E = TypeVar("E", bound=enum.Enum)
 
 
-class Kind(str, enum.Enum):
+class Kind(Word):
     AUTO = "auto"  # mimickit when a MimicKit folder is configured, else proxy
     PROXY = "proxy"  # the built-in stand-in trainer (ladder.workloads.proxy) under torchrun
     MIMICKIT = "mimickit"  # MimicKit's mimickit/run.py
     COMMAND = "command"  # any trainer, from an argv template
-
-    def __str__(self) -> str:
-        return self.value
 
 
 @dataclass(frozen=True)

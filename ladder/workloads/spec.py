@@ -2,32 +2,27 @@
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass, field
+
+from ladder.records import Word
 
 STDOUT_FILE = "stdout.log"  # where launch.start writes the trial's combined stdout and stderr
 
 
-class Launcher(str, enum.Enum):
+class Launcher(Word):
     """Who starts the ranks."""
 
     TORCHRUN = "torchrun"  # ladder's argv starts torchrun, which starts one worker per rank
     DIRECT = "direct"  # the program starts its own ranks (MimicKit spawns one process per --devices entry)
 
-    def __str__(self) -> str:
-        return self.value
 
-
-class ProgressKind(str, enum.Enum):
+class ProgressKind(Word):
     """How the trainer's progress is read from `TrialSpec.progress_file` (the parsers are in ladder/progress.py)."""
 
     JSONL = "jsonl"  # one JSON object per line with `t`, `iter`, `samples` (the proxy's progress.jsonl)
     REGEX = "regex"  # each line matched by `progress_regex` (named groups iter, samples, ...; or a preset)
     MIMICKIT_STDOUT = "mimickit_stdout"  # MimicKit's per-iteration `| Iteration | N |` table on stdout
     MIMICKIT_LOG = "mimickit_log"  # MimicKit's log.txt (a row every iters_per_output iterations only)
-
-    def __str__(self) -> str:
-        return self.value
 
 
 @dataclass(frozen=True)
