@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+CONF_DIR = Path(__file__).resolve().parent / "conf"  # inside the package, so any install ships it
 
 
 def known(group: str) -> tuple[str, ...]:

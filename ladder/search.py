@@ -219,7 +219,7 @@ def execute(settings: Settings) -> int:
     return 0
 
 
-@hydra.main(version_base="1.3", config_path="../conf", config_name="config")
+@hydra.main(version_base="1.3", config_path="conf", config_name="config")
 def main(cfg: DictConfig) -> None:
     try:
         code = execute(_one_sweep_per_multirun(settings_from(cfg, known_cases())))

@@ -1,0 +1,354 @@
+"""Typed configuration: the dataclasses Hydra composes into, and their validation.
+
+Nothing below this module sees a DictConfig: `settings_from(cfg)` turns the composed config into frozen
+`Settings` and rejects bad input with a `ConfigError` that names the problem and the fix.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING, DictConfig, OmegaConf
+
+from ladder.errors import ConfigError
+
+OBJECTIVES = ("min_avg_util", "samples_per_s")
+
+
+class Device(str, enum.Enum):
+    AUTO = "auto"  # cuda when a GPU is visible, else cpu
+    CPU = "cpu"
+    CUDA = "cuda"
+
+
+# ---------------------------------------------------------------- schema (what Hydra composes into)
+
+
+@dataclass
+class ProxyShape:
+    """What the built-in proxy needs to stand in for a case's real trainer."""
+
+    obs_dim: int = 180  # observation size per env
+    act_dim: int = 22  # action size per env
+    disc_obs_dim: int = 450  # discriminator observation size (amp/add/ase/vault)
+    sim_state_dim: int = 4096  # floats of simulator state per env: what makes memory grow with num_envs
+
+
+@dataclass
+class CaseConf:
+    """One training case (a MimicKit args file) and what the proxy needs to stand in for it."""
+
+    name: str = MISSING  # e.g. amp_pi_plus
+    method: str = MISSING  # amp, add, ase, deepmimic, vault, ...
+    robot: str = ""  # pi_plus, humanoid, g1, ...
+    args_file: str = ""  # MimicKit args file, relative to the MimicKit root
+    agent: dict[str, Any] = field(default_factory=dict)  # the case's MimicKit agent config, as shipped
+    proxy: ProxyShape = field(default_factory=ProxyShape)
+
+
+@dataclass
+class LadderConf:
+    """The descending rungs to walk."""
+
+    name: str = MISSING
+    rungs: list[int] = MISSING  # strictly descending positive values of the knob
+    knob: str = "num_envs"  # what the rungs set: num_envs, or any knob the trainer takes (workload.kind=command)
+
+
+@dataclass
+class ProfileConf:
+    """A named patch on the agent config (column `variant`)."""
+
+    name: str = MISSING
+    agent: dict[str, Any] = field(default_factory=dict)  # leaves set on the agent config where it has that key
+
+
+@dataclass
+class WorkloadConf:
+    kind: str = "auto"  # auto (mimickit when a MimicKit folder is set, else proxy), proxy, mimickit or command
+    width_factor: float = 0.125  # the proxy's nets are narrowed by this factor (1.0 = MimicKit's sizes)
+    nproc: int = 0  # ranks per trial; 0 = one per visible GPU, or 2 on CPU
+    emulate_gpu_mem_gb: float | None = None  # cap each rank's allocations to emulate a smaller card; null = off
+    host_mem_limit_gb: float | None = None  # memory cgroup limit for the whole trial; null = no limit
+    collective_timeout_s: float = 60.0  # process-group timeout handed to the trainer
+    mimickit_root: str = ""  # MimicKit checkout; "" = $MIMICKIT_ROOT
+    mimickit_python: str = ""  # interpreter with MimicKit's dependencies; "" = ladder's own
+    engine_config: str = ""  # e.g. data/engines/newton_engine.yaml; "" = the args file's engine
+    mimickit_max_iters: int = 2000  # MimicKit's --max_samples in iterations: a bound; ladder stops trials sooner
+    mimickit_num_envs: int = 0  # --num_envs while the ladder walks another knob
+    command: list[str] = field(default_factory=list)  # kind command: the argv template ({num_envs}, {trial_dir}...)
+    launcher: str = "direct"  # kind command: direct or torchrun
+    progress: str = ""  # "" = the kind's own; mimickit: mimickit_stdout|mimickit_log; command: regex|jsonl
+    progress_regex: str = ""  # kind command with regex progress: the pattern or a preset; "" = the default
+    progress_file: str = ""  # kind command: relative to the trial folder; "" = stdout.log or progress.jsonl
+    cwd: str = ""  # kind command: the folder the trainer starts in
+    gpus_per_trial: int = 0  # lease this many GPUs (CPU slots without a GPU) per trial, one rank each; 0 = no lease
+    lease_dir: str = ""  # host-local folder of the lease locks; "" = <tmp>/ladder-leases
+    lease_timeout_s: float = 3600.0  # a trial waits this long for free devices, then the sweep stops
+
+
+@dataclass
+class MeasureConf:
+    warmup_iters: int = 3  # the window opens no earlier than this iteration
+    stable_k: int = 3  # ... and once the last k step times agree within stable_tol
+    stable_tol: float = 0.25  # relative spread (max-min)/median allowed among those k step times
+    data_time_max_s: float | None = None  # ... and each of the last k data times under this (seed 003: 0.02)
+    warmup_timeout_s: float = 120.0  # open the window anyway (marked ungated) after this long
+    window_s: float = 60.0  # length of the measured window
+    sample_hz: float = 10.0  # sampler rate
+    stall_timeout_s: float = 120.0  # no progress for this long: kill the trial, status timeout
+    startup_timeout_s: float = 300.0  # ... but before the first progress line, wait this long (env creation)
+    trial_timeout_s: float = 900.0  # hard limit per trial
+    kill_grace_s: float = 5.0  # SIGTERM to SIGKILL
+    repeats: int = 1  # measure each fitting configuration this many times
+    max_repeat_spread: float = 0.05  # repeats differing by more (fraction of mean samples/s): unstable
+    max_ci_frac: float = 0.10  # a 95% interval wider than this fraction of samples/s: unstable
+
+
+@dataclass
+class DecideConf:
+    """The decision table's thresholds (seeds 000/001), relative to the card's memory."""
+
+    vram_frac: float = 0.95  # peak memory at least this share of the card: VRAM-bound
+    compute_util: float = 60.0  # util at least this: compute-heavy
+    low_util: float = 45.0  # util under this with low memory: throughput/env-bound
+    low_mem_frac: float = 0.333  # "low memory": under this share of the card
+
+
+@dataclass
+class PreflightConf:
+    """Before each launch on GPUs: no foreign compute process, memory back near its idle baseline."""
+
+    policy: str = "wait"  # wait (poll; refuse after timeout_s), refuse, or ignore
+    mem_slack_mb: float = 512.0  # used memory may sit this far above the GPU's baseline
+    timeout_s: float = 600.0  # policy wait: refuse when still busy after this long
+    poll_s: float = 2.0  # policy wait: seconds between NVML readings
+
+
+@dataclass
+class SweepConf:
+    """The root config."""
+
+    case: CaseConf = MISSING
+    ladder: LadderConf = MISSING
+    profile: dict[str, ProfileConf] = field(default_factory=dict)
+    workload: WorkloadConf = field(default_factory=WorkloadConf)
+    measure: MeasureConf = field(default_factory=MeasureConf)
+    preflight: PreflightConf = field(default_factory=PreflightConf)
+    decide: DecideConf = field(default_factory=DecideConf)
+    dry_run: bool = False  # print every trial the walk could launch (argv, env, files) and launch nothing
+    confirm_s: float = 0.0  # > 0: the pick runs this long (phase confirm); failing then steps down and confirms again
+    objective: str = "min_avg_util"  # min_avg_util (the seed's column) or samples_per_s
+    strategy: str = "model"  # model: seeds later profiles, jumps on a memory fit; walk: one rung at a time
+    mem_headroom_frac: float = 0.05  # the memory fit jumps only to rungs leaving this fraction of the card free
+    mem_margin_frac: float = 0.10  # ... and skips a rung only when it predicts it over the card by this much
+    device: str = "auto"  # auto (cuda when a GPU is visible, else cpu), cpu or cuda
+    sweep: str | None = None  # sweep name: resume it when it exists; null = a new one named by the time
+    output_root: str = "output/train"  # sweeps live in <output_root>/case_gpu_bench_<sweep>/
+    storage: str | None = None  # Optuna storage URL; null = journal file in the sweep folder
+    resume: str | None = None  # latest: resume the most recently active sweep under output_root (with no sweep=)
+    heartbeat_s: float = 30.0  # a running trial's heartbeat is written this often
+    stale_after_s: float = 300.0  # a running trial of another host whose heartbeat is older is taken as abandoned
+    nccl_env: dict[str, str] = field(default_factory=dict)  # set for every trial and written to env.txt
+
+
+def register() -> None:
+    """Register the schema so conf/config.yaml can name it in its defaults list."""
+    ConfigStore.instance().store(name="ladder_schema", node=SweepConf)
+
+
+# ---------------------------------------------------------------- settings (validated, frozen)
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    method: str
+    robot: str
+    args_file: str
+    agent: dict[str, Any]
+    proxy: ProxyShape
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    agent_patch: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Settings:
+    case: Case
+    rungs: tuple[int, ...]
+    ladder_name: str
+    knob: str
+    profiles: tuple[Profile, ...]
+    workload: WorkloadConf
+    measure: MeasureConf
+    preflight: PreflightConf
+    decide: DecideConf
+    dry_run: bool
+    confirm_s: float
+    objective: str
+    strategy: str
+    mem_headroom_frac: float
+    mem_margin_frac: float
+    device: Device
+    sweep: str | None
+    output_root: str
+    storage: str | None
+    resume: str | None
+    heartbeat_s: float
+    stale_after_s: float
+    nccl_env: dict[str, str]
+
+
+def settings_from(cfg: DictConfig, known_cases: tuple[str, ...] = ()) -> Settings:
+    """Validate the composed config and freeze it."""
+    raw = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False)
+    assert isinstance(raw, dict)
+    case = _case(raw.get("case"), known_cases)
+    ladder = raw.get("ladder") or {}
+    return Settings(
+        case=case,
+        rungs=validate_rungs(ladder.get("rungs"), str(ladder.get("name", "?"))),
+        ladder_name=str(ladder.get("name", "")),
+        knob=str(ladder.get("knob", "num_envs")),
+        profiles=_profiles(raw.get("profile") or {}),
+        workload=_typed(WorkloadConf, raw.get("workload") or {}),
+        measure=_measure(raw.get("measure") or {}),
+        preflight=_preflight(raw.get("preflight") or {}),
+        decide=_typed(DecideConf, raw.get("decide") or {}),
+        dry_run=bool(raw.get("dry_run", False)),
+        confirm_s=_non_negative("confirm_s", raw.get("confirm_s", 0.0)),
+        objective=validate_objective(str(raw.get("objective"))),
+        strategy=_choice("strategy", str(raw.get("strategy", "model")), ("model", "walk")),
+        mem_headroom_frac=float(raw.get("mem_headroom_frac", 0.05)),
+        mem_margin_frac=float(raw.get("mem_margin_frac", 0.10)),
+        device=_device(str(raw.get("device", "auto"))),
+        sweep=_opt_str(raw.get("sweep")),
+        output_root=str(raw.get("output_root", "output/train")),
+        storage=_opt_str(raw.get("storage")),
+        resume=_resume(raw.get("resume")),
+        heartbeat_s=_positive("heartbeat_s", raw.get("heartbeat_s", 30.0)),
+        stale_after_s=_positive("stale_after_s", raw.get("stale_after_s", 300.0)),
+        nccl_env={str(k): str(v) for k, v in (raw.get("nccl_env") or {}).items()},
+    )
+
+
+def validate_rungs(rungs: Any, ladder_name: str) -> tuple[int, ...]:
+    fix = "give a strictly descending list of positive integers, e.g. ladder.rungs=[256,128,64]"
+    if not isinstance(rungs, (list, tuple)) or not rungs:
+        raise ConfigError(f"ladder '{ladder_name}' has no rungs (got {rungs!r})", fix)
+    if not all(isinstance(r, int) and not isinstance(r, bool) and r > 0 for r in rungs):
+        raise ConfigError(f"ladder '{ladder_name}' rungs must be positive integers, got {list(rungs)}", fix)
+    if any(a <= b for a, b in zip(rungs, rungs[1:], strict=False)):
+        raise ConfigError(f"ladder '{ladder_name}' rungs must be strictly descending, got {list(rungs)}", fix)
+    return tuple(rungs)
+
+
+def validate_objective(objective: str) -> str:
+    if objective not in OBJECTIVES:
+        raise ConfigError(f"unknown objective '{objective}'", f"use one of: {', '.join(OBJECTIVES)}")
+    return objective
+
+
+def _case(raw: Any, known_cases: tuple[str, ...]) -> Case:
+    known = ", ".join(known_cases) or "(none found)"
+    if not isinstance(raw, dict) or raw.get("name") in (None, "???"):
+        raise ConfigError("no case selected", f"add case=<name>; known cases: {known}")
+    if known_cases and raw["name"] not in known_cases:
+        raise ConfigError(f"unknown case '{raw['name']}'", f"use one of: {known}")
+    shape = _typed(ProxyShape, raw.get("proxy") or {})
+    return Case(
+        name=str(raw["name"]),
+        method=str(raw["method"]),
+        robot=str(raw.get("robot", "")),
+        args_file=str(raw.get("args_file", "")),
+        agent=dict(raw.get("agent") or {}),
+        proxy=shape,
+    )
+
+
+def _profiles(raw: dict[str, Any]) -> tuple[Profile, ...]:
+    if not raw:
+        raise ConfigError("no profile selected", "add profile=[default,hiutil] (or one of them)")
+    return tuple(
+        Profile(name=str(p.get("name", key)), agent_patch=dict(p.get("agent") or {})) for key, p in raw.items()
+    )
+
+
+def _measure(raw: dict[str, Any]) -> MeasureConf:
+    measure = _typed(MeasureConf, raw)
+    if measure.repeats < 1:
+        raise ConfigError(f"measure.repeats must be >= 1, got {measure.repeats}", "set measure.repeats=1 (or more)")
+    for name in (
+        "window_s",
+        "sample_hz",
+        "stall_timeout_s",
+        "startup_timeout_s",
+        "trial_timeout_s",
+        "warmup_timeout_s",
+    ):
+        if getattr(measure, name) <= 0:
+            raise ConfigError(
+                f"measure.{name} must be > 0, got {getattr(measure, name)}", f"set measure.{name}=<seconds>"
+            )
+    return measure
+
+
+def _preflight(raw: dict[str, Any]) -> PreflightConf:
+    conf: PreflightConf = _typed(PreflightConf, raw)
+    _choice("preflight.policy", conf.policy, ("wait", "refuse", "ignore"))
+    for name in ("timeout_s", "poll_s"):
+        if getattr(conf, name) <= 0:
+            raise ConfigError(f"preflight.{name} must be > 0, got {getattr(conf, name)}", f"set preflight.{name}=<s>")
+    return conf
+
+
+def _typed(kind: Any, raw: dict[str, Any]) -> Any:
+    names = {f.name for f in fields(kind)}
+    unknown = sorted(set(raw) - names)
+    if unknown:
+        raise ConfigError(f"unknown key(s) {unknown} for {kind.__name__}", f"known keys: {', '.join(sorted(names))}")
+    return kind(**raw)
+
+
+def _choice(key: str, value: str, options: tuple[str, ...]) -> str:
+    if value not in options:
+        raise ConfigError(f"unknown {key} '{value}'", f"use one of: {', '.join(options)}")
+    return value
+
+
+def _device(value: str) -> Device:
+    try:
+        return Device(value)
+    except ValueError:
+        raise ConfigError(f"unknown device '{value}'", "use device=auto, device=cpu or device=cuda") from None
+
+
+def _resume(value: Any) -> str | None:
+    if value in (None, ""):
+        return None
+    if value != "latest":
+        raise ConfigError(f"unknown resume '{value}'", "use resume=latest, or sweep=<name> to resume a named sweep")
+    return "latest"
+
+
+def _non_negative(key: str, value: Any) -> float:
+    if float(value) < 0:
+        raise ConfigError(f"{key} must be >= 0, got {value}", f"set {key}=<seconds> (0: off)")
+    return float(value)
+
+
+def _positive(key: str, value: Any) -> float:
+    if float(value) <= 0:
+        raise ConfigError(f"{key} must be > 0, got {value}", f"set {key}=<seconds>")
+    return float(value)
+
+
+def _opt_str(value: Any) -> str | None:
+    return None if value in (None, "") else str(value)

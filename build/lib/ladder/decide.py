@@ -1,0 +1,103 @@
+"""The decision table (DESIGN.md, from seeds 000/001): a case's best figures → its class and the action. Pure.
+
+The seeds' rules were written for a 24 GB card (peak memory > 23 GB, < 8 GB); here memory is a share of the
+card's total, so the same table holds on any card. Rules apply in order, first match wins:
+
+| class                | when                                                    | action                          |
+|----------------------|---------------------------------------------------------|---------------------------------|
+| VRAM-bound mixed     | peak memory ≥ vram_frac of the card (util ~45-55%)      | keep the rung, stability first  |
+| compute-heavy        | min_avg_util ≥ compute_util                             | keep it running                 |
+| throughput/env-bound | peak memory < low_mem_frac of the card, util < low_util | two single-GPU trials instead   |
+| balanced             | anything else                                           | try the hiutil profile          |
+
+A row whose status is not `ok` is `unstable` (seed 001: frequent OOM/NCCL → step down first); a row without
+util or card memory is `unclassified`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from ladder.errors import ConfigError
+from ladder.records import Word
+
+
+class CaseClass(Word):
+    VRAM_BOUND = "VRAM-bound mixed"
+    COMPUTE_HEAVY = "compute-heavy"
+    BALANCED = "balanced"
+    THROUGHPUT = "throughput/env-bound"
+    UNSTABLE = "unstable"
+    UNCLASSIFIED = "unclassified"
+
+
+ACTIONS = {
+    CaseClass.VRAM_BOUND: "keep the stable rung; do not raise num_envs; stability first",
+    CaseClass.COMPUTE_HEAVY: "already near the high-util zone: keep it running",
+    CaseClass.BALANCED: "try the hiutil profile",
+    CaseClass.THROUGHPUT: "run two single-GPU trials side by side instead of one dual-GPU trial",
+    CaseClass.UNSTABLE: "no stable rung: step num_envs down (a lower ladder) before tuning anything else",
+    CaseClass.UNCLASSIFIED: "card memory or util unknown: measure on a GPU (or set workload.emulate_gpu_mem_gb)",
+}
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """Where the classes part; memory as a share of the card's total."""
+
+    vram_frac: float = 0.95  # peak ≥ this share: VRAM-bound (seed: > 23 GB of a 24 GB card)
+    compute_util: float = 60.0  # min_avg_util (%) ≥ this: compute-heavy (seed: util ≥ 60%)
+    low_util: float = 45.0  # min_avg_util (%) < this, with low memory: throughput/env-bound (seed: util < 45%)
+    low_mem_frac: float = 1 / 3  # peak < this share counts as low memory (seed: < 8 GB of 24 GB)
+
+
+def validate(t: Thresholds) -> Thresholds:
+    if not 0 < t.low_mem_frac < t.vram_frac <= 1:
+        raise ConfigError(f"decision thresholds need 0 < low_mem_frac < vram_frac <= 1, got {t.low_mem_frac}, "
+                          f"{t.vram_frac}", "e.g. decide.low_mem_frac=0.333 decide.vram_frac=0.95")  # fmt: skip
+    if not 0 <= t.low_util <= t.compute_util <= 100:
+        raise ConfigError(f"decision thresholds need 0 <= low_util <= compute_util <= 100, got {t.low_util}, "
+                          f"{t.compute_util}", "e.g. decide.low_util=45 decide.compute_util=60")  # fmt: skip
+    return t
+
+
+def classify(
+    min_avg_util: float, max_mem_mb: float, card_mem_mb: float, thresholds: Thresholds = Thresholds()
+) -> tuple[CaseClass, str]:
+    """The class and action for a stable pick: util in percent, peak memory (max over GPUs) and card in MiB."""
+    cls = _class(min_avg_util, max_mem_mb / card_mem_mb, thresholds) if card_mem_mb > 0 else CaseClass.UNCLASSIFIED
+    return cls, ACTIONS[cls]
+
+
+def _class(util: float, mem_frac: float, t: Thresholds) -> CaseClass:
+    if mem_frac >= t.vram_frac:
+        return CaseClass.VRAM_BOUND
+    if util >= t.compute_util:
+        return CaseClass.COMPUTE_HEAVY
+    if mem_frac < t.low_mem_frac and util < t.low_util:
+        return CaseClass.THROUGHPUT
+    return CaseClass.BALANCED
+
+
+def classify_row(row: Mapping[str, str], thresholds: Thresholds = Thresholds()) -> tuple[CaseClass, str]:
+    """The class and action for a best_by_case.tsv row (its `status`, `min_avg_util`, `max_memN`, `gpu_mem_total`).
+    Where the trainer reported its use of an emulated card (`cap_used_mb` of `cap_mb`), that is compared instead:
+    the same quantity the cap limits (on CPU, `max_memN` is RSS, libraries included)."""
+    if row.get("status") != "ok":
+        return CaseClass.UNSTABLE, ACTIONS[CaseClass.UNSTABLE]
+    util, card = _float(row.get("min_avg_util")), _float(row.get("gpu_mem_total"))
+    used, cap = _float(row.get("cap_used_mb")), _float(row.get("cap_mb"))
+    if util is not None and used is not None and cap:
+        return classify(util, used, cap, thresholds)
+    mems = [m for k, v in row.items() if k.startswith("max_mem") and k[7:].isdigit() and (m := _float(v)) is not None]
+    if util is None or card is None or not mems:
+        return CaseClass.UNCLASSIFIED, ACTIONS[CaseClass.UNCLASSIFIED]
+    return classify(util, max(mems), card, thresholds)
+
+
+def _float(text: str | None) -> float | None:
+    try:
+        return float(text) if text not in (None, "") else None
+    except ValueError:
+        return None

@@ -1,0 +1,93 @@
+"""`dry_run=true`: every trial the walk could launch, shown exactly (argv, env, generated files). Pure formatting.
+
+The caller plans each profile × rung with the real planner (`ladder.workloads.planner.plan`) and hands the specs
+here; nothing is launched. A generated file is shown in full the first time its text appears and referred back
+to after that (a profile's agent.yaml is the same on every rung).
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ladder.workloads.spec import TrialSpec
+
+INDENT = "    "
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One trial the walk could launch."""
+
+    variant: str  # the profile
+    rung: int  # the knob's value
+    trial_dir: str
+    spec: TrialSpec
+
+
+def every_trial(profiles: Sequence[str], rungs: Sequence[int]) -> list[tuple[str, int]]:
+    """Every (profile, rung) the walk could reach, in the order it would try them."""
+    return [(profile, rung) for profile in profiles for rung in rungs]
+
+
+def format_dry_run(case: str, knob: str, planned: Sequence[Planned]) -> str:
+    profiles = list(dict.fromkeys(p.variant for p in planned))
+    rungs = len(planned) // max(1, len(profiles))
+    head = (f"dry run: case {case}, {len(planned)} trial(s) the walk could launch ({len(profiles)} profile(s) x "
+            f"{rungs} rung(s) of {knob}); nothing is launched")  # fmt: skip
+    seen: dict[str, str] = {}
+    blocks = [format_trial(p, knob, seen) for p in planned]
+    return "\n".join([head, *blocks]) + "\n"
+
+
+def rung_label(knob: str, rung: int) -> str:
+    return f"e{rung}" if knob == "num_envs" else f"{knob}={rung}"
+
+
+def format_trial(p: Planned, knob: str, seen: dict[str, str]) -> str:
+    """One trial; `seen` maps file texts already shown to where (updated)."""
+    label = f"{p.variant} {rung_label(knob, p.rung)}"
+    spec = p.spec
+    lines = [
+        f"== {label}  ({p.trial_dir})",
+        f"launcher: {spec.launcher}  ranks: {spec.nproc}  progress: {spec.progress_kind} from {spec.progress_file}"
+        + (f" (regex {spec.progress_regex!r})" if spec.progress_regex else ""),
+        f"cwd: {spec.cwd or '.'}",
+        f"argv: {shlex.join(spec.argv)}",
+        "env: " + (" ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(spec.env.items())) or "(none)"),
+    ]
+    for name, text in spec.files.items():
+        lines += _file_lines(name, text, label, seen)
+    return "\n".join(lines)
+
+
+def _file_lines(name: str, text: str, label: str, seen: dict[str, str]) -> list[str]:
+    key = f"{name}\0{text}"
+    if key in seen:
+        return [f"file {name}: same as {seen[key]}"]
+    seen[key] = label
+    return [f"file {name} ({len(text.encode())} bytes):", *(INDENT + line for line in text.splitlines())]
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Trial-seconds the sweep may take: each failing launch costs `fail_s` (start-up until its first evidence),
+    each fitting one `fit_s` (start-up, warm-up, window)."""
+
+    worst_s: float  # every profile walks every rung down to the last one, which fits
+    expected_s: float  # the first profile's fit halfway down; each later profile seeded there (one fit, one failure)
+    fail_s: float
+    fit_s: float
+
+
+def estimate(n_rungs: int, n_profiles: int, fail_s: float, fit_s: float) -> Estimate:
+    worst = n_profiles * ((n_rungs - 1) * fail_s + fit_s)
+    first = (n_rungs - 1) / 2 * fail_s + fit_s
+    expected = first + (n_profiles - 1) * (fit_s + fail_s)
+    return Estimate(worst, min(expected, worst), fail_s, fit_s)
+
+
+def format_estimate(e: Estimate) -> str:
+    return (f"estimate: worst case {e.worst_s / 60:.1f} min, expected {e.expected_s / 60:.1f} min of trials "
+            f"(a failing launch ~{e.fail_s:.0f} s, a fitting one ~{e.fit_s:.0f} s)")  # fmt: skip

@@ -1,0 +1,528 @@
+"""Failure classification: the one table of failure patterns, and the rules that name a trial's root cause.
+
+Every way a trial can fail that ladder recognises is a row of `PATTERNS`: a compiled regex, the `Reason` it
+proves and the real output it was written from. Nothing else in ladder matches failure text.
+
+Choosing the root cause among many matched lines (the traps are tested in tests/test_failures.py):
+
+* Each line is named by the first row that matches it (rows are ordered memory, fatal, port, communication,
+  catch-all). A key phrase wrapped onto the next line (``CUDA out of mem`` / ``ory``) still matches.
+* Higher tiers win: memory > fatal program error > port in use > communication failures and unrecognised
+  exceptions. One rank's OOM followed by pages of NCCL/gloo errors from the others is an OOM.
+* Order breaks ties (the earliest line wins), and order demotes memory: a memory line after an NCCL timeout or a
+  fatal error is its consequence (an absurd "Tried to allocate more than 1EB" after a watchdog timeout).
+* Sources, most structured first: torchrun error files (earliest timestamp), per-rank logs (earliest-failing rank
+  where their stamps tell, else memory first), the combined log, the cgroup's OOM kills, the exit code. The first
+  source that shows a failure names it, except that a communication failure or an unrecognised exception yields
+  to a memory failure that a later source shows.
+* After a clean exit (code 0), or a measurement window that ran to its end (ladder stopped the group, so its exit
+  code says nothing), unrecognised exception lines are not failures: only the named ones are.
+
+The core is pure; `load_ending` and `main` at the bottom read files for `python -m ladder.failures PATH`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import enum
+import json
+import logging
+import math
+import re
+import signal
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from itertools import accumulate
+from pathlib import Path
+
+from ladder.errors import LadderError
+from ladder.records import Ending, Reason, Status, Verdict
+
+logger = logging.getLogger(__name__)
+
+EVIDENCE_CHARS = 300  # longest evidence kept: a window of the proving line around the match
+TAIL_BYTES = 2 << 20  # how much of each log file the CLI reads (its tail): ~0.25 s of scanning
+
+
+class Tier(enum.IntEnum):
+    """How strongly a matched line claims the root cause; the higher tier wins, then the earlier line."""
+
+    LOW = 1  # communication failures and unrecognised exceptions: often the symptom of another rank's death
+    PORT = 2  # launch trouble: nothing ran
+    FATAL = 3  # a broken program or config: whatever follows is its consequence
+    MEMORY = 4  # memory exhaustion outranks the cascade it causes
+
+
+_REASON_TIERS = {
+    Reason.CUDA_OOM: Tier.MEMORY,
+    Reason.HOST_OOM: Tier.MEMORY,
+    Reason.ERROR: Tier.FATAL,
+    Reason.PORT_IN_USE: Tier.PORT,
+}
+
+_STATUSES = {
+    Reason.NONE: Status.OK,
+    Reason.CUDA_OOM: Status.OOM_OR_NCCL,
+    Reason.HOST_OOM: Status.OOM_OR_NCCL,
+    Reason.NCCL_ERROR: Status.OOM_OR_NCCL,
+    Reason.NCCL_TIMEOUT: Status.OOM_OR_NCCL,
+    Reason.PEER_LOST: Status.OOM_OR_NCCL,
+    Reason.PORT_IN_USE: Status.RETRY,
+    Reason.STALLED: Status.TIMEOUT,
+    Reason.TRIAL_TIMEOUT: Status.TIMEOUT,
+    Reason.INTERRUPTED: Status.INTERRUPTED,
+}
+
+
+def status_of(reason: Reason) -> Status:
+    """The status a reason implies (anything unlisted is a broken program: `Status.ERROR`)."""
+    return _STATUSES.get(reason, Status.ERROR)
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """One row of the table: a regex, the reason a match proves, and the real output it was written from."""
+
+    reason: Reason
+    regex: re.Pattern[str]
+    source: str  # where the line it was written from was seen (an issue thread or a captured log in tests/data)
+    generic: bool = False  # a catch-all for exceptions no other row names
+    scanner: re.Pattern[str] = field(init=False, repr=False, compare=False)  # `regex` for whole texts (MULTILINE)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "scanner", re.compile(self.regex.pattern, self.regex.flags | re.MULTILINE))
+
+    @property
+    def tier(self) -> Tier:
+        return Tier.LOW if self.generic else _REASON_TIERS.get(self.reason, Tier.LOW)
+
+
+def _row(reason: Reason, regex: str, source: str, generic: bool = False) -> Pattern:
+    return Pattern(reason, re.compile(regex), source, generic)
+
+
+_R = Reason
+_CAPTURED = "captured: tests/data/captured/"
+
+# Ordered by precedence: the first row that matches a line names that line.
+PATTERNS: tuple[Pattern, ...] = (
+    # --- GPU memory ---
+    _row(_R.CUDA_OOM, r"CUDA out of memory", "github.com/modelscope/ms-swift#6301; github.com/NVIDIA/nccl#1284"),
+    _row(
+        _R.CUDA_OOM,
+        r"CUDA error: out of memory|CUDA_ERROR_OUT_OF_MEMORY",
+        "github.com/taohan10200/IIM#28; github.com/google/brax#123",
+    ),
+    _row(_R.CUDA_OOM, r"CUBLAS_STATUS_ALLOC_FAILED", "github.com/QwenLM/Qwen3#873"),
+    _row(_R.CUDA_OOM, r"CUDNN_STATUS_NOT_INITIALIZED", "github.com/seanie12/Info-HCVAE#7"),
+    _row(_R.CUDA_OOM, r"cuMemAlloc failed: out of memory", "github.com/cryoem-uoft/cryosparc-issues#124"),
+    _row(_R.CUDA_OOM, r"memory allocation failed with OOM on device", "github.com/jingyaogong/minimind#845"),
+    _row(
+        _R.CUDA_OOM,
+        r"NCCL WARN Cuda failure 'out of memory'|Failed to CUDA (?:calloc|malloc)",
+        "github.com/NVIDIA/nccl#1235",
+    ),
+    _row(_R.CUDA_OOM, r"PxgCudaDeviceMemoryAllocator fail to allocate", "github.com/Improbable-AI/walk-these-ways#20"),
+    _row(_R.CUDA_OOM, r"PxgDynamicsMemoryConfig::\w+ buffer overflow", "github.com/isaac-sim/IsaacLab#1199"),
+    _row(
+        _R.CUDA_OOM,
+        r"Warp CUDA error 2: out of memory|Failed to allocate \d+ bytes on device 'cuda",
+        "github.com/isaac-sim/IsaacSim#555",
+    ),
+    _row(_R.CUDA_OOM, r"RESOURCE_EXHAUSTED: Out of memory", "github.com/google-deepmind/alphafold#1023"),
+    # --- host memory ---
+    _row(
+        _R.HOST_OOM,
+        r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory)",
+        _CAPTURED + "host_default_cpu_allocator.log; github.com/IvanoLauriola/MKLpy#27",
+    ),
+    _row(_R.HOST_OOM, r"std::bad_alloc", "github.com/ljanyst/ssd-tensorflow#8"),
+    _row(_R.HOST_OOM, r"\[Errno 12\] Cannot allocate memory", _CAPTURED + "enomem_lazy_import.log"),
+    _row(_R.HOST_OOM, r"MemoryError(?<!\wMemoryError)(?!: cuMemAlloc)", _CAPTURED + "python_memory_error.log"),
+    # "Killed" after DataLoader's "killed by signal: ", after a shell's job pid, or alone on its line
+    _row(
+        _R.HOST_OOM,
+        r"Killed(?:(?<=killed by signal: Killed)|(?<=\d Killed)\s|(?<=^Killed)\s*$)",
+        "github.com/NWPUZhoufei/LDP-Net#4; " + _CAPTURED + "shell_killed_dash.log, shell_killed_bash.log",
+    ),
+    _row(
+        _R.HOST_OOM,
+        r"exitcode\s*:\s*-9\b|exit code 137\b|signal 9: SIGKILL|Signal 9 \(SIGKILL\)",
+        "github.com/lmzpai/roboMamba#10; github.com/NWPUZhoufei/LDP-Net#4; " + _CAPTURED + "torchrun_sigkill.log",
+    ),
+    _row(_R.HOST_OOM, r"[Oo]ut of memory: Killed process|oom-kill:", "github.com/ShengcaiLiao/QAConv#19"),
+    _row(_R.HOST_OOM, r"killed due to memory pressure \(OOM\)", "github.com/flwrlabs/flower#2157"),
+    # --- fatal program or config errors: a smaller rung would fail the same way ---
+    _row(
+        _R.ERROR,
+        r"an illegal memory access was encountered|(?:error|failure) 700\b",
+        "github.com/pytorch/pytorch#152780, #131755; github.com/isaac-sim/OmniIsaacGymEnvs#64",
+    ),
+    _row(_R.ERROR, r"invalid device ordinal", "github.com/isaac-sim/IsaacSim#555"),
+    _row(
+        _R.ERROR,
+        r"assert\s*\(?\s*self\.\w*batch\w*\s*%\s*self\.\w*batch",
+        "github.com/hill-a/stable-baselines#537; github.com/isaac-sim/IsaacGymEnvs#26",
+    ),
+    _row(
+        _R.ERROR,
+        r"Duplicate GPU detected|ncclInvalidUsage|invalid usage\b",
+        "github.com/horovod/horovod#3929; github.com/Peterande/D-FINE#289; "
+        "github.com/Lightning-AI/pytorch-lightning#8139",
+    ),
+    # --- port in use ---
+    _row(
+        _R.PORT_IN_USE,
+        r"EADDRINUSE|[Aa]ddress already in use|failed to listen on any local network address",
+        "github.com/wenet-e2e/wekws#93; github.com/intelligent-machine-learning/dlrover#443; "
+        + _CAPTURED
+        + "tcpstore_eaddrinuse.log",
+    ),
+    # --- communication: timeouts, lost peers, NCCL errors ---
+    _row(
+        _R.NCCL_TIMEOUT,
+        r"Watchdog caught collective operation timeout|timed out in blocking wait",
+        "github.com/huggingface/diffusers#12422; github.com/pytorch/pytorch#118369",
+    ),
+    _row(_R.NCCL_TIMEOUT, r"due to a collective timeout", "github.com/axolotl-ai-cloud/axolotl#3476"),
+    _row(_R.NCCL_TIMEOUT, r"Timed out waiting \d+ms for (?:recv|send) operation", _CAPTURED + "gloo_timeout.log"),
+    _row(
+        _R.PEER_LOST,
+        r"Connection closed by (?:remote )?peer|Connection reset by peer",
+        _CAPTURED + "gloo_peer_closed.log; github.com/NVIDIA/nccl-tests#166; "
+        "github.com/RVC-Project/Retrieval-based-Voice-Conversion-WebUI#1882",
+    ),
+    _row(_R.PEER_LOST, r"[Ff]ailed to recv, got 0 bytes", _CAPTURED + "store_peer_died.log"),
+    _row(_R.PEER_LOST, r"Timed out after \d+ seconds waiting for clients", _CAPTURED + "store_timeout.log"),
+    _row(_R.PEER_LOST, r"Broken pipe\b", "github.com/Lightning-AI/pytorch-lightning#8139"),
+    _row(
+        _R.NCCL_ERROR,
+        r"NCCL [Ee]rror\b|nccl(?:Remote|System|Internal|UnhandledCuda)Error\b|DistBackendError",
+        "github.com/tatsu-lab/stanford_alpaca#207; github.com/fanq15/FewX#74; github.com/NVIDIA/nccl#975",
+    ),
+    _row(_R.NCCL_ERROR, r"NET/IB\s*:\s*Got completion from peer", "github.com/NVIDIA/nccl#1405"),
+    _row(
+        _R.NCCL_ERROR,
+        r"NCCL WARN (?:Error\b|socketStartConnect: .*failed|\[Proxy Service \d+\] Failed)",
+        "github.com/pytorch/ci-infra#490; github.com/NVIDIA/nccl-tests#166",
+    ),
+    # --- the catch-alls: a CUDA error or a Python exception that no row above names ---
+    _row(_R.ERROR, r"CUDA error\b", "github.com/newton-physics/newton#892", generic=True),
+    # an exception name (starting a word, not after `except `, not ChildFailed) ending its line or before ": "
+    _row(
+        _R.ERROR,
+        r"[A-Z](?<!\w[A-Z])(?<!except [A-Z])\w*(?<!ChildFailed)(?:Error|Exception)(?::(?!:)|\s*$)",
+        "github.com/mujocolab/mjlab#224; github.com/isaac-sim/IsaacSim#555",
+        generic=True,
+    ),
+)
+
+_SPECIFIC = tuple(p for p in PATTERNS if not p.generic)
+# A glog-style line prefix (E1002 18:16:40.662, W906 15:02:06.204): month and day, then the time of day.
+_STAMP = re.compile(r"\b[IWEF](\d{3,4}) (\d\d):(\d\d):(\d\d(?:\.\d+)?)\b")
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A failure found in one source: its reason, how strongly it claims the root cause, and the proving line."""
+
+    reason: Reason
+    tier: Tier
+    evidence: str
+    line: int = 0  # index of the line where the match starts
+    stamp: float | None = None  # the line's glog time stamp, where it has one (orders ranks)
+
+    @property
+    def cuts_off(self) -> bool:
+        """Memory lines after this one are its consequence, not the cause."""
+        return self.reason is Reason.NCCL_TIMEOUT or self.tier is Tier.FATAL
+
+    def verdict(self) -> Verdict:
+        return Verdict(status_of(self.reason), self.reason, self.evidence)
+
+
+# --- one text ---
+
+
+def find_hits(text: str, keep_generic: bool = True) -> list[Hit]:
+    """Every line of `text` that a row of the table names, in order (one hit per line)."""
+    rows = PATTERNS if keep_generic else _SPECIFIC
+    lines = text.splitlines()
+    hits = (_line_hit(lines, i, rows) for i in _candidate_lines(lines, rows))
+    return [hit for hit in hits if hit is not None]
+
+
+def _candidate_lines(lines: Sequence[str], rows: Iterable[Pattern]) -> list[int]:
+    """Lines some row may match, found by scanning the whole text per row (fast); `_line_hit` then decides.
+
+    The text is scanned with its lines joined by newlines and, for keywords wrapped across a line end, with its lines
+    run together; a match marks the lines it touches.
+    """
+    joined, flat = "\n".join(lines), "".join(lines)
+    joined_starts = list(accumulate((len(line) + 1 for line in lines), initial=0))
+    flat_starts = list(accumulate((len(line) for line in lines), initial=0))
+    found: set[int] = set()
+    for row in rows:
+        for text, starts in ((joined, joined_starts), (flat, flat_starts)):
+            for match in row.scanner.finditer(text):
+                first = bisect.bisect_right(starts, match.start()) - 1
+                last = bisect.bisect_right(starts, max(match.start(), match.end() - 1)) - 1
+                found.update(range(first, last + 1))
+    return sorted(found)
+
+
+def _line_hit(lines: Sequence[str], i: int, rows: Iterable[Pattern]) -> Hit | None:
+    line = lines[i]
+    nxt = lines[i + 1] if i + 1 < len(lines) else ""
+    for row in rows:
+        match, text = row.regex.search(line), line
+        if match is None and nxt:
+            match, text = _wrapped(row.regex, line, nxt), line + nxt
+        if match is not None:
+            return Hit(row.reason, row.tier, _clip(text, match.start()), i, _stamp(line))
+    return None
+
+
+def _wrapped(regex: re.Pattern[str], line: str, nxt: str) -> re.Match[str] | None:
+    """A match that starts on `line` and runs on into `nxt`: a key phrase wrapped by a terminal or a paste."""
+    match = regex.search(line + nxt)
+    return match if match is not None and match.start() < len(line) < match.end() else None
+
+
+def _clip(text: str, start: int) -> str:
+    """The proving line, stripped; a long one is cut to a window that keeps the match."""
+    begin = max(0, min(start - 40, len(text) - EVIDENCE_CHARS))
+    return text[begin : begin + EVIDENCE_CHARS].strip()
+
+
+def _stamp(line: str) -> float | None:
+    match = _STAMP.search(line)
+    if match is None:
+        return None
+    mmdd, hours, minutes, seconds = match.groups()
+    return int(mmdd) * 86400.0 + int(hours) * 3600 + int(minutes) * 60 + float(seconds)
+
+
+def root_hit(hits: Sequence[Hit]) -> Hit | None:
+    """The root cause among one text's hits: the highest tier, then the earliest line.
+
+    A memory line after the first NCCL timeout or fatal error is dropped: it is that failure's consequence.
+    """
+    cutoff = next((hit.line for hit in hits if hit.cuts_off), None)
+    kept = [hit for hit in hits if not (hit.tier is Tier.MEMORY and cutoff is not None and hit.line > cutoff)]
+    return max(kept, key=lambda hit: (hit.tier, -hit.line), default=None)
+
+
+def classify_text(text: str, exit_code: int | None = None) -> Verdict:
+    """The verdict for one log text and the exit code of the process that wrote it."""
+    return classify(Ending(exit_code=exit_code, log_text=text))
+
+
+# --- the full ending ---
+
+
+def classify(ending: Ending) -> Verdict:
+    """The verdict for a trial's ending: ladder's own stop, then the failure evidence, then the exit code."""
+    stopped = _stopped_verdict(ending.stopped_by)
+    if stopped is not None:
+        return stopped
+    hit = _combine(_source_hits(ending))
+    return hit.verdict() if hit is not None else _fallback(ending)
+
+
+def _stopped_verdict(stopped_by: str) -> Verdict | None:
+    reason = {"interrupted": Reason.INTERRUPTED, "stalled": Reason.STALLED, "trial_timeout": Reason.TRIAL_TIMEOUT}
+    if stopped_by not in reason:
+        return None
+    return Verdict(status_of(reason[stopped_by]), reason[stopped_by], f"stopped by ladder: {stopped_by}")
+
+
+def _source_hits(ending: Ending) -> list[Hit]:
+    """The root hit of each source, most structured first (a window that ran to its end keeps no exit code)."""
+    done = ending.stopped_by == "window_done"
+    keep_generic = not done and ending.exit_code != 0
+    found = (
+        _error_files_hit(ending.error_files, keep_generic),
+        _rank_logs_hit(ending.rank_logs, keep_generic),
+        root_hit(find_hits(ending.log_text, keep_generic)),
+        _oom_kills_hit(ending.oom_kills),
+        None if done else _exit_hit(ending.exit_code),
+    )
+    return [hit for hit in found if hit is not None]
+
+
+def _combine(hits: Sequence[Hit]) -> Hit | None:
+    """The first source names the cause, unless it shows only a symptom and a later source shows memory."""
+    if not hits:
+        return None
+    if hits[0].tier is Tier.LOW:
+        return next((hit for hit in hits if hit.tier is Tier.MEMORY), hits[0])
+    return hits[0]
+
+
+def _fallback(ending: Ending) -> Verdict:
+    """No failure line anywhere: a clean exit (or a finished window) is OK, anything else a plain error."""
+    done = ending.stopped_by == "window_done"
+    if done or ending.exit_code == 0:
+        return Verdict(Status.OK, Reason.NONE, "window done, no failure line" if done else "exit code 0")
+    last = next((line.strip() for line in reversed(ending.log_text.splitlines()) if line.strip()), "")
+    return Verdict(Status.ERROR, Reason.ERROR, _clip(last, 0) or describe_exit(ending.exit_code))
+
+
+def describe_exit(code: int | None) -> str:
+    """`exit code -9 (SIGKILL)`: the code, and the signal it stands for (negative, or a shell's 128 + n)."""
+    if code is None:
+        return "no exit code and no failure line"
+    number = -code if code < 0 else code - 128 if code > 128 else 0
+    try:
+        return f"exit code {code} ({signal.Signals(number).name})"
+    except ValueError:
+        return f"exit code {code}"
+
+
+def _exit_hit(code: int | None) -> Hit | None:
+    """SIGKILL (-9, or 137 from a shell) is how the kernel's OOM killer ends a process."""
+    if code not in (-9, 137):
+        return None
+    return Hit(Reason.HOST_OOM, Tier.MEMORY, describe_exit(code))
+
+
+def _oom_kills_hit(count: int) -> Hit | None:
+    if count <= 0:
+        return None
+    return Hit(Reason.HOST_OOM, Tier.MEMORY, f"memory cgroup counted {count} OOM kill(s)")
+
+
+def _rank_logs_hit(logs: dict[int, str], keep_generic: bool) -> Hit | None:
+    """The earliest-failing rank where every failing rank's line has a time stamp; else memory first, then rank."""
+    hits = [hit for _, text in sorted(logs.items()) if (hit := root_hit(find_hits(text, keep_generic)))]
+    if not hits:
+        return None
+    if all(hit.stamp is not None for hit in hits):
+        return min(hits, key=lambda hit: (hit.stamp, -hit.tier))
+    return max(hits, key=lambda hit: hit.tier)
+
+
+_SYMPTOMS = frozenset({Reason.PEER_LOST, Reason.NCCL_ERROR, Reason.NCCL_TIMEOUT})
+
+
+def _error_files_hit(files: Sequence[dict], keep_generic: bool) -> Hit | None:
+    """torchrun's rule: the error file with the earliest timestamp is the root cause. Stamps have 1 s resolution,
+    so within a tie a communication failure is the symptom of the other rank's failure, and memory comes first."""
+    hits = [(_error_stamp(data), hit) for data in files if (hit := _error_file_hit(data, keep_generic))]
+    return min(hits, key=lambda pair: (pair[0], pair[1].reason in _SYMPTOMS, -pair[1].tier))[1] if hits else None
+
+
+def _error_file_hit(data: dict, keep_generic: bool) -> Hit | None:
+    text = _error_text(data)
+    hit = root_hit(find_hits(text, keep_generic))
+    if hit is None and keep_generic and text.strip():
+        return Hit(Reason.ERROR, Tier.LOW, _clip(text.strip().splitlines()[0], 0))
+    return hit
+
+
+def _error_text(data: dict) -> str:
+    """The message and Python call stack of one error file ({"message": {...}} or {"message": "<str>"})."""
+    message = data.get("message")
+    if isinstance(message, str):
+        return message
+    if not isinstance(message, dict):
+        return ""
+    extra = message.get("extraInfo") or {}
+    parts = (message.get("message"), extra.get("py_callstack") if isinstance(extra, dict) else None)
+    return "\n".join(part for part in parts if isinstance(part, str))
+
+
+def _error_stamp(data: dict) -> float:
+    message = data.get("message")
+    extra = message.get("extraInfo") if isinstance(message, dict) else None
+    raw = extra.get("timestamp") if isinstance(extra, dict) else data.get("timestamp")
+    try:
+        return float(raw) if raw is not None else math.inf
+    except (TypeError, ValueError):
+        return math.inf
+
+
+# --- loading a trial from disk (the CLI) ---
+
+
+def load_ending(path: Path, exit_code: int | None = None) -> Ending:
+    """An `Ending` from a log file, or from a trial folder (stdout.log, *.log, **/error.json, exit_code.txt)."""
+    if path.is_file():
+        return Ending(exit_code=exit_code, log_text=_read_tail(path))
+    return Ending(
+        exit_code=exit_code if exit_code is not None else _read_exit_code(path / "exit_code.txt"),
+        log_text="\n".join(_read_tail(p) for p in _folder_logs(path)),
+        rank_logs=_rank_logs(path),
+        error_files=tuple(_read_error_files(path)),
+    )
+
+
+def _folder_logs(folder: Path) -> list[Path]:
+    others = sorted(p for p in folder.glob("*.log") if p.name != "stdout.log" and p.is_file())
+    return [p for p in (folder / "stdout.log",) if p.is_file()] + others
+
+
+def _rank_logs(folder: Path) -> dict[int, str]:
+    """torchrun's per-rank logs under --log-dir with --redirects: <run>/attempt_<n>/<rank>/{stdout,stderr}.log."""
+    texts: dict[int, list[str]] = {}
+    for path in sorted(folder.glob("**/attempt_*/*/*.log")):
+        if path.parent.name.isdigit():
+            texts.setdefault(int(path.parent.name), []).append(_read_tail(path))
+    return {rank: "\n".join(parts) for rank, parts in texts.items()}
+
+
+def _read_error_files(folder: Path) -> Iterable[dict]:
+    for path in sorted(folder.glob("**/error.json")):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8", errors="replace"))
+        except json.JSONDecodeError as err:
+            logger.warning("skipping unreadable error file %s: %s", path, err)
+            continue
+        if isinstance(data, dict):
+            yield data
+
+
+def _read_exit_code(path: Path) -> int | None:
+    if not path.is_file():
+        return None
+    text = path.read_text(encoding="utf-8").strip()
+    try:
+        return int(text)
+    except ValueError:
+        problem = f"{path} holds {text!r}, not an exit code"
+        raise LadderError(problem, "write the trial's exit code there as an integer") from None
+
+
+def _read_tail(path: Path, limit: int = TAIL_BYTES) -> str:
+    """The last `limit` bytes of a log, from the first whole line."""
+    with path.open("rb") as f:
+        size = f.seek(0, 2)
+        f.seek(max(0, size - limit))
+        data = f.read()
+    text = data.decode("utf-8", errors="replace")
+    return text.split("\n", 1)[-1] if size > limit else text
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m ladder.failures PATH [--exit-code N]`: print one JSON verdict for a log file or trial folder."""
+    parser = argparse.ArgumentParser(prog="python -m ladder.failures", description=main.__doc__)
+    parser.add_argument("path", type=Path, help="a log file, or a trial folder")
+    parser.add_argument("--exit-code", type=int, default=None, help="the launcher's exit code (beats exit_code.txt)")
+    args = parser.parse_args(argv)
+    if not args.path.exists():
+        print(f"ladder.failures: no such file or folder: {args.path}", file=sys.stderr)
+        return 2
+    try:
+        verdict = classify(load_ending(args.path, args.exit_code))
+    except LadderError as err:
+        print(f"ladder.failures: {err}", file=sys.stderr)
+        return 2
+    print(json.dumps({"status": str(verdict.status), "reason": str(verdict.reason), "evidence": verdict.evidence}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

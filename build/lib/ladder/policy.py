@@ -1,0 +1,225 @@
+"""The ladder walk: which (profile, rung) to launch next, from the trials so far. Pure.
+
+Facts a walk relies on, for one case, profile and card:
+* a step-down failure (`oom_or_nccl`, `timeout`) at rung N rules out every rung above N (the *ceiling*);
+* a rung that ran (`ok`) proves every rung below it fits (the *floor*); the largest such rung is the profile's pick;
+* `error` stops the profile (a broken config never steps down); `retry` (port in use) runs the same rung again,
+  a bounded number of times; `interrupted` is as if never run.
+Nothing is assumed across profiles (`hiutil` has deeper nets but half the minibatch: neither is known to be
+heavier until measured).
+
+Two strategies pick among the rungs left between floor and ceiling, every launch measured (a failing trial is
+killed at its first evidence, so failures are the cheap launches):
+* `walk`, the plain routine: the highest rung left, one rung at a time.
+* `model` (default): like `walk` for the first profile; a later profile starts at the rung an earlier profile
+  picked (a seed, not an assumption: if it fits there, the rung just above is checked next, and the walk goes on
+  up while rungs fit; if it fails, the walk goes on down). Once a profile has two measured memory points, a
+  linear fit of peak memory against num_envs jumps to the largest rung predicted to fit with `headroom` to
+  spare, and a rung is skipped only when the fit predicts it over the card by more than `margin`; each skip
+  is recorded with its reason.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ladder.records import Status
+
+MAX_RETRIES = 3  # launches of one rung that fail for reasons unrelated to it (port in use) before giving up
+
+STEP_DOWN = frozenset({Status.OOM_OR_NCCL, Status.TIMEOUT})
+
+
+class Outcome(str, enum.Enum):
+    PENDING = "pending"  # a rung is still to be tried
+    FOUND = "found"  # the largest stable rung is known and measured
+    ERROR = "error"  # stopped on a broken config
+    EXHAUSTED = "exhausted"  # no rung fits
+
+
+class Strategy(str, enum.Enum):
+    WALK = "walk"
+    MODEL = "model"
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One finished trial, as the walk sees it."""
+
+    profile: str
+    rung: int
+    status: Status
+    mem_frac: float | None = None  # peak memory / the card's memory, where it ran
+
+
+@dataclass(frozen=True)
+class Decision:
+    profile: str
+    rung: int
+    why: str
+
+
+@dataclass(frozen=True)
+class Walk:
+    """Where one profile's walk stands."""
+
+    profile: str
+    outcome: Outcome
+    rung: int | None  # the next rung (pending), the stable one (found), the failing one (error)
+    skipped: tuple[tuple[int, str], ...] = ()  # rungs ruled out without a launch, and why
+
+
+@dataclass(frozen=True)
+class Fit:
+    """Peak memory (fraction of the card) = intercept + slope * num_envs, from measured points."""
+
+    intercept: float
+    slope: float
+
+    def predict(self, rung: int) -> float:
+        return self.intercept + self.slope * rung
+
+
+@dataclass(frozen=True)
+class Tuning:
+    strategy: Strategy = Strategy.MODEL
+    headroom: float = 0.05  # jump only to rungs predicted to leave this fraction of the card free
+    margin: float = 0.10  # skip a rung only when predicted over the card by more than this fraction
+
+
+def next_trial(
+    rungs: Sequence[int], profiles: Sequence[str], attempts: Sequence[Attempt], tuning: Tuning = Tuning()
+) -> Decision | None:
+    """The next launch, profiles in order; None when every walk has ended."""
+    picks: list[int] = []
+    for profile in profiles:
+        seed = picks[0] if picks and tuning.strategy is Strategy.MODEL else None
+        decision = decide(rungs, profile, attempts, tuning, seed)
+        if decision is not None:
+            return decision
+        if (floor := _floor(_mine(profile, attempts))) is not None:
+            picks.append(floor)
+    return None
+
+
+def walk(rungs: Sequence[int], profile: str, attempts: Sequence[Attempt], tuning: Tuning = Tuning()) -> Walk:
+    """Where one profile's walk stands (its next rung, when pending, is as if it had no seed)."""
+    mine = _mine(profile, attempts)
+    skipped = _skipped(rungs, mine, tuning)
+    decision = decide(rungs, profile, attempts, tuning)
+    if decision is not None:
+        return Walk(profile, Outcome.PENDING, decision.rung, skipped)
+    if (broken := _broken(mine)) is not None:
+        return Walk(profile, Outcome.ERROR, broken, skipped)
+    floor = _floor(mine)
+    return Walk(profile, Outcome.FOUND if floor else Outcome.EXHAUSTED, floor, skipped)
+
+
+def decide(
+    rungs: Sequence[int], profile: str, attempts: Sequence[Attempt], tuning: Tuning, seed: int | None = None
+) -> Decision | None:
+    mine = _mine(profile, attempts)
+    if _broken(mine) is not None:
+        return None
+    if (again := _retry(mine)) is not None:
+        return Decision(profile, again.rung, "the same rung again: its launch failed (port in use)")
+    left = _left(rungs, mine)
+    if not left:
+        return None
+    if tuning.strategy is Strategy.WALK:
+        return Decision(profile, left[0], "the highest rung left")
+    return _model_step(profile, left, mine, tuning, seed)
+
+
+def fit_memory(points: Sequence[tuple[int, float]]) -> Fit | None:
+    """Least squares over (num_envs, memory fraction); None without two distinct rungs or with a negative slope."""
+    xs = {x for x, _ in points}
+    if len(xs) < 2:
+        return None
+    n = len(points)
+    mx, my = sum(x for x, _ in points) / n, sum(y for _, y in points) / n
+    sxx = sum((x - mx) ** 2 for x, _ in points)
+    slope = sum((x - mx) * (y - my) for x, y in points) / sxx
+    return Fit(my - slope * mx, slope) if slope >= 0 else None
+
+
+# ---------------------------------------------------------------- the model strategy's step
+
+
+def _model_step(
+    profile: str, left: list[int], mine: list[Attempt], tuning: Tuning, seed: int | None
+) -> Decision | None:
+    if not mine and seed in left:
+        return Decision(profile, seed, f"seeded at {seed} envs, an earlier profile's pick; the rung above comes next")
+    fit = fit_memory(_points(mine))
+    if fit is not None:
+        return _jump(profile, left, fit, tuning)
+    if _floor(mine) is not None:
+        return Decision(profile, left[-1], "just above the largest rung that fits")
+    return Decision(profile, left[0], "the highest rung left")
+
+
+def _jump(profile: str, left: list[int], fit: Fit, tuning: Tuning) -> Decision | None:
+    plausible = [r for r in left if fit.predict(r) <= 1.0 + tuning.margin]
+    if not plausible:  # every rung left is predicted over the card: the floor is the answer
+        return None
+    fits = [r for r in plausible if fit.predict(r) <= 1.0 - tuning.headroom]
+    target = fits[0] if fits else plausible[-1]
+    return Decision(profile, target, f"memory fit predicts {fit.predict(target):.0%} of the card at {target} envs")
+
+
+# ---------------------------------------------------------------- facts from the attempts
+
+
+def _mine(profile: str, attempts: Sequence[Attempt]) -> list[Attempt]:
+    return [a for a in attempts if a.profile == profile and a.status is not Status.INTERRUPTED]
+
+
+def _broken(mine: list[Attempt]) -> int | None:
+    errors = [a.rung for a in mine if a.status is Status.ERROR]
+    retried = {a.rung for a in mine if a.status is Status.RETRY}
+    exhausted = [r for r in retried if sum(1 for a in mine if a.rung == r and a.status is Status.RETRY) >= MAX_RETRIES]
+    bad = errors + exhausted
+    return bad[0] if bad else None
+
+
+def _retry(mine: list[Attempt]) -> Attempt | None:
+    """A rung whose last launch asked to be retried, and nothing conclusive since."""
+    last = mine[-1] if mine else None
+    return last if last is not None and last.status is Status.RETRY else None
+
+
+def _ceiling(mine: list[Attempt]) -> int | None:
+    fails = [a.rung for a in mine if a.status in STEP_DOWN]
+    return min(fails) if fails else None
+
+
+def _floor(mine: list[Attempt]) -> int | None:
+    ceiling = _ceiling(mine)
+    fits = [a.rung for a in mine if a.status is Status.OK and (ceiling is None or a.rung < ceiling)]
+    return max(fits) if fits else None
+
+
+def _left(rungs: Sequence[int], mine: list[Attempt]) -> list[int]:
+    """Rungs not yet settled, highest first: above the floor and below the ceiling."""
+    floor, ceiling = _floor(mine), _ceiling(mine)
+    return [r for r in rungs if (floor is None or r > floor) and (ceiling is None or r < ceiling)]
+
+
+def _points(mine: list[Attempt]) -> list[tuple[int, float]]:
+    return [(a.rung, a.mem_frac) for a in mine if a.status is Status.OK and a.mem_frac is not None]
+
+
+def _skipped(rungs: Sequence[int], mine: list[Attempt], tuning: Tuning) -> tuple[tuple[int, str], ...]:
+    """Rungs above the floor that were never launched, and what ruled each out."""
+    ran, floor, ceiling = {a.rung for a in mine}, _floor(mine), _ceiling(mine)
+    fit = fit_memory(_points(mine)) if tuning.strategy is Strategy.MODEL else None
+    out = []
+    for rung in (r for r in rungs if r not in ran and (floor is None or r > floor)):
+        if ceiling is not None and rung > ceiling:
+            out.append((rung, f"above the failure at {ceiling} envs"))
+        elif fit is not None and fit.predict(rung) > 1.0 + tuning.margin:
+            out.append((rung, f"memory fit predicts {fit.predict(rung):.0%} of the card"))
+    return tuple(out)

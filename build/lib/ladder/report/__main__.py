@@ -1,0 +1,5 @@
+import sys
+
+from ladder.report.build import main
+
+sys.exit(main())

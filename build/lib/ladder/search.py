@@ -1,0 +1,239 @@
+"""`python -m ladder.search case=<name> [key=value ...]`: the Hydra entry point.
+
+Composes conf/ into typed settings, finds the machine (GPUs through NVML, else CPU ranks), runs the sweep,
+and prints one line per trial and the case's best row. Ctrl-C or SIGTERM stops the running trial's whole
+process group, records it `interrupted`, and exits non-zero; the same command with `sweep=<name>` resumes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import signal
+import socket
+import sys
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from types import FrameType
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import Override, ValueType
+from hydra.errors import HydraException
+from hydra.types import RunMode
+from omegaconf import DictConfig
+
+from ladder import cgroup, launch, lease, results, store
+from ladder.catalog import known
+from ladder.config import Device, Settings, register, settings_from
+from ladder.dryrun import Planned, estimate, every_trial, format_dry_run, format_estimate, rung_label
+from ladder.errors import ConfigError, LadderError
+from ladder.monitor import NvmlSampler, nvml_gpu_count
+from ladder.policy import Decision
+from ladder.records import Phase, Status
+from ladder.sweep import Machine, Paths, Run, Summary, plan, run, workload_of
+from ladder.view import PlainView, make_view, trial_line
+
+log = logging.getLogger(__name__)
+
+EXIT_CONFIG = 2
+STARTUP_GUESS_S = 10.0  # dry-run estimate: launch to first evidence (torchrun ~3-4 s, imports, env creation)
+WARMUP_GUESS_S = 15.0  # dry-run estimate: warm-up until the window opens
+EXIT_INTERRUPTED = 130
+
+
+def known_cases() -> tuple[str, ...]:
+    return known("case")
+
+
+def check_choices(overrides: list[str]) -> list[str]:
+    """Unknown group options on the command line, each with the known ones (Hydra's own message lists none
+    for a list like profile=[a,b]). Sweeps (`case=a,b`) are checked option by option; globs are Hydra's."""
+    problems = []
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except HydraException:
+        return []  # a syntax error: Hydra's own message says where
+    for override in parsed:
+        group = override.key_or_group
+        if group not in ("case", "profile", "ladder", "measure") or override.value_type is None:
+            continue
+        for choice in _choices(override):
+            if choice not in known(group):
+                problems.append(f"unknown {group} '{choice}'; known: {', '.join(known(group))}")
+    return problems
+
+
+def _choices(override: Override) -> list[str]:
+    if override.value_type is ValueType.GLOB_CHOICE_SWEEP:
+        return []
+    values = list(override.sweep_iterator()) if override.is_sweep_override() else [override.value()]
+    return [str(c) for v in values for c in (v if isinstance(v, list) else [v])]
+
+
+def find_machine(settings: Settings) -> Machine:
+    gpus = 0 if settings.device is Device.CPU else nvml_gpu_count()
+    if settings.device is Device.CUDA and gpus == 0:
+        raise LadderError("device=cuda but no NVIDIA GPU is visible through NVML", "use device=auto or device=cpu")
+    device = "cuda" if gpus else "cpu"
+    per_trial = settings.workload.gpus_per_trial
+    nproc = per_trial or settings.workload.nproc or (gpus or 2)
+    describe = {
+        "host": socket.gethostname(),
+        "n_gpus": str(nproc),
+        "torch": _version("torch"),
+        "workload_version": results.code_version(Path(__file__).parent),
+    }
+    describe.update(_gpu_describe(nproc) if device == "cuda" else _cpu_describe(settings))
+    pool = _lease_pool(device, gpus) if per_trial else ()
+    return Machine(device, tuple(range(nproc)) if device == "cuda" else (), nproc, sys.executable, describe, pool)
+
+
+def _lease_pool(device: str, gpus: int) -> tuple[int, ...]:
+    """What trials lease from: the GPUs a scheduler gave us (CUDA_VISIBLE_DEVICES) or all of the host's; on CPU,
+    the cores this process may run on."""
+    if device == "cuda":
+        return lease.visible_pool(os.environ, gpus)
+    return tuple(sorted(os.sched_getaffinity(0)))
+
+
+def _gpu_describe(nproc: int) -> dict[str, str]:
+    sampler = NvmlSampler(list(range(nproc)))
+    try:
+        return sampler.describe()
+    finally:
+        sampler.close()
+
+
+def _cpu_describe(settings: Settings) -> dict[str, str]:
+    cap = settings.workload.emulate_gpu_mem_gb
+    return {"gpu_name": "cpu", "gpu_mem_total": str(round(cap * 1024)) if cap else "", "driver": ""}
+
+
+def _version(package: str) -> str:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return ""
+
+
+def print_summary(summary: Summary, paths: Paths, knob: str) -> None:
+    print()
+    for w in summary.walks:
+        at = f" at {rung_label(knob, w.rung)}" if w.rung else ""
+        skipped = "".join(f"\n    skipped {rung_label(knob, r)}: {why}" for r, why in w.skipped)
+        print(f"  {summary.case} {w.profile}: {w.outcome.value}{at}{skipped}")
+    for r in summary.records:
+        if r.status is Status.ERROR:
+            where = paths.sweep_dir / r.info.get("trial_dir", "")
+            print(f"  error in {r.variant} {rung_label(knob, r.num_envs)}: {r.evidence}\n    see {where}")
+    if summary.best is None:
+        print(f"best: none of the rungs fits for {summary.case}")
+    else:
+        print("best: " + trial_line(summary.best))
+    row = summary.best_row or {}
+    if row.get("class"):
+        print(f"class: {row['class']} -> {row.get('action', '')}")
+    if summary.resumed:
+        print(f"({summary.resumed} finished trial(s) reused from sweep storage, not run again)")
+    print(f"best_by_case.tsv: {paths.best_tsv}")
+    print(f"trials.tsv:       {paths.trials_tsv}")
+
+
+def banner(settings: Settings, paths: Paths, machine: Machine) -> str:
+    cap = settings.workload.emulate_gpu_mem_gb
+    return (
+        f"sweep {paths.sweep}: case {settings.case.name}, ladder {list(settings.rungs)}, "
+        f"profiles {[p.name for p in settings.profiles]}, {machine.nproc} x {machine.device}"
+        + (f", emulated card: {cap} GB per rank" if cap else "")
+        + (f", storage {store.redact(settings.storage)}" if settings.storage else "")
+    )
+
+
+def _one_sweep_per_multirun(settings: Settings) -> Settings:
+    """Jobs of one `-m` run share one sweep (named by the multirun's folder) unless `sweep=` names one."""
+    if settings.sweep is None and HydraConfig.initialized() and HydraConfig.get().mode is RunMode.MULTIRUN:
+        return dataclasses.replace(settings, sweep=Path(HydraConfig.get().sweep.dir).name)
+    return settings
+
+
+def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+def dry_run(settings: Settings, paths: Paths, machine: Machine) -> str:
+    """Every trial the walk could launch, exactly as it would be launched, and what the sweep may cost."""
+    workload = workload_of(settings)
+    ctx = Run(settings, paths, machine, workload, None, None, PlainView())  # type: ignore[arg-type]
+    planned = [
+        Planned(variant, rung, str(trial_dir), plan(ctx, Decision(variant, rung, ""), trial_dir, 0))
+        for variant, rung in every_trial([p.name for p in settings.profiles], settings.rungs)
+        for trial_dir in [paths.trial_dir(settings.case.name, variant, rung, Phase.PROBE, 1).absolute()]
+    ]
+    m = settings.measure
+    fail_s, fit_s = STARTUP_GUESS_S, STARTUP_GUESS_S + min(m.warmup_timeout_s, WARMUP_GUESS_S) + m.window_s
+    cost = estimate(len(settings.rungs), len(settings.profiles), fail_s, fit_s)
+    return format_dry_run(settings.case.name, settings.knob, planned) + format_estimate(cost) + "\n"
+
+
+def resolve_resume(settings: Settings) -> Settings:
+    """`resume=latest` (with no sweep named): the most recently active sweep folder under output_root."""
+    if settings.resume != "latest" or settings.sweep:
+        return settings
+    latest = store.latest_sweep(Path(settings.output_root))
+    if latest is None:
+        raise ConfigError(f"resume=latest: no sweep folder under {settings.output_root}",
+                          "start one without resume=latest, or set output_root")  # fmt: skip
+    return dataclasses.replace(settings, sweep=latest)
+
+
+def execute(settings: Settings) -> int:
+    settings = resolve_resume(settings)
+    paths = Paths.for_settings(settings, datetime.now(timezone.utc))
+    machine = find_machine(settings)
+    if settings.dry_run:
+        print(dry_run(settings, paths, machine), end="")
+        return 0
+    launch.become_subreaper()
+    cgroup.remove_stale()
+    for sig in (signal.SIGTERM, signal.SIGHUP):  # a closed terminal stops the sweep as cleanly as Ctrl-C
+        signal.signal(sig, _raise_interrupt)
+    view = make_view()
+    view.sweep_started(banner(settings, paths, machine), settings.case.name, settings.rungs,
+                       [p.name for p in settings.profiles])  # fmt: skip
+    try:
+        summary = run(settings, paths, machine, view)
+    except KeyboardInterrupt:
+        view.close()
+        resume = f"python -m ladder.search case={settings.case.name} sweep={paths.sweep}"
+        print(f"interrupted: the running trial was stopped and recorded; resume with `{resume}`", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BaseException:
+        view.close()
+        raise
+    view.close()
+    print_summary(summary, paths, settings.knob)
+    return 0
+
+
+@hydra.main(version_base="1.3", config_path="conf", config_name="config")
+def main(cfg: DictConfig) -> None:
+    try:
+        code = execute(_one_sweep_per_multirun(settings_from(cfg, known_cases())))
+    except LadderError as exc:
+        print(f"ladder: {exc}", file=sys.stderr)
+        code = EXIT_CONFIG
+    if code:
+        sys.exit(code)
+
+
+register()
+
+if __name__ == "__main__":
+    if bad := check_choices(sys.argv[1:]):
+        print("ladder: " + "\n".join(bad), file=sys.stderr)
+        sys.exit(EXIT_CONFIG)
+    main()

@@ -1,0 +1,338 @@
+"""The sweep: the one module that composes the others for a case.
+
+policy (next profile and rung) → workloads (trial spec) → trial (launch, watch, stop, classify, measure) →
+store (Optuna trial) → results (trials.tsv after every trial, best_by_case.tsv with class and action at the end).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import os
+import socket
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+import optuna
+
+from ladder import catalog, decide, launch, lease, policy, preflight, results, stats, store, trial
+from ladder.config import MeasureConf, Settings
+from ladder.monitor import Sampler, sampler_for
+from ladder.records import Phase, Status, TrialRecord
+from ladder.view import View
+from ladder.workloads import planner
+from ladder.workloads.builtin import Placement
+from ladder.workloads.spec import TrialSpec
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Machine:
+    """What the sweep found to run on."""
+
+    device: str  # cpu or cuda
+    gpus: tuple[int, ...]  # NVML indices of the GPUs a trial uses (empty on cpu)
+    nproc: int  # ranks per trial
+    python: str  # interpreter for torchrun and the trainer
+    describe: dict[str, str]  # gpu_name, gpu_mem_total, n_gpus, driver, host, ...
+    pool: tuple[int, ...] = ()  # devices trials lease `nproc` of (NVML indices, or CPU cores); () = no leases
+
+
+@dataclass(frozen=True)
+class Paths:
+    sweep: str
+    sweep_dir: Path
+
+    @staticmethod
+    def for_settings(settings: Settings, now: datetime) -> Paths:
+        name = settings.sweep or now.strftime("%Y%m%d_%H%M%S")
+        return Paths(name, Path(settings.output_root) / f"case_gpu_bench_{name}")
+
+    @property
+    def best_tsv(self) -> Path:
+        return self.sweep_dir / "best_by_case.tsv"
+
+    @property
+    def trials_tsv(self) -> Path:
+        return self.sweep_dir / "trials.tsv"
+
+    def trial_dir(self, case: str, variant: str, num_envs: int, phase: Phase, n: int) -> Path:
+        return self.sweep_dir / "trials" / case / f"{variant}_e{num_envs}_{phase}_{n}"
+
+
+@dataclass(frozen=True)
+class Summary:
+    case: str
+    best: TrialRecord | None
+    best_row: dict[str, str] | None  # as written to best_by_case.tsv, with class and action
+    walks: tuple[policy.Walk, ...]
+    records: tuple[TrialRecord, ...]
+    resumed: int  # finished trials found in storage and not run again
+
+
+@dataclass(frozen=True)
+class Run:
+    """What every step of one sweep shares."""
+
+    settings: Settings
+    paths: Paths
+    machine: Machine
+    workload: planner.Workload
+    study: optuna.Study
+    storage: optuna.storages.BaseStorage
+    view: View
+
+
+def workload_of(settings: Settings) -> planner.Workload:
+    """The sweep's workload with `auto` resolved; says in one log line what runs and why."""
+    workload, note = planner.build(planner.WorkloadInput.of(settings.workload), settings.workload, settings.knob,
+                                   os.environ)  # fmt: skip
+    log.info(note)
+    return workload
+
+
+def plan(run: Run, decision: policy.Decision, trial_dir: Path, port: int) -> TrialSpec:
+    profile = next(p for p in run.settings.profiles if p.name == decision.profile)
+    place = Placement(run.machine.device, run.machine.nproc, port, run.machine.python)
+    return planner.plan(run.workload, run.settings.case, profile, decision.rung, place, str(trial_dir.absolute()),
+                        run.settings.measure.trial_timeout_s, run.settings.nccl_env)  # fmt: skip
+
+
+def run(settings: Settings, paths: Paths, machine: Machine, view: View) -> Summary:
+    storage = store.open_storage(settings.storage, paths.sweep_dir)
+    study = store.open_study(storage, settings.case.name, paths.sweep)
+    ctx = Run(settings, paths, machine, workload_of(settings), study, storage, view)
+    if abandoned := store.mark_abandoned(study, settings.stale_after_s):
+        log.info("%d trial(s) left running by a stopped sweep are marked interrupted and will run again", abandoned)
+    resumed = sum(1 for r in store.records(study) if r.status is not Status.INTERRUPTED)
+    gate = _preflight(settings, machine)
+    while True:
+        while (decision := _next(ctx)) is not None:
+            if gate is not None:
+                gate.before_launch(machine.gpus)  # a refusal raises LaunchError, naming the processes and the fix
+            _measure(ctx, decision, Phase.PROBE)
+        if (pick := _to_confirm(ctx)) is None:
+            return _conclude(ctx, resumed)
+        _measure(ctx, pick, Phase.CONFIRM)  # a failure here steps that profile down, and the walk goes on
+
+
+def _to_confirm(ctx: Run) -> policy.Decision | None:
+    """With `confirm_s`, the probes' pick runs that long; a pick whose confirmation has passed needs none."""
+    if not ctx.settings.confirm_s:
+        return None
+    records = store.records(ctx.study)
+    pick = results.best(_usable(records), ctx.settings.objective)
+    if pick is None or any(_same(r, pick) and r.phase is Phase.CONFIRM for r in records):
+        return None
+    return policy.Decision(pick.variant, pick.num_envs, f"confirm the pick for {ctx.settings.confirm_s:.0f} s")
+
+
+def _usable(records: list[TrialRecord]) -> list[TrialRecord]:
+    """Probe records whose rung no confirmation has failed."""
+    failed = [r for r in records if r.phase is Phase.CONFIRM and r.status is not Status.OK]
+    return [r for r in records if r.phase is Phase.PROBE and not any(_same(r, f) for f in failed)]
+
+
+def _same(a: TrialRecord, b: TrialRecord) -> bool:
+    return (a.variant, a.num_envs) == (b.variant, b.num_envs)
+
+
+def _measure(ctx: Run, decision: policy.Decision, phase: Phase) -> None:
+    """One launch of the decision, and `measure.repeats - 1` more while it fits; each is its own trial, and
+    each carries the repeat verdict over the rates so far (unstable: repeats disagree, or an interval is wide)."""
+    rates: list[stats.Rate] = []
+    for _ in range(ctx.settings.measure.repeats):
+        ctx.view.trial_started(decision.profile, decision.rung)
+        record = _run_one(ctx, decision, phase, rates)
+        ctx.view.trial_finished(record)
+        results.write_trials(ctx.paths.trials_tsv, lambda: store.sweep_records(ctx.storage, ctx.paths.sweep))
+        if record.status is Status.INTERRUPTED:
+            raise KeyboardInterrupt
+        if record.status is not Status.OK:
+            return
+
+
+def _next(ctx: Run) -> policy.Decision | None:
+    profiles = tuple(p.name for p in ctx.settings.profiles)
+    return policy.next_trial(ctx.settings.rungs, profiles, _attempts(store.records(ctx.study)), _tuning(ctx.settings))
+
+
+def _run_one(ctx: Run, decision: policy.Decision, phase: Phase, rates: list[stats.Rate]) -> TrialRecord:
+    key = (decision.profile, decision.rung, phase)
+    done = [r for r in store.records(ctx.study) if (r.variant, r.num_envs, r.phase) == key]
+    trial_dir = ctx.paths.trial_dir(ctx.settings.case.name, decision.profile, decision.rung, phase, len(done) + 1)
+    with _lease(ctx, decision) as held:
+        spec = plan(ctx, decision, trial_dir, launch.free_port())
+        if held is not None:  # the trial sees only its leased GPUs (as cuda:0..n-1), or gets its CPU slots
+            spec = dataclasses.replace(spec, env={**spec.env, **lease.lease_env(held)})
+        info = _info(ctx, decision, spec, trial_dir, held)
+        trial_id = uuid.uuid4().hex[:12]  # before begin: a crashed trial's processes are found by it
+        attrs = {"case": ctx.settings.case.name, "method": ctx.settings.case.method, "phase": str(phase), "info": info,
+                 "trial_id": trial_id}  # fmt: skip
+        otrial = store.begin(ctx.study, decision.profile, decision.rung, catalog.known("profile"), attrs)
+        started = _utc_now()
+        sampler = _sampler_factory(ctx.machine, held, trial_id)
+        with store.heartbeat(ctx.study, otrial, ctx.settings.heartbeat_s):
+            result = trial.run(spec, trial_dir, trial_id, _measure_conf(ctx.settings, phase), sampler,
+                               _mem_limit(ctx.settings), ctx.view.tick)  # fmt: skip
+    if ctx.settings.measure.repeats > 1 and result.verdict.status is Status.OK:
+        result = _with_repeats(result, rates, ctx.settings)
+    record = _record(ctx.settings, decision, phase, result, info | _timing(started, result))
+    store.finish(ctx.study, otrial, record, results.objective_value(record, ctx.settings.objective))
+    return record
+
+
+def _measure_conf(settings: Settings, phase: Phase) -> MeasureConf:
+    """A confirmation's window is `confirm_s` long; its time limit grows to fit it."""
+    m = settings.measure
+    if phase is Phase.PROBE:
+        return m
+    limit = max(m.trial_timeout_s, settings.confirm_s + m.startup_timeout_s + m.warmup_timeout_s)
+    return dataclasses.replace(m, window_s=settings.confirm_s, trial_timeout_s=limit)
+
+
+def _with_repeats(result: trial.Result, rates: list[stats.Rate], settings: Settings) -> trial.Result:
+    rate = stats.Rate.of(result.figures)
+    if rate is not None:
+        rates.append(rate)
+    m = settings.measure
+    verdict = stats.repeat_verdict(rates, m.max_repeat_spread, m.max_ci_frac)
+    return dataclasses.replace(result, figures={**result.figures, **verdict.figures(), "repeats": float(len(rates))})
+
+
+def _info(ctx: Run, decision: policy.Decision, spec: TrialSpec, trial_dir: Path, held: lease.Lease | None) -> dict:
+    return {
+        "devices": ",".join(str(d) for d in held.devices) if held else "",
+        "why": decision.why,
+        "knob": ctx.settings.knob,
+        **ctx.machine.describe,
+        **spec.info,
+        "sweep": ctx.paths.sweep,
+        "trial_dir": str(trial_dir.relative_to(ctx.paths.sweep_dir)),
+    }
+
+
+@contextlib.contextmanager
+def _lease(ctx: Run, decision: policy.Decision) -> Iterator[lease.Lease | None]:
+    """The trial's devices, held from before its launch to after its reap; no lease where the machine has no pool."""
+    if not ctx.machine.pool:
+        yield None
+        return
+    kind = lease.DeviceKind.GPU if ctx.machine.device == "cuda" else lease.DeviceKind.CPU
+    w = ctx.settings.workload
+    folder = Path(w.lease_dir) if w.lease_dir else lease.DEFAULT_DIR
+    label = f"{ctx.settings.case.name} {decision.profile} e{decision.rung} (sweep pid {os.getpid()})"
+    with lease.acquire(ctx.machine.nproc, ctx.machine.pool, folder, w.lease_timeout_s, kind, label) as held:
+        yield held
+
+
+def _record(
+    settings: Settings, decision: policy.Decision, phase: Phase, result: trial.Result, info: dict[str, str]
+) -> TrialRecord:
+    source = result.source or ("nvml" if info.get("device") == "cuda" else "host")
+    return TrialRecord(
+        case=settings.case.name,
+        method=settings.case.method,
+        variant=decision.profile,
+        num_envs=decision.rung,
+        phase=phase,
+        status=result.verdict.status,
+        reason=result.verdict.reason,
+        evidence=result.verdict.evidence,
+        figures=result.figures,
+        info={**info, "source": source, "exit_code": str(result.exit_code), "leftovers": str(result.leftovers)},
+    )
+
+
+def _conclude(ctx: Run, resumed: int) -> Summary:
+    settings = ctx.settings
+    every = store.records(ctx.study)
+    records = [r for r in every if r.phase is Phase.PROBE]
+    attempts, tuning = _attempts(every), _tuning(settings)
+    walks = tuple(policy.walk(settings.rungs, p.name, attempts, tuning) for p in settings.profiles)
+    pick = _confirmed(every, settings) if settings.confirm_s else results.best(records, settings.objective)
+    row_source = pick or _last_failure(records)
+    row = None
+    if row_source is not None:
+        row = classified(results.best_row(row_source, len(records)), settings)
+        results.write_best(ctx.paths.best_tsv, [row])
+    return Summary(settings.case.name, pick, row, walks, tuple(every), resumed)
+
+
+def _confirmed(records: list[TrialRecord], settings: Settings) -> TrialRecord | None:
+    """The pick's confirmation: its long window's figures, never mixed with the probe's."""
+    pick = results.best(_usable(records), settings.objective)
+    confirms = [r for r in records if pick and _same(r, pick) and r.phase is Phase.CONFIRM and r.status is Status.OK]
+    return confirms[-1] if confirms else None
+
+
+def classified(row: dict[str, str], settings: Settings) -> dict[str, str]:
+    """The best row with the decision table's class and action."""
+    t = settings.decide
+    cls, action = decide.classify_row(row, decide.Thresholds(t.vram_frac, t.compute_util, t.low_util, t.low_mem_frac))
+    return row | {"class": str(cls), "action": action}
+
+
+def _last_failure(records: list[TrialRecord]) -> TrialRecord | None:
+    """With no rung fitting, the case's row says how its lowest attempt ended (the seed keeps such rows)."""
+    failed = [r for r in records if r.status is not Status.INTERRUPTED]
+    return min(failed, key=lambda r: (r.num_envs, -r.number)) if failed else None
+
+
+def _attempts(records: list[TrialRecord]) -> list[policy.Attempt]:
+    """What the walk knows: every probe, and every confirmation that failed (its rung then fails for the walk)."""
+    return [policy.Attempt(r.variant, r.num_envs, r.status, mem_frac(r)) for r in records
+            if r.phase is Phase.PROBE or r.status is not Status.OK]  # fmt: skip
+
+
+def mem_frac(record: TrialRecord) -> float | None:
+    """Peak memory as a fraction of what the cap allows, in the cap's own units; None where they are unknown.
+
+    The trainer's own figure (`cap_used_mb` against `cap_mb`: what an emulated card limits) comes first; NVML's
+    device memory against the card's total serves on a real GPU. Host RSS against an emulated cap is not the same
+    quantity, so it gives no fraction and the memory model stays off."""
+    f = record.figures
+    if f.get("cap_mb"):
+        return f["cap_used_mb"] / f["cap_mb"] if "cap_used_mb" in f else None
+    total = float(record.info.get("gpu_mem_total") or 0)
+    mems = [v for k, v in f.items() if k.startswith("max_mem") and k[7:].isdigit()]
+    if record.info.get("source") == "nvml" and total and mems and not record.info.get("emulate_gpu_mem_gb"):
+        return max(mems) / total
+    return None
+
+
+def _preflight(settings: Settings, machine: Machine) -> preflight.Preflight | None:
+    if machine.device != "cuda":
+        return None
+    conf = settings.preflight
+    rules = preflight.Rules(preflight.parse_policy(conf.policy), conf.mem_slack_mb, conf.timeout_s, conf.poll_s)
+    return preflight.Preflight.with_nvml(rules)
+
+
+def _tuning(settings: Settings) -> policy.Tuning:
+    return policy.Tuning(policy.Strategy(settings.strategy), settings.mem_headroom_frac, settings.mem_margin_frac)
+
+
+def _sampler_factory(machine: Machine, held: lease.Lease | None, trial_id: str) -> Callable[[int], Sampler]:
+    """NVML on the trial's GPUs (the leased ones where leased) with host figures alongside; host alone on CPU."""
+    gpus = (list(held.devices) if held else list(machine.gpus)) if machine.device == "cuda" else []
+    return lambda pid: sampler_for(gpus, pid, trial_id)
+
+
+def _mem_limit(settings: Settings) -> int | None:
+    gb = settings.workload.host_mem_limit_gb
+    return int(gb * 1024**3) if gb else None
+
+
+def _timing(started: str, result: trial.Result) -> dict[str, str]:
+    return {"started_at": started, "finished_at": _utc_now(), "duration_s": str(result.duration_s),
+            "host": socket.gethostname()}  # fmt: skip
+
+
+def _utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")

@@ -1,0 +1,226 @@
+"""Run one trial: launch, watch (progress, window, stall, time limit), stop, classify, measure.
+
+The watch loop is a handful of named checks on each tick; a trial always ends with its whole process group
+dead and reaped, Ctrl-C included (then it is recorded `interrupted` and the interrupt goes on up).
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from ladder import failures, launch, stats
+from ladder.config import MeasureConf
+from ladder.monitor import Monitor, Sample, Sampler, write_samples
+from ladder.progress import Follow, Point, reader_for
+from ladder.records import Ending, Reason, Verdict
+from ladder.workloads.spec import TrialSpec
+
+log = logging.getLogger(__name__)
+
+TICK_S = 0.1
+LOG_TAIL_BYTES = 256 * 1024
+
+
+@dataclass
+class Watch:
+    """What the loop has seen so far."""
+
+    launch_t: float  # unix time of launch
+    last_progress_mono: float
+    points: list[Point] = field(default_factory=list)
+    window: stats.Window | None = None
+    stopped_by: str = ""
+
+
+@dataclass(frozen=True)
+class Tick:
+    """What a live view shows of the running trial."""
+
+    elapsed_s: float
+    phase: str  # "warm-up", "window", "stopping"
+    iteration: int
+    window_frac: float  # 0..1 of the window measured so far
+    latest: tuple[Sample, ...]  # the newest sample of each device
+
+
+OnTick = Callable[[Tick], None]
+
+
+@dataclass(frozen=True)
+class Result:
+    verdict: Verdict
+    figures: dict[str, float]
+    exit_code: int
+    duration_s: float
+    leftovers: int  # processes of the trial found alive after the stop (and then killed)
+    source: str = ""  # nvml or host: what the figures were sampled from
+
+
+def run(
+    spec: TrialSpec,
+    trial_dir: Path,
+    trial_id: str,
+    measure: MeasureConf,
+    make_sampler: Callable[[int], Sampler],
+    mem_limit_bytes: int | None = None,
+    on_tick: OnTick | None = None,
+) -> Result:
+    running = launch.start(spec, trial_dir, trial_id, mem_limit_bytes)
+    watch = Watch(launch_t=time.time(), last_progress_mono=running.started_mono)
+    monitor = Monitor(make_sampler(running.proc.pid), measure.sample_hz).start()
+    progress = reader_for(str(spec.progress_kind.value), trial_dir / spec.progress_file, spec.progress_regex,
+                          spec.progress_samples_per_iter)  # fmt: skip
+    try:
+        _watch(running, watch, progress, measure, lambda: on_tick and on_tick(_tick(watch, monitor, running)))
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM (see search.py): the result says `interrupted`
+        watch.stopped_by = "interrupted"
+    finally:  # any other exception still stops and reaps the group before it goes on up
+        result = _finish(running, watch, progress, monitor, trial_dir, measure)
+        _write_result(trial_dir, result)
+    return result
+
+
+def _watch(
+    running: launch.Running, watch: Watch, progress: Follow, measure: MeasureConf, tick: Callable[[], object]
+) -> None:
+    while running.proc.poll() is None:
+        _take_progress(watch, progress)
+        watch.stopped_by = _stop_reason(watch, measure, running.started_mono)
+        if watch.stopped_by:
+            return
+        tick()
+        time.sleep(TICK_S)
+
+
+def _tick(watch: Watch, monitor: Monitor, running: launch.Running) -> Tick:
+    now = time.time()
+    window = watch.window
+    frac = 0.0 if window is None else min(1.0, max(0.0, (now - window.start_t) / (window.end_t - window.start_t)))
+    latest = {s.index: s for s in monitor.samples[-32:] if s.source == monitor.sampler.source}
+    return Tick(
+        elapsed_s=time.monotonic() - running.started_mono,
+        phase="warm-up" if window is None else "window",
+        iteration=watch.points[-1].iter if watch.points else 0,
+        window_frac=frac,
+        latest=tuple(latest[i] for i in sorted(latest)),
+    )
+
+
+def _take_progress(watch: Watch, progress: Follow) -> None:
+    new = progress.read_new()
+    if new:
+        watch.points.extend(new)
+        watch.last_progress_mono = time.monotonic()
+
+
+def _stop_reason(watch: Watch, measure: MeasureConf, started_mono: float) -> str:
+    now_mono = time.monotonic()
+    if watch.window is None:
+        rule = stats.Rule(measure.warmup_iters, measure.stable_k, measure.stable_tol, measure.data_time_max_s)
+        watch.window = stats.open_window(watch.points, watch.launch_t, time.time(), measure.window_s, rule,
+                                         measure.warmup_timeout_s)  # fmt: skip
+    if watch.window is not None and stats.window_closed(watch.window, watch.points):
+        return "window_done"
+    limit_s = measure.stall_timeout_s if watch.points else max(measure.stall_timeout_s, measure.startup_timeout_s)
+    if now_mono - watch.last_progress_mono > limit_s:
+        return "stalled"
+    if now_mono - started_mono > measure.trial_timeout_s:
+        return "trial_timeout"
+    return ""
+
+
+def _finish(
+    running: launch.Running, watch: Watch, progress: Follow, monitor: Monitor, trial_dir: Path,
+    measure: MeasureConf,
+) -> Result:  # fmt: skip
+    code = launch.stop(running, measure.kill_grace_s)
+    samples: list[Sample] = monitor.stop()
+    _take_progress(watch, progress)
+    left = launch.leftovers(running.trial_id)
+    for proc in left:
+        log.warning("trial %s left process %d alive after the stop; killing it", running.trial_id, proc.pid)
+        proc.kill()
+    write_samples(samples, trial_dir / "samples.csv")
+    ending = _ending(trial_dir, code, watch.stopped_by, running)
+    window = watch.window if watch.stopped_by == "window_done" else None
+    figures = stats.figures(samples, watch.points, window, watch.launch_t)
+    verdict = _with_last_progress(failures.classify(ending), progress.path)
+    figures |= cap_figures(progress.path) | {"sampler_cpu_s": round(monitor.cpu_s, 3)}
+    duration = round(time.monotonic() - running.started_mono, 2)
+    return Result(verdict, figures, code, duration, len(left), stats.source_of(samples))
+
+
+def cap_figures(progress_file: Path) -> dict[str, float]:
+    """The emulated card (`cap_mb`) and the most of it the trainer used (`cap_used_mb`, max over ranks), where
+    the trainer reports them in its JSON lines (the proxy does); the memory model compares the two."""
+    cap, used = 0.0, 0.0
+    for line in _tail(progress_file).splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        cap = float(rec.get("cap_mb") or cap) if isinstance(rec, dict) else cap
+        ranks = rec.get("cap_used_mb") if isinstance(rec, dict) else None
+        used = max([used, *(float(u) for u in ranks)]) if isinstance(ranks, list) and ranks else used
+    return {"cap_mb": cap, "cap_used_mb": round(used, 1)} if cap and used else {}
+
+
+def _with_last_progress(verdict: Verdict, progress_file: Path) -> Verdict:
+    """A stalled trial's evidence: the last progress line it wrote before it went silent."""
+    if verdict.reason is not Reason.STALLED:
+        return verdict
+    lines = [line.strip() for line in _tail(progress_file).splitlines() if line.strip()]
+    return replace(verdict, evidence=f"{verdict.evidence}; last progress: {lines[-1] if lines else '(none)'}")
+
+
+def _ending(trial_dir: Path, code: int, stopped_by: str, running: launch.Running) -> Ending:
+    return Ending(
+        exit_code=code,
+        log_text=_tail(trial_dir / "stdout.log"),
+        rank_logs=_rank_logs(trial_dir),
+        error_files=tuple(_error_files(trial_dir)),
+        stopped_by=stopped_by,
+        oom_kills=running.cgroup.oom_kills() if running.cgroup else 0,
+    )
+
+
+def _rank_logs(trial_dir: Path) -> dict[int, str]:
+    """torchrun's per-rank files: <log_dir>/<run_id>_<random>/attempt_<n>/<rank>/std{out,err}.log."""
+    logs: dict[int, str] = {}
+    for path in sorted(glob.glob(str(trial_dir / "ranks" / "*" / "attempt_*" / "*" / "stderr.log"))):
+        rank = Path(path).parent.name
+        if rank.isdigit():
+            logs[int(rank)] = _tail(Path(path))
+    return logs
+
+
+def _error_files(trial_dir: Path) -> list[dict]:
+    found = []
+    for path in glob.glob(str(trial_dir / "ranks" / "**" / "error.json"), recursive=True):
+        try:
+            found.append(json.loads(Path(path).read_text()))
+        except (OSError, ValueError) as exc:
+            log.debug("unreadable error file %s: %s", path, exc)
+    return found
+
+
+def _tail(path: Path) -> str:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(max(0, path.stat().st_size - LOG_TAIL_BYTES))
+            return fh.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _write_result(trial_dir: Path, result: Result) -> None:
+    (trial_dir / "exit_code.txt").write_text(f"{result.exit_code}\n")
+    verdict = {"status": str(result.verdict.status), "reason": str(result.verdict.reason),
+               "evidence": result.verdict.evidence}  # fmt: skip
+    (trial_dir / "verdict.json").write_text(json.dumps(verdict, indent=1) + "\n")

@@ -1,0 +1,185 @@
+"""What a person sees while a sweep runs: a live rich display on a terminal, plain lines anywhere else.
+
+Both views take the same events (sweep started, trial started, tick, trial finished). The live one redraws the
+ladder so far (profiles × rungs), the running trial (phase, elapsed, window progress, latest util and memory per
+device) and what comes next; finished trials are also printed as the plain line, so the scrollback keeps them.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, TextIO
+
+from rich.console import Console, Group, RenderableType
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from ladder.dryrun import rung_label
+from ladder.records import Status, TrialRecord
+from ladder.trial import Tick
+
+STYLE = {Status.OK: "green", Status.OOM_OR_NCCL: "red", Status.TIMEOUT: "yellow", Status.ERROR: "bold red",
+         Status.INTERRUPTED: "magenta", Status.RETRY: "yellow"}  # fmt: skip
+SHORT = {Status.OK: "ok", Status.OOM_OR_NCCL: "oom/nccl", Status.TIMEOUT: "timeout", Status.ERROR: "ERROR",
+         Status.INTERRUPTED: "interrupted", Status.RETRY: "retry"}  # fmt: skip
+
+
+class View(Protocol):
+    def sweep_started(self, banner: str, case: str, rungs: Sequence[int], profiles: Sequence[str]) -> None: ...
+    def trial_started(self, variant: str, rung: int) -> None: ...
+    def tick(self, tick: Tick) -> None: ...
+    def trial_finished(self, record: TrialRecord) -> None: ...
+    def close(self) -> None: ...
+
+
+def trial_line(r: TrialRecord) -> str:
+    f = r.figures
+    mems = "/".join(str(round(f[k])) for k in sorted(f) if k.startswith("max_mem")) or "-"
+    util = f"{f['min_avg_util']:.1f}" if "min_avg_util" in f else "-"
+    sps = f"{f['samples_per_s']:.0f}" if "samples_per_s" in f and r.status is Status.OK else "-"
+    rung = rung_label(r.info.get("knob", "num_envs"), r.num_envs)
+    return (
+        f"{r.case:<14} {r.variant:<8} {rung:<6} {r.status!s:<12} {r.reason!s:<13} util={util:>6} "
+        f"mem={mems:>11} MiB  samples/s={sps:>7}  ({r.info.get('duration_s', '?')} s)"
+    )
+
+
+class PlainView:
+    """One line per event that matters; for CI logs, SLURM output and pipes."""
+
+    def __init__(self, console: Console | None = None) -> None:
+        self.console = console or Console(highlight=False, soft_wrap=True)
+
+    def sweep_started(self, banner: str, case: str, rungs: Sequence[int], profiles: Sequence[str]) -> None:
+        self.console.print(banner, markup=False, soft_wrap=True)
+
+    def trial_started(self, variant: str, rung: int) -> None:
+        pass
+
+    def tick(self, tick: Tick) -> None:
+        pass
+
+    def trial_finished(self, record: TrialRecord) -> None:
+        self.console.print(trial_line(record), markup=False, soft_wrap=True)
+
+    def close(self) -> None:
+        pass
+
+
+@dataclass
+class Board:
+    """The state the live view draws."""
+
+    case: str = ""
+    rungs: tuple[int, ...] = ()
+    profiles: tuple[str, ...] = ()
+    cells: dict[tuple[str, int], TrialRecord] = field(default_factory=dict)
+    running: tuple[str, int] | None = None
+    tick: Tick | None = None
+
+
+def render(board: Board) -> RenderableType:
+    return Group(_ladder_table(board), _running_line(board), _next_line(board))
+
+
+def _ladder_table(board: Board) -> Table:
+    table = Table(title=f"{board.case}: the ladder so far", title_justify="left", expand=False)
+    table.add_column("profile")
+    for rung in board.rungs:
+        table.add_column(f"e{rung}", justify="center")
+    for profile in board.profiles:
+        table.add_row(profile, *(_cell(board, profile, rung) for rung in board.rungs))
+    return table
+
+
+def _cell(board: Board, profile: str, rung: int) -> Text:
+    if board.running == (profile, rung):
+        return Text("running", style="bold cyan")
+    record = board.cells.get((profile, rung))
+    if record is None:
+        return Text("·", style="dim")
+    label = SHORT[record.status]
+    if record.status is Status.OK and "min_avg_util" in record.figures:
+        label += f" {record.figures['min_avg_util']:.0f}%"
+    return Text(label, style=STYLE[record.status])
+
+
+def _running_line(board: Board) -> Text:
+    if board.running is None or board.tick is None:
+        return Text("")
+    t, (profile, rung) = board.tick, board.running
+    phase = f"window {t.window_frac:.0%}" if t.phase == "window" else t.phase
+    devices = "  ".join(f"[{s.index}] {s.util:.0f}% {s.mem_mb:.0f} MiB" for s in t.latest) or "no samples yet"
+    return Text(f"running {profile} e{rung}: {phase}, iter {t.iteration}, {t.elapsed_s:.0f} s   {devices}")
+
+
+def _next_line(board: Board) -> Text:
+    if board.running is None:
+        return Text("")
+    profile, rung = board.running
+    lower = [r for r in board.rungs if r < rung]
+    on_fail = f"e{lower[0]}" if lower else "no rung left"
+    return Text(f"next: on ok, {profile} is done; on oom/nccl or timeout, {on_fail}", style="dim")
+
+
+class LiveView:
+    """A rich Live display, redrawn on every event."""
+
+    def __init__(self, console: Console | None = None) -> None:
+        self.console = console or Console()
+        self.board = Board()
+        self.live = Live(render(self.board), console=self.console, refresh_per_second=4, transient=False)
+        self._restore: list[tuple[logging.StreamHandler[TextIO], TextIO]] = []
+
+    def sweep_started(self, banner: str, case: str, rungs: Sequence[int], profiles: Sequence[str]) -> None:
+        self.console.print(banner, markup=False)
+        self.board = Board(case, tuple(rungs), tuple(profiles))
+        self.live.start()
+        self._restore = _route_logging(sys.stderr)  # Live's proxy: log lines print above the display
+        self._draw()
+
+    def trial_started(self, variant: str, rung: int) -> None:
+        self.board.running, self.board.tick = (variant, rung), None
+        self._draw()
+
+    def tick(self, tick: Tick) -> None:
+        self.board.tick = tick
+        self._draw()
+
+    def trial_finished(self, record: TrialRecord) -> None:
+        self.board.cells[(record.variant, record.num_envs)] = record
+        self.board.running = None
+        self.console.print(trial_line(record), markup=False)
+        self._draw()
+
+    def close(self) -> None:
+        _route_logging_back(self._restore)
+        self._restore = []
+        self.live.stop()
+
+    def _draw(self) -> None:
+        self.live.update(render(self.board))
+
+
+def _route_logging(stream: TextIO) -> list[tuple[logging.StreamHandler[TextIO], TextIO]]:
+    """Point the root logger's console handlers at `stream`; returns what to restore."""
+    moved = []
+    for handler in logging.getLogger().handlers:
+        if type(handler) is logging.StreamHandler and handler.stream in (sys.__stderr__, sys.__stdout__):
+            moved.append((handler, handler.stream))
+            handler.setStream(stream)
+    return moved
+
+
+def _route_logging_back(moved: list[tuple[logging.StreamHandler[TextIO], TextIO]]) -> None:
+    for handler, original in moved:
+        handler.setStream(original)
+
+
+def make_view(console: Console | None = None) -> View:
+    console = console or Console()
+    return LiveView(console) if console.is_terminal else PlainView(console)

@@ -1,0 +1,158 @@
+"""One entry point for every workload: a trial (case, profile, rung, placement, folder) → its TrialSpec. Pure.
+
+`workload.kind=auto` (the default) runs MimicKit when a MimicKit folder is configured (`workload.mimickit_root`
+or the `MIMICKIT_ROOT` variable) and the built-in proxy otherwise; `resolve` says which, in one line for the log.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+from ladder.config import Case, Profile, WorkloadConf
+from ladder.errors import ConfigError
+from ladder.records import Word
+from ladder.workloads.builtin import Placement, plan_proxy
+from ladder.workloads.command import DEFAULT_REGEX, CommandConf, plan_command
+from ladder.workloads.mimickit import NUM_ENVS, MimicKitConf, plan_mimickit
+from ladder.workloads.spec import Launcher, ProgressKind, TrialSpec
+
+ROOT_VAR = "MIMICKIT_ROOT"
+MIMICKIT_PROGRESS = (ProgressKind.MIMICKIT_STDOUT, ProgressKind.MIMICKIT_LOG)
+COMMAND_PROGRESS = (ProgressKind.REGEX, ProgressKind.JSONL)
+E = TypeVar("E", bound=enum.Enum)
+
+
+class Kind(Word):
+    AUTO = "auto"  # mimickit when a MimicKit folder is configured, else proxy
+    PROXY = "proxy"  # the built-in stand-in trainer (ladder.workloads.proxy) under torchrun
+    MIMICKIT = "mimickit"  # MimicKit's mimickit/run.py
+    COMMAND = "command"  # any trainer, from an argv template
+
+
+@dataclass(frozen=True)
+class Workload:
+    """How every trial of a sweep is run (the kind already resolved)."""
+
+    kind: Kind
+    proxy: WorkloadConf  # the proxy's settings (width factor, emulated memory, collective timeout)
+    knob: str = NUM_ENVS  # what the ladder's rungs set: num_envs, or any knob the trainer takes
+    mimickit: MimicKitConf | None = None  # required for kind mimickit
+    command: CommandConf | None = None  # required for kind command
+
+
+@dataclass(frozen=True)
+class Resolved:
+    kind: Kind
+    mimickit_root: str  # "" unless kind is mimickit
+    note: str  # one line for the log: what runs and why
+
+
+def parse_kind(value: str) -> Kind:
+    return _choice(Kind, value, "workload.kind")
+
+
+def _choice(kind: type[E], value: str, key: str, allowed: Sequence[E] = ()) -> E:
+    options = list(allowed) or list(kind)
+    try:
+        chosen = kind(value)
+    except ValueError:
+        chosen = None
+    if chosen is None or chosen not in options:
+        raise ConfigError(f"unknown {key} '{value}'", f"use one of: {', '.join(str(o.value) for o in options)}")
+    return chosen
+
+
+@dataclass(frozen=True)
+class WorkloadInput:
+    """The workload settings as plain values (the names proposed for config.WorkloadConf)."""
+
+    kind: str = "auto"  # auto, proxy, mimickit or command
+    mimickit_root: str = ""  # MimicKit checkout; "" = $MIMICKIT_ROOT
+    mimickit_python: str = ""  # interpreter with MimicKit's dependencies; "" = ladder's own
+    engine_config: str = ""  # e.g. data/engines/newton_engine.yaml; "" = the args file's engine
+    mimickit_max_iters: int = 2000  # MimicKit's --max_samples, in iterations: it stops itself by then
+    mimickit_num_envs: int = 0  # --num_envs while the ladder walks another knob
+    command: tuple[str, ...] = ()  # kind command: the argv template
+    launcher: str = "direct"  # kind command: direct or torchrun
+    progress: str = ""  # "" = the kind's own; mimickit: mimickit_stdout or mimickit_log; command: regex or jsonl
+    progress_regex: str = DEFAULT_REGEX  # kind command, progress regex: the pattern or a preset; "" = DEFAULT_REGEX
+    progress_file: str = ""  # kind command: relative to the trial folder; "" = stdout.log or progress.jsonl
+    cwd: str = ""  # kind command: the folder the trainer starts in
+
+    @classmethod
+    def of(cls, settings: object) -> WorkloadInput:
+        """The fields of this name that `settings` has (e.g. config.WorkloadConf); defaults for the rest."""
+        names = [f for f in cls.__dataclass_fields__ if hasattr(settings, f)]
+        values = {f: getattr(settings, f) for f in names}
+        if "command" in values:
+            values["command"] = tuple(values["command"])
+        return cls(**values)
+
+
+def build(inp: WorkloadInput, proxy: WorkloadConf, knob: str, environ: Mapping[str, str]) -> tuple[Workload, str]:
+    """The sweep's workload (auto resolved) and the line to log about it."""
+    got = resolve(parse_kind(inp.kind), inp.mimickit_root, environ)
+    mk = _mimickit_conf(inp, got.mimickit_root) if got.kind is Kind.MIMICKIT else None
+    cmd = _command_conf(inp) if got.kind is Kind.COMMAND else None
+    return Workload(got.kind, proxy, knob, mk, cmd), got.note
+
+
+def _mimickit_conf(inp: WorkloadInput, root: str) -> MimicKitConf:
+    shown = _choice(ProgressKind, inp.progress or MIMICKIT_PROGRESS[0].value, "workload.progress", MIMICKIT_PROGRESS)
+    return MimicKitConf(root, inp.mimickit_python, inp.engine_config, inp.mimickit_max_iters, inp.mimickit_num_envs,
+                        shown)  # fmt: skip
+
+
+def _command_conf(inp: WorkloadInput) -> CommandConf:
+    shown = _choice(ProgressKind, inp.progress or COMMAND_PROGRESS[0].value, "workload.progress", COMMAND_PROGRESS)
+    launcher = _choice(Launcher, inp.launcher, "workload.launcher")
+    regex = inp.progress_regex or DEFAULT_REGEX
+    return CommandConf(inp.command, launcher, shown, regex, inp.progress_file, inp.cwd)
+
+
+def resolve(kind: Kind, mimickit_root: str, environ: Mapping[str, str]) -> Resolved:
+    """The kind that runs, and the MimicKit folder: the setting first, then $MIMICKIT_ROOT."""
+    root = mimickit_root or environ.get(ROOT_VAR, "")
+    if kind is Kind.MIMICKIT and not root:
+        raise ConfigError("workload.kind=mimickit but no MimicKit folder is configured",
+                          f"set workload.mimickit_root=/path/to/MimicKit or export {ROOT_VAR}")  # fmt: skip
+    if kind is Kind.AUTO and root:
+        return Resolved(Kind.MIMICKIT, root, f"workload auto: running MimicKit from {root}")
+    if kind is Kind.AUTO:
+        note = (f"workload auto: no MimicKit folder configured, running the built-in proxy trainer; to run MimicKit "
+                f"set workload.mimickit_root=/path/to/MimicKit (or export {ROOT_VAR})")  # fmt: skip
+        return Resolved(Kind.PROXY, "", note)
+    if kind is Kind.MIMICKIT:
+        return Resolved(kind, root, f"workload mimickit: running MimicKit from {root}")
+    return Resolved(kind, "", f"workload {kind}")
+
+
+def plan(
+    workload: Workload,
+    case: Case,
+    profile: Profile,
+    rung: int,
+    place: Placement,
+    trial_dir: str,
+    max_seconds: float,
+    extra_env: dict[str, str],
+) -> TrialSpec:
+    """The trial spec for one rung of one profile, by the workload's kind."""
+    if workload.kind is Kind.MIMICKIT and workload.mimickit is not None:
+        return plan_mimickit(case, profile, rung, workload.knob, workload.mimickit, place, trial_dir, extra_env)
+    if workload.kind is Kind.COMMAND and workload.command is not None:
+        return plan_command(case, profile, rung, workload.knob, workload.command, place, trial_dir, extra_env)
+    if workload.kind is Kind.PROXY:
+        _proxy_knob(workload.knob)
+        return plan_proxy(case, profile, rung, workload.proxy, place, trial_dir, max_seconds, extra_env)
+    raise ConfigError(f"workload kind '{workload.kind}' is not resolved or lacks its settings",
+                      "resolve auto with planner.resolve; give mimickit/command settings for those kinds")  # fmt: skip
+
+
+def _proxy_knob(knob: str) -> None:
+    if knob != NUM_ENVS:
+        raise ConfigError(f"the proxy walks num_envs only, not '{knob}'",
+                          "walk num_envs, or run the trainer with workload.kind=command")  # fmt: skip
