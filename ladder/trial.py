@@ -6,7 +6,6 @@ dead and reaped, Ctrl-C included (then it is recorded `interrupted` and the inte
 
 from __future__ import annotations
 
-import glob
 import json
 import logging
 import time
@@ -180,34 +179,10 @@ def _with_last_progress(verdict: Verdict, progress_file: Path) -> Verdict:
 
 
 def _ending(trial_dir: Path, code: int, stopped_by: str, running: launch.Running) -> Ending:
-    return Ending(
-        exit_code=code,
-        log_text=_tail(trial_dir / "stdout.log"),
-        rank_logs=_rank_logs(trial_dir),
-        error_files=tuple(_error_files(trial_dir)),
-        stopped_by=stopped_by,
-        oom_kills=running.cgroup.oom_kills() if running.cgroup else 0,
-    )
-
-
-def _rank_logs(trial_dir: Path) -> dict[int, str]:
-    """torchrun's per-rank files: <log_dir>/<run_id>_<random>/attempt_<n>/<rank>/std{out,err}.log."""
-    logs: dict[int, str] = {}
-    for path in sorted(glob.glob(str(trial_dir / "ranks" / "*" / "attempt_*" / "*" / "stderr.log"))):
-        rank = Path(path).parent.name
-        if rank.isdigit():
-            logs[int(rank)] = _tail(Path(path))
-    return logs
-
-
-def _error_files(trial_dir: Path) -> list[dict]:
-    found = []
-    for path in glob.glob(str(trial_dir / "ranks" / "**" / "error.json"), recursive=True):
-        try:
-            found.append(json.loads(Path(path).read_text()))
-        except (OSError, ValueError) as exc:
-            log.debug("unreadable error file %s: %s", path, exc)
-    return found
+    """What the folder holds (the log, torchrun's per-rank logs and error files: read as `ladder.failures` reads any
+    trial folder), and what only the running trial knows: why ladder stopped it, the cgroup's OOM kills."""
+    found = failures.load_ending(trial_dir, code)
+    return replace(found, stopped_by=stopped_by, oom_kills=running.cgroup.oom_kills() if running.cgroup else 0)
 
 
 def _tail(path: Path) -> str:
