@@ -367,8 +367,24 @@ def _fallback(ending: Ending) -> Verdict:
     done = ending.stopped_by == "window_done"
     if done or ending.exit_code == 0:
         return Verdict(Status.OK, Reason.NONE, "window done, no failure line" if done else "exit code 0")
-    last = next((line.strip() for line in reversed(ending.log_text.splitlines()) if line.strip()), "")
-    return Verdict(Status.ERROR, Reason.ERROR, _clip(last, 0) or describe_exit(ending.exit_code))
+    evidence = _clip(telling_line(ending.log_text), 0)
+    return Verdict(Status.ERROR, Reason.ERROR, evidence or describe_exit(ending.exit_code))
+
+
+# torchrun's own report of a failed child (its traceback, separators, the failures table) says nothing of the cause
+_LAUNCHER_NOISE = re.compile(
+    r"^(?:[=\-]{8,}|Traceback \(most recent|File \"|\^+$|[\w.]+ FAILED$|Failures:|Root Cause|<NO_OTHER_FAILURES>"
+    r"|\[\d+\]:$)"
+    r"|ChildFailedError|elastic/multiprocessing/|^(?:time|host|rank|exitcode|error_file|traceback)\s*:"
+)
+_ERRORISH = re.compile(r"error|exception|fatal|abort|failed", re.IGNORECASE)
+
+
+def telling_line(text: str) -> str:
+    """The line that best says why a run without a known failure line ended: the last error-like line that is
+    not the launcher's own report, else the last line that is not launcher noise, else ''."""
+    lines = [s for line in text.splitlines() if (s := line.strip()) and not _LAUNCHER_NOISE.search(s)]
+    return next((line for line in reversed(lines) if _ERRORISH.search(line)), lines[-1] if lines else "")
 
 
 def describe_exit(code: int | None) -> str:

@@ -75,33 +75,45 @@ def _choices(override: Override) -> list[str]:
 
 
 def find_machine(settings: Settings) -> Machine:
-    gpus = 0 if settings.device is Device.CPU else nvml_gpu_count()
-    if settings.device is Device.CUDA and gpus == 0:
-        raise LadderError("device=cuda but no NVIDIA GPU is visible through NVML", "use device=auto or device=cpu")
-    device = "cuda" if gpus else "cpu"
+    host_gpus = 0 if settings.device is Device.CPU else nvml_gpu_count()
+    visible = _visible_gpus(host_gpus)
+    if settings.device is Device.CUDA and not visible:
+        raise LadderError("device=cuda but no NVIDIA GPU is visible (none in NVML, or CUDA_VISIBLE_DEVICES is empty)",
+                          "use device=auto or device=cpu")  # fmt: skip
+    device = "cuda" if visible else "cpu"
     per_trial = settings.workload.gpus_per_trial
-    nproc = per_trial or settings.workload.nproc or (gpus or 2)
+    nproc = per_trial or settings.workload.nproc or (len(visible) or 2)
+    if device == "cuda" and nproc > len(visible):
+        raise LadderError(f"{nproc} GPU(s) per trial asked for, but {len(visible)} visible: {list(visible)}",
+                          "lower workload.nproc (or workload.gpus_per_trial), or make more GPUs visible")  # fmt: skip
+    gpus = visible[:nproc] if device == "cuda" else ()
     describe = {
         "host": socket.gethostname(),
         "n_gpus": str(nproc),
         "torch": _version("torch"),
         "workload_version": results.code_version(Path(__file__).parent),
     }
-    describe.update(_gpu_describe(nproc) if device == "cuda" else _cpu_describe(settings))
-    pool = _lease_pool(device, gpus) if per_trial else ()
-    return Machine(device, tuple(range(nproc)) if device == "cuda" else (), nproc, sys.executable, describe, pool)
+    describe.update(_gpu_describe(gpus) if device == "cuda" else _cpu_describe(settings))
+    pool = (visible if device == "cuda" else tuple(sorted(os.sched_getaffinity(0)))) if per_trial else ()
+    # CUDA numbers GPUs fastest first unless told otherwise; NVML (what ladder samples) by PCI bus
+    env = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"} if device == "cuda" else {}
+    return Machine(device, gpus, nproc, sys.executable, describe, pool, env)
 
 
-def _lease_pool(device: str, gpus: int) -> tuple[int, ...]:
-    """What trials lease from: the GPUs a scheduler gave us (CUDA_VISIBLE_DEVICES) or all of the host's; on CPU,
-    the cores this process may run on."""
-    if device == "cuda":
-        return lease.visible_pool(os.environ, gpus)
-    return tuple(sorted(os.sched_getaffinity(0)))
+def _visible_gpus(host_gpus: int) -> tuple[int, ...]:
+    """The GPUs this orchestrator may use, by NVML index: those CUDA_VISIBLE_DEVICES names (a scheduler's
+    allocation), else all of the host's."""
+    if not host_gpus:
+        return ()
+    visible = lease.visible_pool(os.environ, host_gpus)
+    if missing := [i for i in visible if i >= host_gpus]:
+        raise LadderError(f"CUDA_VISIBLE_DEVICES names GPU(s) {missing}, but NVML finds {host_gpus}",
+                          f"name GPUs 0..{host_gpus - 1}, or unset CUDA_VISIBLE_DEVICES")  # fmt: skip
+    return visible
 
 
-def _gpu_describe(nproc: int) -> dict[str, str]:
-    sampler = NvmlSampler(list(range(nproc)))
+def _gpu_describe(gpus: tuple[int, ...]) -> dict[str, str]:
+    sampler = NvmlSampler(list(gpus))
     try:
         return sampler.describe()
     finally:

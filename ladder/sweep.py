@@ -41,6 +41,7 @@ class Machine:
     python: str  # interpreter for torchrun and the trainer
     describe: dict[str, str]  # gpu_name, gpu_mem_total, n_gpus, driver, host, ...
     pool: tuple[int, ...] = ()  # devices trials lease `nproc` of (NVML indices, or CPU cores); () = no leases
+    env: dict[str, str] = dataclasses.field(default_factory=dict)  # what every trial's environment gets from it
 
 
 @dataclass(frozen=True)
@@ -100,7 +101,7 @@ def plan(run: Run, decision: policy.Decision, trial_dir: Path, port: int) -> Tri
     profile = next(p for p in run.settings.profiles if p.name == decision.profile)
     place = Placement(run.machine.device, run.machine.nproc, port, run.machine.python)
     return planner.plan(run.workload, run.settings.case, profile, decision.rung, place, str(trial_dir.absolute()),
-                        run.settings.measure.trial_timeout_s, run.settings.nccl_env)  # fmt: skip
+                        run.settings.measure.trial_timeout_s, {**run.settings.nccl_env, **run.machine.env})  # fmt: skip
 
 
 def run(settings: Settings, paths: Paths, machine: Machine, view: View) -> Summary:

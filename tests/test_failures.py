@@ -107,6 +107,9 @@ CAPTURED_LOGS = {
     "store_peer_died.log": (1, Reason.PEER_LOST, "Failed to recv, got 0 bytes"),
     "tcpstore_eaddrinuse.log": (1, Reason.PORT_IN_USE, "EADDRINUSE"),
     "tcpstore_eaddrinuse_legacy.log": (1, Reason.PORT_IN_USE, "Address already in use"),
+    "cuda_oom_h200_torchrun.log": (1, Reason.CUDA_OOM, "CUDA out of memory. Tried to allocate 512.00 MiB"),
+    # no failure pattern matches: the evidence is the program's own error line, not torchrun's footer
+    "proxy_config_error.log": (1, Reason.ERROR, "config error: /tmp/bad/agent.yaml has no 'model'"),
 }
 
 

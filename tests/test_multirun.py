@@ -14,7 +14,7 @@ import pytest
 
 from ladder.results import read_tsv
 
-TINY = ["profile=[default]", "ladder.rungs=[64]", "measure.window_s=2", "measure.warmup_iters=2",
+TINY = ["device=cpu", "profile=[default]", "ladder.rungs=[64]", "measure.window_s=2", "measure.warmup_iters=2",
         "measure.stable_tol=0.5"]  # fmt: skip
 CASES = ("amp_pi_plus", "add_pi_plus")
 

@@ -24,6 +24,7 @@ def search(tmp_path: Path, *overrides: str, **kwargs) -> subprocess.Popen[str]:
         "-m",
         "ladder.search",
         "case=amp_pi_plus",
+        "device=cpu",  # the CPU path (gloo, RLIMIT_DATA cap) also on a host with a GPU
         f"output_root={tmp_path}/output/train",
         *overrides,
     ]

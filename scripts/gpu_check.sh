@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# ladder's GPU paths on a real NVIDIA machine, in one short run (about 4 minutes on one GPU):
+#   1. the machine: nvidia-smi, torch's view of the card;
+#   2. the NVML sampler on the idle card (scripts/gpu_window.py, 3 s);
+#   3. a real CUDA out-of-memory under an emulated smaller card (the proxy's --fault oom under
+#      torch.cuda.set_per_process_memory_fraction), classified by `python -m ladder.failures`;
+#   4. the demo sweep on the GPU: torchrun with one rank per GPU, NCCL with the validated environment, the
+#      emulated 0.6 GB card, NVML measuring util and memory, preflight before each launch;
+#   5. a sweep at MimicKit's full net width under an emulated 8 GB card, objective samples/s, to see the
+#      memory model's jumps on CUDA figures.
+# Each step has its own time limit and the script goes on after a failed step; every log and sweep folder is
+# packed into OUT_DIR/runs.tgz, and OUT_DIR/check.log holds what each step printed last.
+#
+#     scripts/gpu_check.sh OUT_DIR
+set -u
+out=${1:?usage: scripts/gpu_check.sh OUT_DIR}
+py=${PYTHON:-python3}
+mkdir -p "$out"
+work=$(mktemp -d)
+log="$out/check.log"
+: >"$log"
+
+step() {  # step NAME LIMIT_S COMMAND...: run it, say its exit code and time, keep its output
+    local name=$1 limit=$2
+    shift 2
+    local t0=$SECONDS
+    timeout -k 10 "$limit" "$@" >"$work/$name.log" 2>&1
+    local rc=$?
+    {
+        echo "== $name: rc=$rc in $((SECONDS - t0)) s"
+        tail -n 40 "$work/$name.log"
+        echo
+    } | tee -a "$log"
+}
+
+step machine 60 bash -c "nvidia-smi --query-gpu=index,name,memory.total,memory.used,driver_version --format=csv \
+    && $py -c 'import torch; print(torch.__version__, torch.cuda.is_available(), torch.cuda.get_device_name(0), \
+    torch.cuda.nccl.version())'"
+
+step nvml_window 30 "$py" scripts/gpu_window.py --seconds 3
+
+mkdir -p "$work/oom"
+step cuda_oom 60 "$py" -m torch.distributed.run --nproc-per-node 1 --master-port 29533 \
+    -m ladder.workloads.proxy --agent-config tests/data/mimickit/data/agents/amp_pi_plus_agent.yaml --method amp --device cuda --emulate-mem-mb 1024 \
+    --fault oom --fault-iter 2 --max-seconds 60 --progress "$work/oom/progress.jsonl"
+cp "$work/cuda_oom.log" "$work/oom/stdout.log"
+step cuda_oom_verdict 30 "$py" -m ladder.failures "$work/oom/stdout.log" --exit-code 1
+
+step demo_sweep 150 "$py" -m ladder.search case=amp_pi_plus device=cuda sweep=gpu_demo \
+    "output_root=$work/out"
+
+step wide_sweep 160 "$py" -m ladder.search case=amp_humanoid device=cuda sweep=gpu_wide "output_root=$work/out" \
+    workload.width_factor=1.0 workload.emulate_gpu_mem_gb=8 objective=samples_per_s "profile=[default]" \
+    measure.window_s=5
+
+for f in "$work"/out/*/trials.tsv; do  # the trials, a line each, with the figures the walk decided by
+    [ -f "$f" ] && "$py" - "$f" <<'EOF' | tee -a "$log"
+import csv, sys
+print("==", sys.argv[1])
+keys = ("variant", "num_envs", "phase", "status", "reason", "cap_used_mb", "cap_mb", "max_mem0", "avg_util0",
+        "samples_per_s", "duration_s", "why")
+for row in csv.DictReader(open(sys.argv[1]), delimiter="\t"):
+    print(" ".join(f"{k}={row.get(k, '')}" for k in keys))
+EOF
+done
+tar -C "$work" -czf "$out/runs.tgz" --exclude='*.pt' . 2>/dev/null
+ls -la "$out"
