@@ -145,6 +145,7 @@ class SweepConf:
     strategy: str = "model"  # model: seeds later profiles, jumps on a memory fit; walk: one rung at a time
     mem_headroom_frac: float = 0.05  # the memory fit jumps only to rungs leaving this fraction of the card free
     mem_margin_frac: float = 0.10  # ... and skips a rung only when it predicts it over the card by this much
+    reuse: bool = True  # trials of earlier sweeps with the same configuration on the same hardware are not rerun
     device: str = "auto"  # auto (cuda when a GPU is visible, else cpu), cpu or cuda
     sweep: str | None = None  # sweep name: resume it when it exists; null = a new one named by the time
     output_root: str = "output/train"  # sweeps live in <output_root>/case_gpu_bench_<sweep>/
@@ -196,6 +197,7 @@ class Settings:
     strategy: str
     mem_headroom_frac: float
     mem_margin_frac: float
+    reuse: bool
     device: Device
     sweep: str | None
     output_root: str
@@ -228,6 +230,7 @@ def settings_from(cfg: DictConfig, known_cases: tuple[str, ...] = ()) -> Setting
         strategy=_choice("strategy", str(raw.get("strategy", "model")), ("model", "walk")),
         mem_headroom_frac=float(raw.get("mem_headroom_frac", 0.05)),
         mem_margin_frac=float(raw.get("mem_margin_frac", 0.10)),
+        reuse=bool(raw.get("reuse", True)),
         device=_device(str(raw.get("device", "auto"))),
         sweep=_opt_str(raw.get("sweep")),
         output_root=str(raw.get("output_root", "output/train")),

@@ -17,6 +17,12 @@ killed at its first evidence, so failures are the cheap launches):
   linear fit of peak memory against num_envs jumps to the largest rung predicted to fit with `headroom` to
   spare, and a rung is skipped only when the fit predicts it over the card by more than `margin`; each skip
   is recorded with its reason.
+
+Below the largest fit (`descend`, for an objective that does not grow with num_envs by itself, such as samples/s:
+more envs can be slower): once a profile's largest fitting rung is measured, the rung below it is measured too,
+and the walk goes on down while each lower rung beats the best so far by more than that one's measured
+interval; the first that does not ends it. Each such launch carries the value it must beat (`Decision.beat`),
+so the trial can stop as soon as it clearly cannot.
 """
 
 from __future__ import annotations
@@ -52,6 +58,8 @@ class Attempt:
     rung: int
     status: Status
     mem_frac: float | None = None  # peak memory / the card's memory, where it ran
+    value: float | None = None  # the objective it measured (ok only)
+    value_hi: float | None = None  # the upper end of that value's measured interval (None: no interval)
 
 
 @dataclass(frozen=True)
@@ -59,6 +67,7 @@ class Decision:
     profile: str
     rung: int
     why: str
+    beat: float | None = None  # a descent step: the value this rung must beat to matter (stop it once it cannot)
 
 
 @dataclass(frozen=True)
@@ -87,6 +96,7 @@ class Tuning:
     strategy: Strategy = Strategy.MODEL
     headroom: float = 0.05  # jump only to rungs predicted to leave this fraction of the card free
     margin: float = 0.10  # skip a rung only when predicted over the card by more than this fraction
+    descend: bool = False  # measure below the largest fit while fewer envs do better (objective samples/s)
 
 
 def next_trial(
@@ -127,7 +137,7 @@ def decide(
         return Decision(profile, again.rung, "the same rung again: its launch failed (port in use)")
     left = _left(rungs, mine)
     if not left:
-        return None
+        return _descent_step(rungs, profile, mine) if tuning.descend and tuning.strategy is Strategy.MODEL else None
     if tuning.strategy is Strategy.WALK:
         return Decision(profile, left[0], "the highest rung left")
     return _model_step(profile, left, mine, tuning, seed)
@@ -168,6 +178,34 @@ def _jump(profile: str, left: list[int], fit: Fit, tuning: Tuning) -> Decision |
     fits = [r for r in plausible if fit.predict(r) <= 1.0 - tuning.headroom]
     target = fits[0] if fits else plausible[-1]
     return Decision(profile, target, f"memory fit predicts {fit.predict(target):.0%} of the card at {target} envs")
+
+
+def _descent_step(rungs: Sequence[int], profile: str, mine: list[Attempt]) -> Decision | None:
+    """Below the largest fit: the rung under the lowest one measured, while that lowest one is the best so far
+    (a lower rung is better only by more than the higher one's interval)."""
+    ceiling = _ceiling(mine)
+    measured = sorted((a for a in mine if a.status is Status.OK and a.value is not None
+                       and (ceiling is None or a.rung < ceiling)), key=lambda a: -a.rung)  # fmt: skip
+    if not measured:
+        return None
+    best = measured[0]
+    for attempt in measured[1:]:
+        best = attempt if _beats(attempt, best) else best
+    tried = {a.rung for a in mine}
+    below = [r for r in rungs if r < measured[-1].rung and r not in tried]
+    if best is not measured[-1] or not below:
+        return None
+    why = f"below the largest fit: more than {_upper(best):.4g} at {best.rung} envs would make it the pick"
+    return Decision(profile, below[0], why, beat=_upper(best))
+
+
+def _beats(lower: Attempt, higher: Attempt) -> bool:
+    return lower.value is not None and lower.value > _upper(higher)
+
+
+def _upper(attempt: Attempt) -> float:
+    value = attempt.value if attempt.value is not None else float("-inf")
+    return attempt.value_hi if attempt.value_hi is not None and attempt.value_hi >= value else value
 
 
 # ---------------------------------------------------------------- facts from the attempts

@@ -62,10 +62,15 @@ def objective_value(record: TrialRecord, objective: str) -> float | None:
 
 
 def best(records: Sequence[TrialRecord], objective: str) -> TrialRecord | None:
-    """The case's best ok trial by `objective`; ties go to the larger num_envs."""
+    """The case's best ok trial by `objective`; ties go to the larger num_envs, and where the objective has a
+    measured interval (samples/s) a larger num_envs whose interval reaches the best value is a tie too."""
     scored = [(objective_value(r, objective), r.num_envs, r) for r in records]
     ok = [(v, n, r) for v, n, r in scored if v is not None]
-    return max(ok, key=lambda x: (x[0], x[1]))[2] if ok else None
+    if not ok:
+        return None
+    value, _, top = max(ok, key=lambda x: (x[0], x[1]))
+    tied = [(n, v, r) for v, n, r in ok if n > top.num_envs and r.figures.get(f"{objective}_hi", v) >= value]
+    return max(tied, key=lambda x: (x[0], x[1]))[2] if tied else top
 
 
 def best_row(record: TrialRecord, n_trials: int) -> dict[str, str]:

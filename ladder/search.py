@@ -32,7 +32,7 @@ from ladder.config import Device, Settings, register, settings_from
 from ladder.dryrun import Planned, estimate, every_trial, format_dry_run, format_estimate, rung_label
 from ladder.errors import ConfigError, LadderError
 from ladder.monitor import NvmlSampler, nvml_gpu_count
-from ladder.policy import Decision
+from ladder.policy import Decision, Outcome
 from ladder.records import Phase, Status
 from ladder.sweep import Machine, Paths, Run, Summary, plan, run, workload_of
 from ladder.view import PlainView, make_view, trial_line
@@ -136,8 +136,9 @@ def print_summary(summary: Summary, paths: Paths, knob: str) -> None:
     print()
     for w in summary.walks:
         at = f" at {rung_label(knob, w.rung)}" if w.rung else ""
+        state = f"largest stable rung{at}" if w.outcome is Outcome.FOUND else f"{w.outcome.value}{at}"
         skipped = "".join(f"\n    skipped {rung_label(knob, r)}: {why}" for r, why in w.skipped)
-        print(f"  {summary.case} {w.profile}: {w.outcome.value}{at}{skipped}")
+        print(f"  {summary.case} {w.profile}: {state}{skipped}")
     for r in summary.records:
         if r.status is Status.ERROR:
             where = paths.sweep_dir / r.info.get("trial_dir", "")

@@ -242,6 +242,14 @@ def _rate_figures(points: Sequence[Point], window: Window) -> dict[str, float]:
     return out
 
 
+def rate_upper(points: Sequence[Point], start_t: float) -> float | None:
+    """The top of the samples/s interval over the points since `start_t` (None until there is a rate)."""
+    if not points:
+        return None
+    hi = _rate_figures(points, Window(start_t, points[-1].t, gated=True)).get("samples_per_s_hi")
+    return hi if hi is not None and math.isfinite(hi) else None
+
+
 def _median_of(name: str, values: list[float]) -> dict[str, float]:
     return {name: round(statistics.median(values), 4)} if values else {}
 

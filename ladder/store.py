@@ -102,6 +102,18 @@ def begin(
     return optuna.Trial(study, trial_id)
 
 
+def add_finished(study: optuna.Study, record: TrialRecord, variants: tuple[str, ...], value: float | None) -> None:
+    """A trial that is finished as it is stored: a copy of another sweep's (`reuse`), launched by nobody."""
+    template = optuna.trial.create_trial(
+        state=TrialState.FAIL if value is None else TrialState.COMPLETE,
+        value=value,
+        params={"variant": record.variant, "num_envs": record.num_envs},
+        distributions={"variant": CategoricalDistribution(variants), "num_envs": NUM_ENVS},
+        user_attrs=_attrs(record),
+    )
+    study.add_trial(template)
+
+
 def heartbeat(study: optuna.Study, trial: optuna.Trial, every_s: float = hb.HEARTBEAT_S) -> hb.Heartbeat:
     """`with store.heartbeat(study, otrial):` around the trial's run keeps its heartbeat fresh."""
     storage, trial_id = study._storage, trial._trial_id

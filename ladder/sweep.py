@@ -19,7 +19,7 @@ from pathlib import Path
 
 import optuna
 
-from ladder import catalog, decide, launch, lease, policy, preflight, results, stats, store, trial
+from ladder import catalog, decide, launch, lease, policy, preflight, results, reuse, stats, store, trial
 from ladder.config import MeasureConf, Settings
 from ladder.monitor import Sampler, sampler_for
 from ladder.records import Phase, Status, TrialRecord
@@ -29,6 +29,9 @@ from ladder.workloads.builtin import Placement
 from ladder.workloads.spec import TrialSpec
 
 log = logging.getLogger(__name__)
+
+# objectives that do not fall as num_envs grows (the seed's util); any other is measured below the largest fit too
+GROWS_WITH_ENVS = frozenset({"min_avg_util"})
 
 
 @dataclass(frozen=True)
@@ -52,7 +55,7 @@ class Paths:
     @staticmethod
     def for_settings(settings: Settings, now: datetime) -> Paths:
         name = settings.sweep or now.strftime("%Y%m%d_%H%M%S")
-        return Paths(name, Path(settings.output_root) / f"case_gpu_bench_{name}")
+        return Paths(name, Path(settings.output_root) / f"{store.SWEEP_PREFIX}{name}")
 
     @property
     def best_tsv(self) -> Path:
@@ -111,6 +114,8 @@ def run(settings: Settings, paths: Paths, machine: Machine, view: View) -> Summa
     if abandoned := store.mark_abandoned(study, settings.stale_after_s):
         log.info("%d trial(s) left running by a stopped sweep are marked interrupted and will run again", abandoned)
     resumed = sum(1 for r in store.records(study) if r.status is not Status.INTERRUPTED)
+    if settings.reuse:
+        _reuse(ctx)
     gate = _preflight(settings, machine)
     while True:
         while (decision := _next(ctx)) is not None:
@@ -120,6 +125,33 @@ def run(settings: Settings, paths: Paths, machine: Machine, view: View) -> Summa
         if (pick := _to_confirm(ctx)) is None:
             return _conclude(ctx, resumed)
         _measure(ctx, pick, Phase.CONFIRM)  # a failure here steps that profile down, and the walk goes on
+
+
+def _reuse(ctx: Run) -> None:
+    """Trials of earlier sweeps that answer for ours (same configuration, hardware and code) are copied in and
+    shown, so the walk takes them as facts instead of launching them again."""
+    s = ctx.settings
+    have = {(r.variant, r.num_envs) for r in store.records(ctx.study) if r.status is not Status.INTERRUPTED}
+    wanted = {(p.name, rung): _identity(ctx, p.name, rung) for p in s.profiles for rung in s.rungs}
+    earlier = reuse.earlier_records(ctx.storage, s.case.name, ctx.paths.sweep, Path(s.output_root))
+    copies = [reuse.as_reused(r, ctx.paths.sweep) for r in reuse.pick(earlier, wanted, have)]
+    for copy in copies:
+        store.add_finished(ctx.study, copy, catalog.known("profile"), results.objective_value(copy, s.objective))
+        ctx.view.trial_finished(copy)
+    if copies:
+        log.info("%d trial(s) reused from earlier sweeps on the same hardware (reuse=false runs them again)",
+                 len(copies))  # fmt: skip
+        results.write_trials(ctx.paths.trials_tsv, lambda: store.sweep_records(ctx.storage, ctx.paths.sweep))
+
+
+def _placeholder_spec(ctx: Run, profile: str, rung: int) -> TrialSpec:
+    """The trial as planned in reuse's placeholder folder on port 0: its configuration, less where it runs."""
+    return plan(ctx, policy.Decision(profile, rung, ""), Path(reuse.TRIAL_DIR), 0)
+
+
+def _identity(ctx: Run, profile: str, rung: int) -> str:
+    spec = _placeholder_spec(ctx, profile, rung)
+    return reuse.identity(ctx.settings.case.name, reuse.fingerprint(spec), {**ctx.machine.describe, **spec.info})
 
 
 def _to_confirm(ctx: Run) -> policy.Decision | None:
@@ -160,7 +192,8 @@ def _measure(ctx: Run, decision: policy.Decision, phase: Phase) -> None:
 
 def _next(ctx: Run) -> policy.Decision | None:
     profiles = tuple(p.name for p in ctx.settings.profiles)
-    return policy.next_trial(ctx.settings.rungs, profiles, _attempts(store.records(ctx.study)), _tuning(ctx.settings))
+    return policy.next_trial(ctx.settings.rungs, profiles, _attempts(store.records(ctx.study), ctx.settings.objective),
+                              _tuning(ctx.settings))  # fmt: skip
 
 
 def _run_one(ctx: Run, decision: policy.Decision, phase: Phase, rates: list[stats.Rate]) -> TrialRecord:
@@ -179,8 +212,9 @@ def _run_one(ctx: Run, decision: policy.Decision, phase: Phase, rates: list[stat
         started = _utc_now()
         sampler = _sampler_factory(ctx.machine, held, trial_id)
         with store.heartbeat(ctx.study, otrial, ctx.settings.heartbeat_s):
+            beat = decision.beat if ctx.settings.objective == "samples_per_s" and phase is Phase.PROBE else None
             result = trial.run(spec, trial_dir, trial_id, _measure_conf(ctx.settings, phase), sampler,
-                               _mem_limit(ctx.settings), ctx.view.tick)  # fmt: skip
+                               _mem_limit(ctx.settings), ctx.view.tick, beat)  # fmt: skip
     if ctx.settings.measure.repeats > 1 and result.verdict.status is Status.OK:
         result = _with_repeats(result, rates, ctx.settings)
     record = _record(ctx.settings, decision, phase, result, info | _timing(started, result))
@@ -211,6 +245,7 @@ def _info(ctx: Run, decision: policy.Decision, spec: TrialSpec, trial_dir: Path,
         "devices": ",".join(str(d) for d in held.devices) if held else "",
         "why": decision.why,
         "knob": ctx.settings.knob,
+        "config_sha": reuse.fingerprint(_placeholder_spec(ctx, decision.profile, decision.rung)),
         **ctx.machine.describe,
         **spec.info,
         "sweep": ctx.paths.sweep,
@@ -254,7 +289,7 @@ def _conclude(ctx: Run, resumed: int) -> Summary:
     settings = ctx.settings
     every = store.records(ctx.study)
     records = [r for r in every if r.phase is Phase.PROBE]
-    attempts, tuning = _attempts(every), _tuning(settings)
+    attempts, tuning = _attempts(every, settings.objective), _tuning(settings)
     walks = tuple(policy.walk(settings.rungs, p.name, attempts, tuning) for p in settings.profiles)
     pick = _confirmed(every, settings) if settings.confirm_s else results.best(records, settings.objective)
     row_source = pick or _last_failure(records)
@@ -285,9 +320,10 @@ def _last_failure(records: list[TrialRecord]) -> TrialRecord | None:
     return min(failed, key=lambda r: (r.num_envs, -r.number)) if failed else None
 
 
-def _attempts(records: list[TrialRecord]) -> list[policy.Attempt]:
+def _attempts(records: list[TrialRecord], objective: str) -> list[policy.Attempt]:
     """What the walk knows: every probe, and every confirmation that failed (its rung then fails for the walk)."""
-    return [policy.Attempt(r.variant, r.num_envs, r.status, mem_frac(r)) for r in records
+    return [policy.Attempt(r.variant, r.num_envs, r.status, mem_frac(r), results.objective_value(r, objective),
+                           r.figures.get(f"{objective}_hi")) for r in records
             if r.phase is Phase.PROBE or r.status is not Status.OK]  # fmt: skip
 
 
@@ -316,7 +352,8 @@ def _preflight(settings: Settings, machine: Machine) -> preflight.Preflight | No
 
 
 def _tuning(settings: Settings) -> policy.Tuning:
-    return policy.Tuning(policy.Strategy(settings.strategy), settings.mem_headroom_frac, settings.mem_margin_frac)
+    return policy.Tuning(policy.Strategy(settings.strategy), settings.mem_headroom_frac, settings.mem_margin_frac,
+                         descend=settings.objective not in GROWS_WITH_ENVS)  # fmt: skip
 
 
 def _sampler_factory(machine: Machine, held: lease.Lease | None, trial_id: str) -> Callable[[int], Sampler]:

@@ -35,6 +35,8 @@ class Watch:
     points: list[Point] = field(default_factory=list)
     window: stats.Window | None = None
     stopped_by: str = ""
+    beat: float | None = None  # samples/s this trial must beat to matter; below it, its window closes early
+    cut: bool = False  # the window closed early: the trial measured clearly less than `beat`
 
 
 @dataclass(frozen=True)
@@ -69,9 +71,12 @@ def run(
     make_sampler: Callable[[int], Sampler],
     mem_limit_bytes: int | None = None,
     on_tick: OnTick | None = None,
+    beat: float | None = None,
 ) -> Result:
+    """Launch, watch, stop and measure one trial. With `beat` (samples/s), the window closes as soon as the
+    rate's measured interval lies wholly below it: the trial cannot matter, and its figures say `cut`."""
     running = launch.start(spec, trial_dir, trial_id, mem_limit_bytes)
-    watch = Watch(launch_t=time.time(), last_progress_mono=running.started_mono)
+    watch = Watch(launch_t=time.time(), last_progress_mono=running.started_mono, beat=beat)
     monitor = Monitor(make_sampler(running.proc.pid), measure.sample_hz).start()
     progress = reader_for(str(spec.progress_kind.value), trial_dir / spec.progress_file, spec.progress_regex,
                           spec.progress_samples_per_iter)  # fmt: skip
@@ -126,12 +131,24 @@ def _stop_reason(watch: Watch, measure: MeasureConf, started_mono: float) -> str
                                          measure.warmup_timeout_s)  # fmt: skip
     if watch.window is not None and stats.window_closed(watch.window, watch.points):
         return "window_done"
+    if watch.window is not None and watch.beat is not None and _beaten(watch, watch.beat):
+        return "window_done"
     limit_s = measure.stall_timeout_s if watch.points else max(measure.stall_timeout_s, measure.startup_timeout_s)
     if now_mono - watch.last_progress_mono > limit_s:
         return "stalled"
     if now_mono - started_mono > measure.trial_timeout_s:
         return "trial_timeout"
     return ""
+
+
+def _beaten(watch: Watch, beat: float) -> bool:
+    """The window so far says the rate is below `beat` (its interval's top is); then the window ends here."""
+    assert watch.window is not None
+    upper = stats.rate_upper(watch.points, watch.window.start_t)
+    if upper is None or upper >= beat:
+        return False
+    watch.window, watch.cut = replace(watch.window, end_t=watch.points[-1].t), True
+    return True
 
 
 def _finish(
@@ -151,6 +168,8 @@ def _finish(
     figures = stats.figures(samples, watch.points, window, watch.launch_t)
     verdict = _with_last_progress(failures.classify(ending), progress.path)
     figures |= cap_figures(progress.path) | {"sampler_cpu_s": round(monitor.cpu_s, 3)}
+    if watch.cut:
+        figures["cut"] = 1.0
     duration = round(time.monotonic() - running.started_mono, 2)
     return Result(verdict, figures, code, duration, len(left), stats.source_of(samples))
 

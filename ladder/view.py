@@ -41,10 +41,12 @@ def trial_line(r: TrialRecord) -> str:
     mems = "/".join(str(round(f[k])) for k in sorted(f) if k.startswith("max_mem")) or "-"
     util = f"{f['min_avg_util']:.1f}" if "min_avg_util" in f else "-"
     sps = f"{f['samples_per_s']:.0f}" if "samples_per_s" in f and r.status is Status.OK else "-"
+    sps += " (cut)" if f.get("cut") else ""
     rung = rung_label(r.info.get("knob", "num_envs"), r.num_envs)
+    took = f"reused from {r.info['reused_from']}" if r.info.get("reused_from") else f"{r.info.get('duration_s', '?')} s"
     return (
         f"{r.case:<14} {r.variant:<8} {rung:<6} {r.status!s:<12} {r.reason!s:<13} util={util:>6} "
-        f"mem={mems:>11} MiB  samples/s={sps:>7}  ({r.info.get('duration_s', '?')} s)"
+        f"mem={mems:>11} MiB  samples/s={sps:>7}  ({took})"
     )
 
 

@@ -1,15 +1,23 @@
-"""How much trial time the search costs: exhaustive grid, plain walk, ladder's policy and the oracle, side by side.
+"""How much trial time the search costs: exhaustive grid, plain walk, ladder and the oracle, side by side.
 
-Real proxy trials (2 gloo ranks under torchrun) on the amp_pi_plus case, both profiles, the pi_plus ladder, under
-several emulated caps chosen so the largest fitting rung differs (none, a low one, the middle, the top).
+Real proxy trials (2 gloo ranks under torchrun, CPU) on the amp_pi_plus case, both profiles, the pi_plus ladder,
+objective samples/s, under several emulated caps chosen so that the largest fitting rung differs: none, low,
+middle, high, the top. By default the caps are derived from what the rungs used in a first pass (`--caps auto`).
 
-Each (profile, rung) that fits is measured once, in a pass without a cap: the work of a trial that fits does not
-depend on the cap. Each scenario then runs, for real at its cap, every rung from the top down to the first one
-that fits, per profile; the rungs below it fit too (a fitting rung proves every lower one fits), and their
-figures and durations come from the uncapped pass. Every strategy is then replayed against the same measured
-table: its trial-seconds are the sums of the measured durations of the trials it would launch.
+1. Every (profile, rung) is measured once without a cap (the pass "without a cap" still sets one far above
+   any rung, so the trainer reports what it used). A trial that fits does the same work under any cap.
+2. Each scenario runs, for real at its cap, every rung from the top down to the first one that fits, per profile;
+   the rungs below it fit too, and their figures and durations come from the first pass. That is the grid.
+3. ladder runs for real: `python -m ladder.search` at the scenario's cap (its own trials, cuts and all); its cost
+   is the sum of its trials' durations, and its pick is looked up in the grid.
+4. The plain walk (the seed's routine: from the top, one rung at a time, stop at the first fit) is replayed on
+   the grid, and the oracle runs only each profile's winning rung (the grid's best by samples/s, a larger rung
+   winning a tie within the measured interval).
 
-    python scripts/bench_search.py [--window-s 8] [--objective samples_per_s] [--caps 0.45,0.52,0.6,0.75,1.4]
+A scenario's pick is "same" when ladder picks the grid's best (profile, rung), or one whose samples/s (as the grid
+measured it) lies within the grid best's measured 95% interval.
+
+    python scripts/bench_search.py [--window-s 8] [--caps auto|0.45,0.6,...]
 
 Last line: `ratio_vs_oracle=<x> same_pick=<k>/<n>`.
 """
@@ -18,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import subprocess
 import sys
 import tempfile
 import uuid
@@ -30,48 +39,70 @@ from ladder import launch, policy, trial
 from ladder.config import Settings, register, settings_from
 from ladder.monitor import HostSampler
 from ladder.records import Status
+from ladder.results import read_tsv
 from ladder.workloads.builtin import Placement, plan_proxy
 
-NO_CAP_GB = 64.0  # the pass "without a cap" still sets one, far above any rung, so the trainer reports its use
+NO_CAP_GB = 64.0
 CONF = str(Path(__file__).resolve().parent.parent / "conf")
+OBJECTIVE = "samples_per_s"
+AUTO_RUNGS = (128, 64, 38)  # the middle scenarios: caps just above what default used at these rungs
+FIT_SLACK = 1.10  # a middle scenario's cap: this much above the rung's measured use
+NONE_FRAC, TOP_FRAC = 0.85, 1.5  # none fits: below the bottom rung's use; all fit: above the top's
+
+Key = tuple[str, int]
 
 
 @dataclass(frozen=True)
 class Cell:
     status: Status
     duration_s: float
-    objective: float | None
-    cap_used_mb: float | None  # the most of the emulated card the trainer used (the memory model's input)
-    interval: tuple[float, float] | None  # the objective's measured 95% interval, where it has one (samples/s)
+    value: float | None  # samples/s
+    hi: float | None  # the top of its measured 95% interval
+    lo: float | None
+    cap_used_mb: float | None
 
 
-def settings(window_s: float, objective: str) -> Settings:
+def overrides(window_s: float) -> list[str]:
+    return ["case=amp_pi_plus", "device=cpu", f"measure.window_s={window_s}", "measure.warmup_iters=3",
+            f"objective={OBJECTIVE}"]  # fmt: skip
+
+
+def settings(window_s: float) -> Settings:
     register()
-    overrides = ["case=amp_pi_plus", f"measure.window_s={window_s}", "measure.warmup_iters=3", f"objective={objective}"]
     with initialize_config_dir(config_dir=CONF, version_base="1.3"):
-        return settings_from(compose(config_name="config", overrides=overrides))
+        return settings_from(compose(config_name="config", overrides=overrides(window_s)))
 
 
 def run_cell(s: Settings, profile: str, rung: int, cap_gb: float | None, root: Path) -> Cell:
     workload = replace(s.workload, emulate_gpu_mem_gb=cap_gb or NO_CAP_GB)
     prof = next(p for p in s.profiles if p.name == profile)
-    trial_dir = root / f"{profile}_e{rung}_cap{cap_gb}_{uuid.uuid4().hex[:6]}"
+    trial_dir = root / "cells" / f"{profile}_e{rung}_cap{cap_gb}_{uuid.uuid4().hex[:6]}"
     place = Placement("cpu", 2, launch.free_port(), sys.executable)
     spec = plan_proxy(s.case, prof, rung, workload, place, str(trial_dir), s.measure.trial_timeout_s, s.nccl_env)
     result = trial.run(spec, trial_dir, uuid.uuid4().hex[:12], s.measure, HostSampler)
-    value = result.figures.get(s.objective) if result.verdict.status is Status.OK else None
-    lo, hi = result.figures.get(f"{s.objective}_lo"), result.figures.get(f"{s.objective}_hi")
-    interval = (lo, hi) if value is not None and lo is not None and hi is not None else None
-    cell = Cell(result.verdict.status, result.duration_s, value, result.figures.get("cap_used_mb"), interval)
-    print(f"  {profile:<7} e{rung:<4} cap={cap_gb} {cell.status!s:<12} {cell.duration_s:6.1f} s  {s.objective}={value}")
+    f, ok = result.figures, result.verdict.status is Status.OK
+    cell = Cell(result.verdict.status, result.duration_s, f.get(OBJECTIVE) if ok else None,
+                f.get(f"{OBJECTIVE}_hi") if ok else None, f.get(f"{OBJECTIVE}_lo") if ok else None,
+                f.get("cap_used_mb"))  # fmt: skip
+    print(f"  {profile:<7} e{rung:<4} cap={cap_gb} {cell.status!s:<12} {cell.duration_s:6.1f} s  "
+          f"samples/s={cell.value}  cap_used_mb={cell.cap_used_mb}"
+          + (f"  ({result.verdict.reason}: {result.verdict.evidence[:80]})" if not ok else ""), flush=True)  # fmt: skip
     return cell
 
 
-def scenario_table(
-    s: Settings, cap: float, fits: dict[tuple[str, int], Cell], root: Path
-) -> dict[tuple[str, int], Cell]:
-    """Real runs at `cap` from the top down to the first rung that fits; the fitting pass fills in below it."""
-    table: dict[tuple[str, int], Cell] = {}
+def auto_caps(s: Settings, fits: dict[Key, Cell]) -> list[float]:
+    """Caps (GB per rank) for none, three middle rungs and all, from what the first pass measured."""
+    used = {k: c.cap_used_mb for k, c in fits.items() if c.cap_used_mb}
+    bottom, top = s.rungs[-1], s.rungs[0]
+    none = min(used[(p.name, bottom)] for p in s.profiles) * NONE_FRAC
+    every = max(used[(p.name, top)] for p in s.profiles) * TOP_FRAC
+    middle = [used[("default", r)] * FIT_SLACK for r in AUTO_RUNGS]
+    return [round(mb / 1024, 3) for mb in (none, *middle, every)]
+
+
+def scenario_table(s: Settings, cap: float, fits: dict[Key, Cell], root: Path) -> dict[Key, Cell]:
+    """Real runs at `cap` from the top down to the first rung that fits; the first pass fills in below it."""
+    table: dict[Key, Cell] = {}
     for profile in (p.name for p in s.profiles):
         found = False
         for rung in s.rungs:
@@ -83,82 +114,94 @@ def scenario_table(
     return table
 
 
-def replay(
-    s: Settings, table: dict[tuple[str, int], Cell], strategy: policy.Strategy, cap_gb: float
-) -> tuple[float, list[tuple[str, int]]]:
-    """Trial-seconds of a strategy against the measured table, and the (profile, rung) it ends on per profile."""
+def replay_walk(s: Settings, table: dict[Key, Cell]) -> tuple[float, list[Key]]:
+    """The seed's routine on the grid: trial-seconds, and where each profile ends."""
     history: list[policy.Attempt] = []
     profiles = [p.name for p in s.profiles]
-    tuning = policy.Tuning(strategy)
+    tuning = policy.Tuning(policy.Strategy.WALK)
     spent = 0.0
     while (d := policy.next_trial(s.rungs, profiles, history, tuning)) is not None:
         cell = table[(d.profile, d.rung)]
-        frac = cell.cap_used_mb / (cap_gb * 1024) if cell.cap_used_mb and cell.status is Status.OK else None
-        history.append(policy.Attempt(d.profile, d.rung, cell.status, frac))
+        history.append(policy.Attempt(d.profile, d.rung, cell.status))
         spent += cell.duration_s
     ends = [(p, policy.walk(s.rungs, p, history, tuning)) for p in profiles]
     return spent, [(p, w.rung) for p, w in ends if w.outcome is policy.Outcome.FOUND and w.rung is not None]
 
 
-def best_pick(s: Settings, table: dict[tuple[str, int], Cell], cells: list[tuple[str, int]]) -> tuple[str, int] | None:
-    scored = [(table[c].objective, c[1], c) for c in cells if table[c].objective is not None]
-    return max(scored)[2] if scored else None
+def run_ladder(window_s: float, cap: float, root: Path) -> tuple[float, Key | None, int]:
+    """ladder itself at this cap: the sum of its trials' durations, its pick, and how many trials it launched."""
+    out = root / "ladder"
+    argv = [sys.executable, "-m", "ladder.search", *overrides(window_s), f"workload.emulate_gpu_mem_gb={cap}",
+            f"output_root={out}", f"sweep=cap{cap}", "reuse=false"]  # fmt: skip
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=1800)
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("amp_pi_plus ")]
+    print("\n".join(f"  ladder: {ln}" for ln in lines), flush=True)
+    if done.returncode != 0:
+        raise SystemExit(f"ladder failed at cap {cap}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+    rows = read_tsv(out / f"case_gpu_bench_cap{cap}" / "trials.tsv")
+    best = read_tsv(out / f"case_gpu_bench_cap{cap}" / "best_by_case.tsv")
+    pick = (best[0]["variant"], int(best[0]["num_envs"])) if best and best[0]["status"] == "ok" else None
+    return sum(float(r["duration_s"]) for r in rows), pick, len(rows)
 
 
-def summarize(s: Settings, cap: float, table: dict[tuple[str, int], Cell]) -> tuple[float, float, float, float, bool]:
-    profiles = [p.name for p in s.profiles]
-    grid_s = sum(c.duration_s for c in table.values())
-    walk_s, _ = replay(s, table, policy.Strategy.WALK, cap)
-    ladder_s, ladder_ends = replay(s, table, policy.Strategy.MODEL, cap)
-    winners = _winners(s, table, profiles)
-    oracle_s = sum(table[w].duration_s for w in winners)
-    grid_pick = best_pick(s, table, list(table))
-    ladder_pick = best_pick(s, table, ladder_ends)
-    same = grid_pick == ladder_pick or _within(table, grid_pick, ladder_pick)
-    print(f"cap {cap} GB: grid {grid_s:.0f} s, walk {walk_s:.0f} s, ladder {ladder_s:.0f} s, oracle {oracle_s:.0f} s; "
-          f"grid pick {grid_pick}, ladder pick {ladder_pick}{'' if same else '  (DIFFERENT)'}")  # fmt: skip
-    return grid_s, walk_s, ladder_s, oracle_s, same
+def winner(table: dict[Key, Cell], keys: list[Key]) -> Key | None:
+    """The best by samples/s; a larger rung whose interval reaches the best value ties and wins (results.best)."""
+    scored = [(v, k[1], k) for k in keys if (v := table[k].value) is not None]
+    if not scored:
+        return None
+    value, _, top = max(scored)
+    tied = [k for v, n, k in scored if n > top[1] and _upper(table[k], v) >= value]
+    return max(tied, key=lambda k: k[1]) if tied else top
 
 
-def _winners(s: Settings, table: dict[tuple[str, int], Cell], profiles: list[str]) -> list[tuple[str, int]]:
-    """Per profile, the largest rung that fits: what the oracle runs, and nothing else."""
-    out = []
-    for p in profiles:
-        fitting = [r for r in s.rungs if table[(p, r)].status is Status.OK]
-        out += [(p, fitting[0])] if fitting else []
-    return out
+def _upper(cell: Cell, value: float) -> float:
+    return cell.hi if cell.hi is not None else value
 
 
-def _within(table: dict[tuple[str, int], Cell], grid: tuple[str, int] | None, ours: tuple[str, int] | None) -> bool:
-    """Our pick's objective lies within the measured 95% interval of the grid's best (no interval: no tolerance)."""
+def same_pick(table: dict[Key, Cell], grid: Key | None, ours: Key | None) -> bool:
     if grid is None or ours is None:
         return grid == ours
-    ours_value, interval = table[ours].objective, table[grid].interval
-    return ours_value is not None and interval is not None and interval[0] <= ours_value <= interval[1]
+    value, best = table[ours].value, table[grid]
+    return ours == grid or (value is not None and best.lo is not None and best.hi is not None
+                            and best.lo <= value <= best.hi)  # fmt: skip
+
+
+def summarize(s: Settings, cap: float, table: dict[Key, Cell], ladder: tuple[float, Key | None, int]) -> tuple:
+    profiles = [p.name for p in s.profiles]
+    grid_s = sum(c.duration_s for c in table.values())
+    walk_s, _ = replay_walk(s, table)
+    winners = [w for p in profiles if (w := winner(table, [(p, r) for r in s.rungs])) is not None]
+    oracle_s = sum(table[w].duration_s for w in winners)
+    grid_pick = winner(table, list(table))
+    ladder_s, ladder_pick, n = ladder
+    same = same_pick(table, grid_pick, ladder_pick)
+    print(f"cap {cap} GB: grid {grid_s:.0f} s, walk {walk_s:.0f} s, ladder {ladder_s:.0f} s ({n} trials), "
+          f"oracle {oracle_s:.0f} s (runs {winners}); grid pick {grid_pick}, ladder pick {ladder_pick}"
+          f"{'' if same else '  (DIFFERENT)'}", flush=True)  # fmt: skip
+    return grid_s, walk_s, ladder_s, oracle_s, same
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--window-s", type=float, default=8.0)
-    parser.add_argument("--objective", default="samples_per_s",
-                        help="samples_per_s has a measured interval; min_avg_util (CPU%% here) has none")  # fmt: skip
-    parser.add_argument("--caps", default="0.45,0.52,0.6,0.75,1.4", help="emulated GB per rank, one per scenario")
+    parser.add_argument("--caps", default="auto", help="auto, or emulated GB per rank, one per scenario")
     args = parser.parse_args()
-    s = settings(args.window_s, args.objective)
+    s = settings(args.window_s)
     launch.become_subreaper()
-    caps = [float(c) for c in args.caps.split(",")]
     with tempfile.TemporaryDirectory(prefix="ladder-bench-") as tmp:
         root = Path(tmp)
         print("pass without a cap: every rung fits; its figures and durations serve the rungs below each fit")
         fits = {(p.name, r): run_cell(s, p.name, r, None, root) for p in s.profiles for r in s.rungs}
+        caps = auto_caps(s, fits) if args.caps == "auto" else [float(c) for c in args.caps.split(",")]
         rows = []
         for cap in caps:
-            print(f"scenario: cap {cap} GB per rank")
-            rows.append(summarize(s, cap, scenario_table(s, cap, fits, root)))
+            print(f"scenario: cap {cap} GB per rank", flush=True)
+            table = scenario_table(s, cap, fits, root)
+            rows.append(summarize(s, cap, table, run_ladder(args.window_s, cap, root)))
     totals = [sum(r[i] for r in rows) for i in range(4)]
     same = sum(1 for r in rows if r[4])
     print(f"total: grid {totals[0]:.0f} s, walk {totals[1]:.0f} s, ladder {totals[2]:.0f} s, oracle {totals[3]:.0f} s")
-    print(f"walk/oracle {totals[1] / totals[3]:.2f}, ladder/oracle {totals[2] / totals[3]:.2f}, "
+    print(f"grid/oracle {totals[0] / totals[3]:.2f}, walk/oracle {totals[1] / totals[3]:.2f}, "
           f"median uncapped trial {statistics.median(c.duration_s for c in fits.values()):.1f} s")  # fmt: skip
     print(f"ratio_vs_oracle={totals[2] / totals[3]:.3f} same_pick={same}/{len(rows)}")
 

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# ladder's GPU paths on a real NVIDIA machine, in one short run (about 4 minutes on one GPU):
+# ladder's GPU paths on a real NVIDIA machine, in one short run (about 5 minutes on one GPU):
 #   1. the machine: nvidia-smi, torch's view of the card;
 #   2. the NVML sampler on the idle card (scripts/gpu_window.py, 3 s);
 #   3. a real CUDA out-of-memory under an emulated smaller card (the proxy's --fault oom under
 #      torch.cuda.set_per_process_memory_fraction), classified by `python -m ladder.failures`;
 #   4. the demo sweep on the GPU: torchrun with one rank per GPU, NCCL with the validated environment, the
 #      emulated 0.6 GB card, NVML measuring util and memory, preflight before each launch;
-#   5. a sweep at MimicKit's full net width under an emulated 8 GB card, objective samples/s, to see the
-#      memory model's jumps on CUDA figures.
+#   5. the same demo sweep again under another name: every trial is reused from the first, nothing launches;
+#   6. a sweep at MimicKit's full net width under an emulated 3 GB card, objective samples/s, both profiles: the
+#      memory model on CUDA figures, and the descent below the largest fit (with cut trials).
 # Each step has its own time limit and the script goes on after a failed step; every log and sweep folder is
 # packed into OUT_DIR/runs.tgz, and OUT_DIR/check.log holds what each step printed last.
 #
@@ -49,9 +50,11 @@ step cuda_oom_verdict 30 "$py" -m ladder.failures "$work/oom/stdout.log" --exit-
 step demo_sweep 150 "$py" -m ladder.search case=amp_pi_plus device=cuda sweep=gpu_demo \
     "output_root=$work/out"
 
-step wide_sweep 160 "$py" -m ladder.search case=amp_humanoid device=cuda sweep=gpu_wide "output_root=$work/out" \
-    workload.width_factor=1.0 workload.emulate_gpu_mem_gb=8 objective=samples_per_s "profile=[default]" \
-    measure.window_s=5
+step demo_again 60 "$py" -m ladder.search case=amp_pi_plus device=cuda sweep=gpu_demo_again \
+    "output_root=$work/out"
+
+step wide_sweep 240 "$py" -m ladder.search case=amp_humanoid device=cuda sweep=gpu_wide "output_root=$work/out" \
+    workload.width_factor=1.0 workload.emulate_gpu_mem_gb=3 objective=samples_per_s measure.window_s=5
 
 for f in "$work"/out/*/trials.tsv; do  # the trials, a line each, with the figures the walk decided by
     [ -f "$f" ] && "$py" - "$f" <<'EOF' | tee -a "$log"

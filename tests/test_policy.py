@@ -136,3 +136,49 @@ def test_a_failed_confirmation_steps_the_walk_down() -> None:
     history = attempts("default", (256, OOM), (128, OOM), (64, OK), (64, TIMEOUT))
     state = walk(PI_PLUS, "default", history)
     assert (state.outcome, state.rung) == (Outcome.PENDING, 48)
+
+
+# ---------------------------------------------------------------- below the largest fit (samples/s)
+
+DESCEND = Tuning(descend=True)
+
+
+def rate(rung: int, value: float, hi: float | None = None, status: Status = OK) -> Attempt:
+    return Attempt("default", rung, status, None, value, hi if hi is not None else value * 1.02)
+
+
+def test_once_the_largest_fit_is_measured_the_rung_below_is_too_and_must_beat_its_interval() -> None:
+    history = [rate(256, 5000.0)]
+    decision = next_trial(PI_PLUS, ["default"], history, DESCEND)
+    assert decision is not None and (decision.rung, decision.beat) == (128, 5100.0)
+    assert "below the largest fit" in decision.why
+    assert next_trial(PI_PLUS, ["default"], history, Tuning()) is None  # util: the largest fit is the answer
+
+
+def test_the_descent_goes_on_while_lower_rungs_win_by_more_than_the_interval() -> None:
+    better = [rate(256, 5000.0), rate(128, 6200.0)]
+    decision = next_trial(PI_PLUS, ["default"], better, DESCEND)
+    assert decision is not None and (decision.rung, decision.beat) == (64, 6324.0)
+    worse = [*better, rate(64, 5000.0)]
+    assert next_trial(PI_PLUS, ["default"], worse, DESCEND) is None
+    state = walk(PI_PLUS, "default", worse, DESCEND)
+    assert (state.outcome, state.rung) == (Outcome.FOUND, 256)  # the largest fit; the pick is by objective
+
+
+def test_a_lower_rung_within_the_interval_is_a_tie_and_ends_the_descent() -> None:
+    tie = [rate(256, 5000.0, hi=5200.0), rate(128, 5150.0)]
+    assert next_trial(PI_PLUS, ["default"], tie, DESCEND) is None
+
+
+def test_the_descent_starts_at_the_largest_fit_not_at_the_top_and_stops_at_the_bottom() -> None:
+    history = [Attempt("default", 256, OOM), Attempt("default", 128, OOM), rate(64, 4000.0)]
+    decision = next_trial(PI_PLUS, ["default"], history, DESCEND)
+    assert decision is not None and decision.rung == 48
+    bottom = [rate(32, 3000.0)]
+    assert next_trial((64, 32), ["default"], [Attempt("default", 64, OOM), *bottom], DESCEND) is None
+
+
+def test_a_later_profile_is_still_seeded_at_the_earlier_profiles_largest_fit() -> None:
+    history = [rate(256, 5000.0), rate(128, 4000.0)]
+    decision = next_trial(PI_PLUS, ["default", "hiutil"], history, DESCEND)
+    assert decision is not None and (decision.profile, decision.rung, decision.beat) == ("hiutil", 256, None)

@@ -45,7 +45,8 @@ COMPOSED = textwrap.dedent(
 
 def search(cwd: Path, *overrides: str, composed: bool = False) -> subprocess.Popen[str]:
     entry = ["-c", COMPOSED] if composed else ["-m", "ladder.search"]
-    argv = [sys.executable, *entry, "device=cpu", f"output_root={cwd}/output/train", *overrides]  # CPU path on any host
+    # the CPU path on any host; each sweep runs its own trials (these tests compare sweeps)
+    argv = [sys.executable, *entry, "device=cpu", "reuse=false", f"output_root={cwd}/output/train", *overrides]
     return subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 

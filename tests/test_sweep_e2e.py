@@ -90,6 +90,26 @@ def test_sweep_steps_down_from_a_real_oom_and_records_the_fitting_rung(tmp_path:
     assert len(read_tsv(root / "trials.tsv")) == 2  # nothing redone
     assert trial_processes(tmp_path) == []
 
+    # another sweep of the same configuration on this machine reuses both trials and launches nothing
+    other = search(tmp_path, *FAST, "ladder.rungs=[256,64]", "sweep=e2e_b")
+    out3 = finish(other)
+    assert other.returncode == 0 and "2 trial(s) reused from earlier sweeps" in out3, out3
+    assert "(reused from e2e#0)" in out3 and "(reused from e2e#1)" in out3
+    reused = read_tsv(sweep_dir(tmp_path, "e2e_b") / "trials.tsv")
+    assert [(t["num_envs"], t["status"], t["reused_from"], t["sweep"]) for t in reused] == [
+        ("256", "oom_or_nccl", "e2e#0", "e2e_b"),
+        ("64", "ok", "e2e#1", "e2e_b"),
+    ]
+    assert not (sweep_dir(tmp_path, "e2e_b") / "trials").exists()
+    (best_b,) = read_tsv(sweep_dir(tmp_path, "e2e_b") / "best_by_case.tsv")
+    assert (best_b["num_envs"], best_b["samples_per_s"]) == ("64", row["samples_per_s"])
+
+    # a different card (another emulated cap) is other hardware: its trial runs
+    changed = search(tmp_path, *FAST, "ladder.rungs=[256]", "sweep=e2e_c", "workload.emulate_gpu_mem_gb=0.65")
+    out4 = finish(changed)
+    assert changed.returncode == 0 and "reused" not in out4, out4
+    assert (sweep_dir(tmp_path, "e2e_c") / "trials" / "amp_pi_plus" / "default_e256_probe_1").is_dir()
+
 
 def test_sigterm_kills_the_trial_and_resume_runs_it_again(tmp_path: Path) -> None:
     proc = search(tmp_path, *FAST, "ladder.rungs=[64]", "sweep=stop", "measure.window_s=600")

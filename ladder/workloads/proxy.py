@@ -257,6 +257,7 @@ def cap_memory(mb: int, device: torch.device) -> int | None:
     Returns this process's size (KiB) at that moment, which `cap_used_mb` counts from; None without a cap."""
     if mb <= 0:
         return None
+    preload_lazy_imports()
     base_kib = proc_status_kib("VmData")
     if device.type == "cuda":
         total_mb = torch.cuda.get_device_properties(device).total_memory / 2**20
@@ -266,6 +267,13 @@ def cap_memory(mb: int, device: torch.device) -> int | None:
     _, hard = resource.getrlimit(resource.RLIMIT_DATA)
     resource.setrlimit(resource.RLIMIT_DATA, (soft if hard == resource.RLIM_INFINITY else min(soft, hard), hard))
     return base_kib
+
+
+def preload_lazy_imports() -> None:
+    """Import now what torch imports on first use (the optimizers' first param group pulls in torch._dynamo and
+    sympy): under the CPU cap a late import can fail on Python's own allocations (`SystemError: error return
+    without exception set`, or ENOMEM), which a card's smaller memory never causes. The cap is for tensors."""
+    import torch._dynamo  # noqa: F401
 
 
 def cap_used_mb(device: torch.device, base_kib: int) -> float:

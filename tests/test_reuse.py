@@ -1,0 +1,84 @@
+"""Which trials of earlier sweeps answer for this sweep's: `reuse.pick` and `reuse.identity` (pure).
+
+End to end (a second sweep that launches nothing, another cap that launches again): tests/test_sweep_e2e.py.
+"""
+
+from __future__ import annotations
+
+from ladder import reuse
+from ladder.records import Phase, Reason, Status, TrialRecord
+from ladder.workloads.spec import TrialSpec
+
+H100 = {"device": "cuda", "gpu_name": "NVIDIA H100 80GB HBM3", "gpu_mem_total": "81559", "n_gpus": "2",
+        "driver": "580.159.04", "torch": "2.13.0", "workload_version": "abc123", "host": "node1"}  # fmt: skip
+
+
+def rec(variant: str, rung: int, status: Status, *, config: str = "cfg", when: str = "2026-11-26T01:00:00+00:00",
+        phase: Phase = Phase.PROBE, **info: str) -> TrialRecord:  # fmt: skip
+    reason = {Status.OK: Reason.NONE, Status.OOM_OR_NCCL: Reason.CUDA_OOM}.get(status, Reason.ERROR)
+    return TrialRecord("amp_humanoid", "amp", variant, rung, phase, status, reason, "", {"samples_per_s": 1.0},
+                       {**H100, "config_sha": config, "finished_at": when, "sweep": "old", **info})  # fmt: skip
+
+
+def wanted(*keys: tuple[str, int], config: str = "cfg", **machine: str) -> dict[tuple[str, int], str]:
+    return {k: reuse.identity("amp_humanoid", config, {**H100, **machine}) for k in keys}
+
+
+def test_the_same_trial_on_the_same_hardware_is_reused() -> None:
+    earlier = [rec("default", 4096, Status.OOM_OR_NCCL), rec("default", 2048, Status.OK)]
+    got = reuse.pick(earlier, wanted(("default", 4096), ("default", 2048)), have=set())
+    assert [(r.num_envs, r.status) for r in got] == [(4096, Status.OOM_OR_NCCL), (2048, Status.OK)]
+
+
+def test_other_hardware_code_or_configuration_is_not() -> None:
+    earlier = [rec("default", 2048, Status.OK)]
+    assert reuse.pick(earlier, wanted(("default", 2048), gpu_name="NVIDIA H200"), set()) == []
+    assert reuse.pick(earlier, wanted(("default", 2048), workload_version="def456"), set()) == []
+    assert reuse.pick(earlier, wanted(("default", 2048), config="other"), set()) == []
+    assert reuse.pick(earlier, wanted(("hiutil", 2048)), set()) == []  # another profile
+
+
+def test_the_host_matters_on_a_cpu_only() -> None:
+    cpu = {"device": "cpu", "host": "node1"}
+    earlier = [rec("default", 64, Status.OK, **cpu)]
+    assert reuse.pick(earlier, wanted(("default", 64), **cpu), set()) != []
+    assert reuse.pick(earlier, wanted(("default", 64), device="cpu", host="node2"), set()) == []
+    assert reuse.pick([rec("default", 64, Status.OK)], wanted(("default", 64), host="node2"), set()) != []  # GPU
+
+
+def test_only_facts_that_hold_later_are_reused() -> None:
+    keys = wanted(("default", 2048))
+    for status in (Status.ERROR, Status.TIMEOUT, Status.RETRY, Status.INTERRUPTED):
+        assert reuse.pick([rec("default", 2048, status)], keys, set()) == [], status
+    assert reuse.pick([rec("default", 2048, Status.OK, phase=Phase.CONFIRM)], keys, set()) == []
+    (failed,) = reuse.pick([rec("default", 2048, Status.OOM_OR_NCCL, phase=Phase.CONFIRM)], keys, set())
+    assert failed.status is Status.OOM_OR_NCCL
+    copy = reuse.as_reused(rec("default", 2048, Status.OK), "mid")
+    assert reuse.pick([copy], keys, set()) == []  # a copy is never reused again: its original is
+
+
+def test_a_failure_beats_a_success_then_the_newest_wins_and_what_ran_here_stays() -> None:
+    keys = wanted(("default", 2048))
+    ok_new = rec("default", 2048, Status.OK, when="2026-11-26T03:00:00+00:00")
+    oom_old = rec("default", 2048, Status.OOM_OR_NCCL, when="2026-11-26T01:00:00+00:00")
+    assert [r.status for r in reuse.pick([ok_new, oom_old], keys, set())] == [Status.OOM_OR_NCCL]
+    ok_old = rec("default", 2048, Status.OK, when="2026-11-26T02:00:00+00:00")
+    assert reuse.pick([ok_old, ok_new], keys, set())[0] is ok_new
+    assert reuse.pick([ok_new], keys, have={("default", 2048)}) == []
+
+
+def test_the_copy_says_where_it_came_from_and_joins_this_sweep() -> None:
+    original = rec("default", 2048, Status.OK)
+    copy = reuse.as_reused(original, "new")
+    assert (copy.info["sweep"], copy.info["reused_from"], copy.figures) == ("new", "old#0", original.figures)
+    assert copy.info["why"] == "reused from old#0"
+
+
+def test_the_fingerprint_follows_argv_env_and_files() -> None:
+    spec = TrialSpec(argv=("python", "-m", "x", "--num-envs", "64"), env={"A": "1"}, files={"agent.yaml": "a: 1"})
+    same = TrialSpec(argv=spec.argv, env={"A": "1"}, files={"agent.yaml": "a: 1"}, info={"ignored": "yes"})
+    assert reuse.fingerprint(spec) == reuse.fingerprint(same)
+    for other in (TrialSpec(argv=spec.argv, env={"A": "2"}, files=spec.files),
+                  TrialSpec(argv=spec.argv, env=spec.env, files={"agent.yaml": "a: 2"}),
+                  TrialSpec(argv=(*spec.argv[:-1], "128"), env=spec.env, files=spec.files)):  # fmt: skip
+        assert reuse.fingerprint(other) != reuse.fingerprint(spec)
