@@ -73,21 +73,30 @@ def _file_lines(name: str, text: str, label: str, seen: dict[str, str]) -> list[
 @dataclass(frozen=True)
 class Estimate:
     """Trial-seconds the sweep may take: each failing launch costs `fail_s` (start-up until its first evidence),
-    each fitting one `fit_s` (start-up, warm-up, window)."""
+    each fitting one `fit_s` (start-up, warm-up, window), a descent step cut short `cut_s`."""
 
-    worst_s: float  # every profile walks every rung down to the last one, which fits
-    expected_s: float  # the first profile's fit halfway down; each later profile seeded there (one fit, one failure)
+    worst_s: float  # every profile walks every rung down to the last, which fits (with a descent: every rung fits)
+    expected_s: float  # the first profile's fit halfway down; each later profile seeded there (one fit, one
+    #                    failure); with a descent, one step cut short per profile
     fail_s: float
     fit_s: float
+    cut_s: float = 0.0
 
 
-def estimate(n_rungs: int, n_profiles: int, fail_s: float, fit_s: float) -> Estimate:
-    worst = n_profiles * ((n_rungs - 1) * fail_s + fit_s)
+def estimate(n_rungs: int, n_profiles: int, fail_s: float, fit_s: float, cut_s: float | None = None) -> Estimate:
+    """`cut_s` given: the objective is measured below the largest fit too (samples/s)."""
+    if cut_s is None:
+        worst = n_profiles * ((n_rungs - 1) * fail_s + fit_s)
+        descent = 0.0
+    else:
+        worst = n_profiles * n_rungs * fit_s
+        descent = n_profiles * cut_s
     first = (n_rungs - 1) / 2 * fail_s + fit_s
-    expected = first + (n_profiles - 1) * (fit_s + fail_s)
-    return Estimate(worst, min(expected, worst), fail_s, fit_s)
+    expected = first + (n_profiles - 1) * (fit_s + fail_s) + descent
+    return Estimate(worst, min(expected, worst), fail_s, fit_s, cut_s or 0.0)
 
 
 def format_estimate(e: Estimate) -> str:
+    cut = f", a descent step cut short ~{e.cut_s:.0f} s" if e.cut_s else ""
     return (f"estimate: worst case {e.worst_s / 60:.1f} min, expected {e.expected_s / 60:.1f} min of trials "
-            f"(a failing launch ~{e.fail_s:.0f} s, a fitting one ~{e.fit_s:.0f} s)")  # fmt: skip
+            f"(a failing launch ~{e.fail_s:.0f} s, a fitting one ~{e.fit_s:.0f} s{cut})")  # fmt: skip

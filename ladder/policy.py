@@ -13,10 +13,13 @@ killed at its first evidence, so failures are the cheap launches):
 * `walk`, the plain routine: the highest rung left, one rung at a time.
 * `model` (default): like `walk` for the first profile; a later profile starts at the rung an earlier profile
   picked (a seed, not an assumption: if it fits there, the rung just above is checked next, and the walk goes on
-  up while rungs fit; if it fails, the walk goes on down). Once a profile has two measured memory points, a
+  up while rungs fit; if it fails, the walk goes on down). Where no rung fitted an earlier profile, a later one
+  starts at the lowest rung: one failure there settles that none fits it either. Once a profile has two
+  measured memory points, a
   linear fit of peak memory against num_envs jumps to the largest rung predicted to fit with `headroom` to
   spare, and a rung is skipped only when the fit predicts it over the card by more than `margin`; each skip
-  is recorded with its reason.
+  is recorded with its reason. With `descend` (below), a seeded profile measures the rung below its seed before
+  the rung above: that launch is due anyway, and its memory point may rule the rung above out.
 
 Below the largest fit (`descend`, for an objective that does not grow with num_envs by itself, such as samples/s:
 more envs can be slower): once a profile's largest fitting rung is measured, the rung below it is measured too,
@@ -30,6 +33,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from ladder.records import Status
 
@@ -104,13 +108,33 @@ def next_trial(
 ) -> Decision | None:
     """The next launch, profiles in order; None when every walk has ended."""
     picks: list[int] = []
+    nothing_fits = False  # an earlier profile failed at every rung
     for profile in profiles:
-        seed = picks[0] if picks and tuning.strategy is Strategy.MODEL else None
+        seed = _seed(rungs, picks, nothing_fits, tuning) if tuning.strategy is Strategy.MODEL else None
         decision = decide(rungs, profile, attempts, tuning, seed)
         if decision is not None:
             return decision
-        if (floor := _floor(_mine(profile, attempts))) is not None:
+        mine = _mine(profile, attempts)
+        if (floor := _floor(mine)) is not None:
             picks.append(floor)
+        elif _broken(mine) is None:
+            nothing_fits = True
+    return None
+
+
+class Seed(NamedTuple):
+    """Where a later profile starts, and why."""
+
+    rung: int
+    why: str
+
+
+def _seed(rungs: Sequence[int], picks: list[int], nothing_fits: bool, tuning: Tuning) -> Seed | None:
+    if picks:
+        after = "the rung below, then the one above" if tuning.descend else "the rung above"
+        return Seed(picks[0], f"seeded at {picks[0]} envs, an earlier profile's pick; {after} comes next")
+    if nothing_fits:
+        return Seed(rungs[-1], "seeded at the lowest rung: no rung fitted an earlier profile; if it fails, none fits")
     return None
 
 
@@ -128,7 +152,7 @@ def walk(rungs: Sequence[int], profile: str, attempts: Sequence[Attempt], tuning
 
 
 def decide(
-    rungs: Sequence[int], profile: str, attempts: Sequence[Attempt], tuning: Tuning, seed: int | None = None
+    rungs: Sequence[int], profile: str, attempts: Sequence[Attempt], tuning: Tuning, seed: Seed | None = None
 ) -> Decision | None:
     mine = _mine(profile, attempts)
     if _broken(mine) is not None:
@@ -140,7 +164,7 @@ def decide(
         return _descent_step(rungs, profile, mine) if tuning.descend and tuning.strategy is Strategy.MODEL else None
     if tuning.strategy is Strategy.WALK:
         return Decision(profile, left[0], "the highest rung left")
-    return _model_step(profile, left, mine, tuning, seed)
+    return _model_step(rungs, profile, left, mine, tuning, seed)
 
 
 def fit_memory(points: Sequence[tuple[int, float]]) -> Fit | None:
@@ -159,14 +183,16 @@ def fit_memory(points: Sequence[tuple[int, float]]) -> Fit | None:
 
 
 def _model_step(
-    profile: str, left: list[int], mine: list[Attempt], tuning: Tuning, seed: int | None
+    rungs: Sequence[int], profile: str, left: list[int], mine: list[Attempt], tuning: Tuning, seed: Seed | None
 ) -> Decision | None:
-    if not mine and seed in left:
-        return Decision(profile, seed, f"seeded at {seed} envs, an earlier profile's pick; the rung above comes next")
+    if not mine and seed is not None and seed.rung in left:
+        return Decision(profile, seed.rung, seed.why)
     fit = fit_memory(_points(mine))
     if fit is not None:
         return _jump(profile, left, fit, tuning)
     if _floor(mine) is not None:
+        if tuning.descend and (below := _descent_step(rungs, profile, mine)) is not None:
+            return below  # the descent measures it anyway; its memory point may rule out the rungs above
         return Decision(profile, left[-1], "just above the largest rung that fits")
     return Decision(profile, left[0], "the highest rung left")
 

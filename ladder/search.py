@@ -34,12 +34,13 @@ from ladder.errors import ConfigError, LadderError
 from ladder.monitor import NvmlSampler, nvml_gpu_count
 from ladder.policy import Decision, Outcome
 from ladder.records import Phase, Status
-from ladder.sweep import Machine, Paths, Run, Summary, plan, run, workload_of
+from ladder.sweep import GROWS_WITH_ENVS, Machine, Paths, Run, Summary, plan, run, workload_of
 from ladder.view import PlainView, make_view, trial_line
 
 log = logging.getLogger(__name__)
 
 EXIT_CONFIG = 2
+CUT_SAVES = 0.75  # dry-run estimate: the share of the window a descent step cut short does not run
 STARTUP_GUESS_S = 10.0  # dry-run estimate: launch to first evidence (torchrun ~3-4 s, imports, env creation)
 WARMUP_GUESS_S = 15.0  # dry-run estimate: warm-up until the window opens
 EXIT_INTERRUPTED = 130
@@ -188,7 +189,8 @@ def dry_run(settings: Settings, paths: Paths, machine: Machine) -> str:
     ]
     m = settings.measure
     fail_s, fit_s = STARTUP_GUESS_S, STARTUP_GUESS_S + min(m.warmup_timeout_s, WARMUP_GUESS_S) + m.window_s
-    cost = estimate(len(settings.rungs), len(settings.profiles), fail_s, fit_s)
+    cut_s = fit_s - m.window_s * CUT_SAVES if settings.objective not in GROWS_WITH_ENVS else None
+    cost = estimate(len(settings.rungs), len(settings.profiles), fail_s, fit_s, cut_s)
     return format_dry_run(settings.case.name, settings.knob, planned) + format_estimate(cost) + "\n"
 
 

@@ -182,3 +182,38 @@ def test_a_later_profile_is_still_seeded_at_the_earlier_profiles_largest_fit() -
     history = [rate(256, 5000.0), rate(128, 4000.0)]
     decision = next_trial(PI_PLUS, ["default", "hiutil"], history, DESCEND)
     assert decision is not None and (decision.profile, decision.rung, decision.beat) == ("hiutil", 256, None)
+
+
+def test_a_seeded_profile_measures_below_first_and_its_memory_fit_may_rule_out_the_rung_above() -> None:
+    rungs = (4096, 2048, 1024, 512)
+    first = [Attempt("default", 4096, OOM), Attempt("default", 2048, OK, 0.82, 174674.0, 179300.0),
+             Attempt("default", 1024, OK, 0.60, 131845.0, 140000.0)]  # fmt: skip
+    seeded = next_trial(rungs, ["default", "hiutil"], first, DESCEND)
+    assert seeded is not None and (seeded.profile, seeded.rung) == ("hiutil", 2048)
+    history = [*first, Attempt("hiutil", 2048, OK, 0.82, 59450.0, 63590.0)]
+    below = next_trial(rungs, ["default", "hiutil"], history, DESCEND)
+    assert below is not None and (below.rung, below.beat) == (1024, 63590.0)
+    history.append(Attempt("hiutil", 1024, OK, 0.61, 37912.0, 39000.0))
+    assert next_trial(rungs, ["default", "hiutil"], history, DESCEND) is None  # 4096: predicted 124% of the card
+    state = walk(rungs, "hiutil", history, DESCEND)
+    assert (state.outcome, state.rung) == (Outcome.FOUND, 2048)
+    assert state.skipped == ((4096, "memory fit predicts 124% of the card"),)
+    close = [*history[:-1], Attempt("hiutil", 1024, OK, 0.72, 37912.0, 39000.0)]  # a flat fit: 4096 may fit
+    above = next_trial(rungs, ["default", "hiutil"], close, DESCEND)
+    assert above is not None and above.rung == 4096
+
+
+def test_where_nothing_fitted_an_earlier_profile_a_later_one_starts_at_the_lowest_rung() -> None:
+    exhausted = attempts("default", *((r, OOM) for r in RUNGS))
+    seeded = next_trial(RUNGS, ["default", "hiutil"], exhausted, Tuning())
+    assert seeded is not None and (seeded.profile, seeded.rung) == ("hiutil", 48)
+    assert "no rung fitted an earlier profile" in seeded.why
+    failed = [*exhausted, Attempt("hiutil", 48, OOM)]
+    assert next_trial(RUNGS, ["default", "hiutil"], failed, Tuning()) is None  # one launch settles it
+    assert walk(RUNGS, "hiutil", failed).outcome is Outcome.EXHAUSTED
+    fits = [*exhausted, Attempt("hiutil", 48, OK)]
+    up = next_trial(RUNGS, ["default", "hiutil"], fits, Tuning())
+    assert up is not None and up.rung == 64  # it fits there: the walk goes up
+    broken = attempts("default", (256, ERR))
+    after_error = next_trial(RUNGS, ["default", "hiutil"], broken, Tuning())
+    assert after_error is not None and after_error.rung == 256  # an error seeds nothing

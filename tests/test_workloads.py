@@ -16,7 +16,7 @@ from hydra import compose, initialize_config_dir
 
 from ladder import failures, launch, policy
 from ladder.config import Case, Profile, Settings, WorkloadConf, register, settings_from
-from ladder.dryrun import Planned, every_trial, format_dry_run
+from ladder.dryrun import Planned, estimate, every_trial, format_dry_run, format_estimate
 from ladder.errors import ConfigError, LadderError
 from ladder.progress import MimicKitLogParser, MimicKitStdoutParser, Parser, parser_for
 from ladder.records import Ending, Status
@@ -354,3 +354,15 @@ def test_dry_run_shows_every_trial_and_each_agent_once() -> None:
     assert "argv: python mimickit/run.py --arg_file args/amp_pi_plus_args.txt --mode train --num_envs 38 " in text
     assert text.count("file agent.yaml (") == 2 and "file agent.yaml: same as hiutil e256" in text
     assert "env: NCCL_P2P_DISABLE=1 PYTHONUNBUFFERED=1" in text and "cwd: /opt/MimicKit" in text
+
+
+def test_dry_run_estimate_counts_failures_fits_and_the_descent() -> None:
+    walk_only = estimate(8, 2, fail_s=10.0, fit_s=40.0)
+    assert walk_only.worst_s == 2 * (7 * 10.0 + 40.0)  # each profile fails down to the last rung, which fits
+    assert walk_only.expected_s == 3.5 * 10.0 + 40.0 + (40.0 + 10.0)  # halfway down; the seeded one: fit + failure
+    descent = estimate(8, 2, fail_s=10.0, fit_s=40.0, cut_s=16.0)
+    assert descent.worst_s == 2 * 8 * 40.0  # every rung fits and each lower one wins
+    assert descent.expected_s == walk_only.expected_s + 2 * 16.0
+    assert "a descent step cut short ~16 s" in format_estimate(descent)
+    assert "descent" not in format_estimate(walk_only)
+    assert estimate(1, 1, 10.0, 40.0).expected_s == 40.0
