@@ -146,6 +146,9 @@ class SweepConf:
     mem_headroom_frac: float = 0.05  # the memory fit jumps only to rungs leaving this fraction of the card free
     mem_margin_frac: float = 0.10  # ... and skips a rung only when it predicts it over the card by this much
     reuse: bool = True  # trials of earlier sweeps with the same configuration on the same hardware are not rerun
+    # samples/s: a lower rung is taken to beat the one above by at most this factor, so a profile whose best even
+    # this many times over stays below the case's best is not measured lower; null = always measure lower
+    descent_gain_max: float | None = 1.5
     device: str = "auto"  # auto (cuda when a GPU is visible, else cpu), cpu or cuda
     sweep: str | None = None  # sweep name: resume it when it exists; null = a new one named by the time
     output_root: str = "output/train"  # sweeps live in <output_root>/case_gpu_bench_<sweep>/
@@ -198,6 +201,7 @@ class Settings:
     mem_headroom_frac: float
     mem_margin_frac: float
     reuse: bool
+    descent_gain_max: float | None
     device: Device
     sweep: str | None
     output_root: str
@@ -231,6 +235,7 @@ def settings_from(cfg: DictConfig, known_cases: tuple[str, ...] = ()) -> Setting
         mem_headroom_frac=float(raw.get("mem_headroom_frac", 0.05)),
         mem_margin_frac=float(raw.get("mem_margin_frac", 0.10)),
         reuse=bool(raw.get("reuse", True)),
+        descent_gain_max=_gain(raw.get("descent_gain_max", 1.5)),
         device=_device(str(raw.get("device", "auto"))),
         sweep=_opt_str(raw.get("sweep")),
         output_root=str(raw.get("output_root", "output/train")),
@@ -344,6 +349,15 @@ def _resume(value: Any) -> str | None:
 def _non_negative(key: str, value: Any) -> float:
     if float(value) < 0:
         raise ConfigError(f"{key} must be >= 0, got {value}", f"set {key}=<seconds> (0: off)")
+    return float(value)
+
+
+def _gain(value: Any) -> float | None:
+    if value is None:
+        return None
+    if float(value) < 1:
+        raise ConfigError(f"descent_gain_max must be >= 1 or null, got {value}",
+                          "set descent_gain_max=1.5 (a factor), or null to always measure lower")  # fmt: skip
     return float(value)
 
 

@@ -25,7 +25,9 @@ Below the largest fit (`descend`, for an objective that does not grow with num_e
 more envs can be slower): once a profile's largest fitting rung is measured, the rung below it is measured too,
 and the walk goes on down while each lower rung beats the best so far by more than that one's measured
 interval; the first that does not ends it. Each such launch carries the value it must beat (`Decision.beat`),
-so the trial can stop as soon as it clearly cannot.
+so the trial can stop as soon as it clearly cannot. With `gain_max`, a profile whose best, even that many times
+higher, would stay below the case's best so far is not measured lower (a lower rung is taken to beat the one
+above it by at most that factor), and its walk says so.
 """
 
 from __future__ import annotations
@@ -101,6 +103,7 @@ class Tuning:
     headroom: float = 0.05  # jump only to rungs predicted to leave this fraction of the card free
     margin: float = 0.10  # skip a rung only when predicted over the card by more than this fraction
     descend: bool = False  # measure below the largest fit while fewer envs do better (objective samples/s)
+    gain_max: float | None = None  # ... unless even this many times a profile's best stays below the case's best
 
 
 def next_trial(
@@ -141,7 +144,7 @@ def _seed(rungs: Sequence[int], picks: list[int], nothing_fits: bool, tuning: Tu
 def walk(rungs: Sequence[int], profile: str, attempts: Sequence[Attempt], tuning: Tuning = Tuning()) -> Walk:
     """Where one profile's walk stands (its next rung, when pending, is as if it had no seed)."""
     mine = _mine(profile, attempts)
-    skipped = _skipped(rungs, mine, tuning)
+    skipped = _skipped(rungs, mine, tuning) + _not_descended(rungs, mine, tuning, _case_best(attempts))
     decision = decide(rungs, profile, attempts, tuning)
     if decision is not None:
         return Walk(profile, Outcome.PENDING, decision.rung, skipped)
@@ -161,10 +164,12 @@ def decide(
         return Decision(profile, again.rung, "the same rung again: its launch failed (port in use)")
     left = _left(rungs, mine)
     if not left:
-        return _descent_step(rungs, profile, mine) if tuning.descend and tuning.strategy is Strategy.MODEL else None
+        if not (tuning.descend and tuning.strategy is Strategy.MODEL):
+            return None
+        return _descent_step(rungs, profile, mine, tuning, _case_best(attempts))
     if tuning.strategy is Strategy.WALK:
         return Decision(profile, left[0], "the highest rung left")
-    return _model_step(rungs, profile, left, mine, tuning, seed)
+    return _model_step(rungs, profile, left, mine, tuning, seed, _case_best(attempts))
 
 
 def fit_memory(points: Sequence[tuple[int, float]]) -> Fit | None:
@@ -183,15 +188,16 @@ def fit_memory(points: Sequence[tuple[int, float]]) -> Fit | None:
 
 
 def _model_step(
-    rungs: Sequence[int], profile: str, left: list[int], mine: list[Attempt], tuning: Tuning, seed: Seed | None
-) -> Decision | None:
+    rungs: Sequence[int], profile: str, left: list[int], mine: list[Attempt], tuning: Tuning, seed: Seed | None,
+    case_best: float | None,
+) -> Decision | None:  # fmt: skip
     if not mine and seed is not None and seed.rung in left:
         return Decision(profile, seed.rung, seed.why)
     fit = fit_memory(_points(mine))
     if fit is not None:
         return _jump(profile, left, fit, tuning)
     if _floor(mine) is not None:
-        if tuning.descend and (below := _descent_step(rungs, profile, mine)) is not None:
+        if tuning.descend and (below := _descent_step(rungs, profile, mine, tuning, case_best)) is not None:
             return below  # the descent measures it anyway; its memory point may rule out the rungs above
         return Decision(profile, left[-1], "just above the largest rung that fits")
     return Decision(profile, left[0], "the highest rung left")
@@ -206,9 +212,20 @@ def _jump(profile: str, left: list[int], fit: Fit, tuning: Tuning) -> Decision |
     return Decision(profile, target, f"memory fit predicts {fit.predict(target):.0%} of the card at {target} envs")
 
 
-def _descent_step(rungs: Sequence[int], profile: str, mine: list[Attempt]) -> Decision | None:
-    """Below the largest fit: the rung under the lowest one measured, while that lowest one is the best so far
-    (a lower rung is better only by more than the higher one's interval)."""
+def _descent_step(
+    rungs: Sequence[int], profile: str, mine: list[Attempt], tuning: Tuning, case_best: float | None
+) -> Decision | None:
+    step = _next_below(rungs, mine)
+    if step is None or _out_of_reach(step[0], tuning, case_best):
+        return None
+    best, rung = step
+    why = f"below the largest fit: more than {_upper(best):.4g} at {best.rung} envs would make it the pick"
+    return Decision(profile, rung, why, beat=_upper(best))
+
+
+def _next_below(rungs: Sequence[int], mine: list[Attempt]) -> tuple[Attempt, int] | None:
+    """While the descent goes on: the best measured so far, and the rung under the lowest one measured. It goes on
+    while that lowest one is the best (a lower rung is better only by more than the higher one's interval)."""
     ceiling = _ceiling(mine)
     measured = sorted((a for a in mine if a.status is Status.OK and a.value is not None
                        and (ceiling is None or a.rung < ceiling)), key=lambda a: -a.rung)  # fmt: skip
@@ -219,10 +236,18 @@ def _descent_step(rungs: Sequence[int], profile: str, mine: list[Attempt]) -> De
         best = attempt if _beats(attempt, best) else best
     tried = {a.rung for a in mine}
     below = [r for r in rungs if r < measured[-1].rung and r not in tried]
-    if best is not measured[-1] or not below:
-        return None
-    why = f"below the largest fit: more than {_upper(best):.4g} at {best.rung} envs would make it the pick"
-    return Decision(profile, below[0], why, beat=_upper(best))
+    return (best, below[0]) if best is measured[-1] and below else None
+
+
+def _out_of_reach(best: Attempt, tuning: Tuning, case_best: float | None) -> bool:
+    """A lower rung of this profile could not become the case's pick even `gain_max` times better than its best."""
+    return (tuning.gain_max is not None and case_best is not None and best.value is not None
+            and best.value * tuning.gain_max < case_best)  # fmt: skip
+
+
+def _case_best(attempts: Sequence[Attempt]) -> float | None:
+    values = [a.value for a in attempts if a.status is Status.OK and a.value is not None]
+    return max(values) if values else None
 
 
 def _beats(lower: Attempt, higher: Attempt) -> bool:
@@ -274,6 +299,19 @@ def _left(rungs: Sequence[int], mine: list[Attempt]) -> list[int]:
 
 def _points(mine: list[Attempt]) -> list[tuple[int, float]]:
     return [(a.rung, a.mem_frac) for a in mine if a.status is Status.OK and a.mem_frac is not None]
+
+
+def _not_descended(
+    rungs: Sequence[int], mine: list[Attempt], tuning: Tuning, case_best: float | None
+) -> tuple[tuple[int, str], ...]:
+    """The rung below where `gain_max` ended the descent, and why."""
+    if not (tuning.descend and tuning.strategy is Strategy.MODEL) or (step := _next_below(rungs, mine)) is None:
+        return ()
+    best, rung = step
+    if not _out_of_reach(best, tuning, case_best):
+        return ()
+    return ((rung, f"even {tuning.gain_max:g} x {best.value:.4g} at {best.rung} envs stays below the case's best "
+                   f"{case_best:.4g}"),)  # fmt: skip
 
 
 def _skipped(rungs: Sequence[int], mine: list[Attempt], tuning: Tuning) -> tuple[tuple[int, str], ...]:

@@ -83,8 +83,11 @@ def _rank(record: TrialRecord) -> tuple[bool, str]:
 
 def as_reused(record: TrialRecord, sweep: str) -> TrialRecord:
     """The copy this sweep stores: the same outcome and figures, saying where it came from."""
-    origin = f"{record.info.get('sweep', '?')}#{record.number}"
+    old = record.info.get("sweep", "?")
+    origin = f"{old}#{record.number}"
     info = {**record.info, "sweep": sweep, "reused_from": origin, "why": f"reused from {origin}"}
+    if record.info.get("trial_dir"):  # relative to this sweep's folder, like every trial_dir: the original's files
+        info["trial_dir"] = f"../{store.SWEEP_PREFIX}{old}/{record.info['trial_dir']}"
     return dataclasses.replace(record, phase=Phase.PROBE, figures=dict(record.figures), info=info)
 
 

@@ -95,10 +95,10 @@ def begin(
     template = optuna.trial.create_trial(
         state=TrialState.RUNNING,
         params={"variant": variant, "num_envs": num_envs},
-        distributions={"variant": CategoricalDistribution(variants), "num_envs": NUM_ENVS},
+        distributions={"variant": _variants(study, variant, variants), "num_envs": NUM_ENVS},
         user_attrs={**attrs, **hb.Owner.here().attrs(), hb.HEARTBEAT_ATTR: time.time()},
     )
-    trial_id = study._storage.create_new_trial(study._study_id, template_trial=template)
+    trial_id = _create(study, template, variant)
     return optuna.Trial(study, trial_id)
 
 
@@ -108,10 +108,31 @@ def add_finished(study: optuna.Study, record: TrialRecord, variants: tuple[str, 
         state=TrialState.FAIL if value is None else TrialState.COMPLETE,
         value=value,
         params={"variant": record.variant, "num_envs": record.num_envs},
-        distributions={"variant": CategoricalDistribution(variants), "num_envs": NUM_ENVS},
+        distributions={"variant": _variants(study, record.variant, variants), "num_envs": NUM_ENVS},
         user_attrs=_attrs(record),
     )
-    study.add_trial(template)
+    _create(study, template, record.variant)
+
+
+def _variants(study: optuna.Study, variant: str, known: tuple[str, ...]) -> CategoricalDistribution:
+    """The profiles a study's trials are stored against: those of its first trial, so that a profile added to
+    the config later does not change them (a database storage refuses a second set); else the known ones."""
+    for trial in study.get_trials(deepcopy=False):
+        dist = trial.distributions.get("variant")
+        if isinstance(dist, CategoricalDistribution) and variant in dist.choices:
+            return dist
+    return CategoricalDistribution(known)
+
+
+def _create(study: optuna.Study, template: FrozenTrial, variant: str) -> int:
+    try:
+        return study._storage.create_new_trial(study._study_id, template_trial=template)
+    except ValueError as exc:
+        if "dynamic value space" not in str(exc):
+            raise
+        raise StorageError(f"profile '{variant}' is not among the profiles sweep study '{study.study_name}' was "
+                           "started with, and this storage keeps that set fixed",
+                           "run the new profile as a new sweep (sweep=<another name>)") from None  # fmt: skip
 
 
 def heartbeat(study: optuna.Study, trial: optuna.Trial, every_s: float = hb.HEARTBEAT_S) -> hb.Heartbeat:

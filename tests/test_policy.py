@@ -217,3 +217,17 @@ def test_where_nothing_fitted_an_earlier_profile_a_later_one_starts_at_the_lowes
     broken = attempts("default", (256, ERR))
     after_error = next_trial(RUNGS, ["default", "hiutil"], broken, Tuning())
     assert after_error is not None and after_error.rung == 256  # an error seeds nothing
+
+
+def test_a_profile_that_cannot_reach_the_cases_best_even_gain_max_times_over_is_not_measured_lower() -> None:
+    first = [Attempt("default", 128, OOM), rate(64, 4140.0), Attempt("default", 48, OK, None, 4006.0, 4100.0)]
+    hiutil = [*first, Attempt("hiutil", 64, OK, None, 2384.0, 2450.0), Attempt("hiutil", 128, OOM)]
+    capped = Tuning(descend=True, gain_max=1.5)
+    assert next_trial(PI_PLUS, ["default", "hiutil"], hiutil, capped) is None  # 1.5 x 2384 < 4140
+    state = walk(PI_PLUS, "hiutil", hiutil, capped)
+    assert (state.outcome, state.rung) == (Outcome.FOUND, 64)
+    assert state.skipped[-1] == (48, "even 1.5 x 2384 at 64 envs stays below the case's best 4140")
+    close = [*first, Attempt("hiutil", 64, OK, None, 3000.0, 3100.0), Attempt("hiutil", 128, OOM)]  # 4500 > 4140
+    decision = next_trial(PI_PLUS, ["default", "hiutil"], close, capped)
+    assert decision is not None and (decision.profile, decision.rung) == ("hiutil", 48)
+    assert walk(PI_PLUS, "hiutil", hiutil, DESCEND).rung == 48  # no gain_max: always measured lower

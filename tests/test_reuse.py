@@ -68,8 +68,9 @@ def test_a_failure_beats_a_success_then_the_newest_wins_and_what_ran_here_stays(
 
 
 def test_the_copy_says_where_it_came_from_and_joins_this_sweep() -> None:
-    original = rec("default", 2048, Status.OK)
+    original = rec("default", 2048, Status.OK, trial_dir="trials/amp_humanoid/default_e2048_probe_1")
     copy = reuse.as_reused(original, "new")
+    assert copy.info["trial_dir"] == "../case_gpu_bench_old/trials/amp_humanoid/default_e2048_probe_1"
     assert (copy.info["sweep"], copy.info["reused_from"], copy.figures) == ("new", "old#0", original.figures)
     assert copy.info["why"] == "reused from old#0"
 

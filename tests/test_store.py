@@ -276,3 +276,20 @@ def test_processes_opening_a_fresh_postgresql_database_at_once_all_succeed(tmp_p
     assert [p.returncode for p in procs] == [0] * 6, errors
     storage = store.open_storage(pg_url, tmp_path)
     assert sorted(optuna.get_all_study_names(storage)) == [f"s/case{i}" for i in range(6)]
+
+
+def test_a_profile_added_to_the_config_later_does_not_break_resuming_a_sweep(where: str) -> None:
+    study = study_at(where)
+    store.begin(study, "default", 64, ("default", "hiutil"), {})
+    later = store.begin(study, "hiutil", 64, ("default", "hiutil", "hiutil40"), {})  # a new profile file appeared
+    frozen = study.get_trials(deepcopy=False)[later.number]
+    assert frozen.params["variant"] == "hiutil"
+    assert frozen.distributions["variant"].choices == ("default", "hiutil")  # the set the sweep started with
+
+
+def test_a_new_profile_in_an_old_sweep_on_a_database_is_a_clear_error(tmp_path: Path) -> None:
+    study = store.open_study(store.open_storage_at(f"sqlite:///{tmp_path}/db.sqlite"), "amp_pi_plus", "s")
+    store.begin(study, "default", 64, ("default", "hiutil"), {})
+    with pytest.raises(StorageError, match="profile 'hiutil40' is not among the profiles") as err:
+        store.begin(study, "hiutil40", 64, ("default", "hiutil", "hiutil40"), {})
+    assert "sweep=<another name>" in err.value.fix
