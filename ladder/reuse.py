@@ -20,6 +20,7 @@ import logging
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+import optuna
 from optuna.storages import BaseStorage
 
 from ladder import store
@@ -111,7 +112,5 @@ def earlier_records(storage: BaseStorage, case: str, sweep: str, output_root: Pa
 
 
 def _case_records(storage: BaseStorage, case: str, skip: str) -> list[TrialRecord]:
-    import optuna
-
     names = [n for n in optuna.get_all_study_names(storage) if n.endswith(f"/{case}") and n != skip]
     return [r for n in names for r in store.records(optuna.load_study(study_name=n, storage=storage))]
