@@ -105,6 +105,11 @@ class Tuning:
     descend: bool = False  # measure below the largest fit while fewer envs do better (objective samples/s)
     gain_max: float | None = None  # ... unless even this many times a profile's best stays below the case's best
 
+    @property
+    def descends(self) -> bool:
+        """The walk measures below the largest fit (the model strategy, with `descend`)."""
+        return self.descend and self.strategy is Strategy.MODEL
+
 
 def next_trial(
     rungs: Sequence[int], profiles: Sequence[str], attempts: Sequence[Attempt], tuning: Tuning = Tuning()
@@ -134,7 +139,7 @@ class Seed(NamedTuple):
 
 def _seed(rungs: Sequence[int], picks: list[int], nothing_fits: bool, tuning: Tuning) -> Seed | None:
     if picks:
-        after = "the rung below, then the one above" if tuning.descend else "the rung above"
+        after = "the rung below, then the one above" if tuning.descends else "the rung above"
         return Seed(picks[0], f"seeded at {picks[0]} envs, an earlier profile's pick; {after} comes next")
     if nothing_fits:
         return Seed(rungs[-1], "seeded at the lowest rung: no rung fitted an earlier profile; if it fails, none fits")
@@ -164,9 +169,7 @@ def decide(
         return Decision(profile, again.rung, "the same rung again: its launch failed (port in use)")
     left = _left(rungs, mine)
     if not left:
-        if not (tuning.descend and tuning.strategy is Strategy.MODEL):
-            return None
-        return _descent_step(rungs, profile, mine, tuning, _case_best(attempts))
+        return _descent_step(rungs, profile, mine, tuning, _case_best(attempts)) if tuning.descends else None
     if tuning.strategy is Strategy.WALK:
         return Decision(profile, left[0], "the highest rung left")
     return _model_step(rungs, profile, left, mine, tuning, seed, _case_best(attempts))
@@ -197,7 +200,7 @@ def _model_step(
     if fit is not None:
         return _jump(profile, left, fit, tuning)
     if _floor(mine) is not None:
-        if tuning.descend and (below := _descent_step(rungs, profile, mine, tuning, case_best)) is not None:
+        if tuning.descends and (below := _descent_step(rungs, profile, mine, tuning, case_best)) is not None:
             return below  # the descent measures it anyway; its memory point may rule out the rungs above
         return Decision(profile, left[-1], "just above the largest rung that fits")
     return Decision(profile, left[0], "the highest rung left")
@@ -305,7 +308,7 @@ def _not_descended(
     rungs: Sequence[int], mine: list[Attempt], tuning: Tuning, case_best: float | None
 ) -> tuple[tuple[int, str], ...]:
     """The rung below where `gain_max` ended the descent, and why."""
-    if not (tuning.descend and tuning.strategy is Strategy.MODEL) or (step := _next_below(rungs, mine)) is None:
+    if not tuning.descends or (step := _next_below(rungs, mine)) is None:
         return ()
     best, rung = step
     if not _out_of_reach(best, tuning, case_best):

@@ -36,10 +36,10 @@ from pathlib import Path
 
 from hydra import compose, initialize_config_dir
 
-from ladder import launch, policy, trial
+from ladder import launch, policy, results, trial
 from ladder.config import Settings, register, settings_from
 from ladder.monitor import HostSampler
-from ladder.records import Status
+from ladder.records import Phase, Reason, Status, TrialRecord
 from ladder.results import read_tsv
 from ladder.workloads.builtin import Placement, plan_proxy
 
@@ -137,17 +137,15 @@ def run_ladder(window_s: float, cap: float, root: Path) -> tuple[float, Key | No
 
 
 def winner(table: dict[Key, Cell], keys: list[Key]) -> Key | None:
-    """The best by samples/s; a larger rung whose interval reaches the best value ties and wins (results.best)."""
-    scored = [(v, k[1], k) for k in keys if (v := table[k].value) is not None]
-    if not scored:
-        return None
-    value, _, top = max(scored)
-    tied = [k for v, n, k in scored if n > top[1] and _upper(table[k], v) >= value]
-    return max(tied, key=lambda k: k[1]) if tied else top
+    """The best by samples/s, by ladder's own rule (`results.best`: a larger rung whose interval reaches it ties)."""
+    best = results.best([_record(k, table[k]) for k in keys], OBJECTIVE)
+    return (best.variant, best.num_envs) if best is not None else None
 
 
-def _upper(cell: Cell, value: float) -> float:
-    return cell.hi if cell.hi is not None else value
+def _record(key: Key, cell: Cell) -> TrialRecord:
+    figures = {OBJECTIVE: cell.value, f"{OBJECTIVE}_hi": cell.hi}
+    return TrialRecord("amp_pi_plus", "amp", key[0], key[1], Phase.PROBE, cell.status, Reason.NONE, "",
+                       {k: v for k, v in figures.items() if v is not None}, {})  # fmt: skip
 
 
 def same_pick(table: dict[Key, Cell], grid: Key | None, ours: Key | None) -> bool:
