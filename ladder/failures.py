@@ -76,6 +76,11 @@ _STATUSES = {
 }
 
 
+def is_memory(reason: Reason) -> bool:
+    """Memory exhaustion: a root cause that no other rank's later line explains away."""
+    return _REASON_TIERS.get(reason) is Tier.MEMORY
+
+
 def status_of(reason: Reason) -> Status:
     """The status a reason implies (anything unlisted is a broken program: `Status.ERROR`)."""
     return _STATUSES.get(reason, Status.ERROR)
@@ -472,7 +477,7 @@ def load_ending(path: Path, exit_code: int | None = None) -> Ending:
         exit_code=exit_code if exit_code is not None else _read_exit_code(path / "exit_code.txt"),
         log_text="\n".join(_read_tail(p) for p in _folder_logs(path)),
         rank_logs=_rank_logs(path),
-        error_files=tuple(_read_error_files(path)),
+        error_files=tuple(read_error_files(path)),
     )
 
 
@@ -490,12 +495,14 @@ def _rank_logs(folder: Path) -> dict[int, str]:
     return {rank: "\n".join(parts) for rank, parts in texts.items()}
 
 
-def _read_error_files(folder: Path) -> Iterable[dict]:
+def read_error_files(folder: Path, warn: bool = True) -> Iterable[dict]:
+    """The parsed error.json files under `folder` (a file still being written is skipped; `warn` says so)."""
     for path in sorted(folder.glob("**/error.json")):
         try:
             data = json.loads(path.read_text(encoding="utf-8", errors="replace"))
-        except json.JSONDecodeError as err:
-            logger.warning("skipping unreadable error file %s: %s", path, err)
+        except (OSError, json.JSONDecodeError) as err:
+            if warn:
+                logger.warning("skipping unreadable error file %s: %s", path, err)
             continue
         if isinstance(data, dict):
             yield data

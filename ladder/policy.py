@@ -24,8 +24,10 @@ killed at its first evidence, so failures are the cheap launches):
 Below the largest fit (`descend`, for an objective that does not grow with num_envs by itself, such as samples/s:
 more envs can be slower): once a profile's largest fitting rung is measured, the rung below it is measured too,
 and the walk goes on down while each lower rung beats the best so far by more than that one's measured
-interval; the first that does not ends it. Each such launch carries the value it must beat (`Decision.beat`),
-so the trial can stop as soon as it clearly cannot. With `gain_max`, a profile whose best, even that many times
+interval; the first that does not ends it. With `descend`, every launch made once the case has a best (any
+profile's) carries what it must reach to become the case's pick (`Decision.beat`, `results.to_beat`), so the trial
+stops as soon as it clearly cannot: a lower rung's descent step, and a later profile that is clearly slower, cost
+a warm-up and a few steps, not a window. With `gain_max`, a profile whose best, even that many times
 higher, would stay below the case's best so far is not measured lower (a lower rung is taken to beat the one
 above it by at most that factor), and its walk says so.
 """
@@ -34,9 +36,10 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NamedTuple
 
+from ladder import results
 from ladder.records import Status
 
 MAX_RETRIES = 3  # launches of one rung that fail for reasons unrelated to it (port in use) before giving up
@@ -73,7 +76,7 @@ class Decision:
     profile: str
     rung: int
     why: str
-    beat: float | None = None  # a descent step: the value this rung must beat to matter (stop it once it cannot)
+    beat: float | None = None  # what it must reach to become the case's pick (stop it once it clearly cannot)
 
 
 @dataclass(frozen=True)
@@ -121,7 +124,7 @@ def next_trial(
         seed = _seed(rungs, picks, nothing_fits, tuning) if tuning.strategy is Strategy.MODEL else None
         decision = decide(rungs, profile, attempts, tuning, seed)
         if decision is not None:
-            return decision
+            return _with_beat(decision, attempts) if tuning.descends else decision
         mine = _mine(profile, attempts)
         if (floor := _floor(mine)) is not None:
             picks.append(floor)
@@ -222,8 +225,17 @@ def _descent_step(
     if step is None or _out_of_reach(step[0], tuning, case_best):
         return None
     best, rung = step
-    why = f"below the largest fit: more than {_upper(best):.4g} at {best.rung} envs would make it the pick"
-    return Decision(profile, rung, why, beat=_upper(best))
+    return Decision(profile, rung, f"below the largest fit: measured while fewer envs do better than {best.rung}")
+
+
+def _with_beat(decision: Decision, attempts: Sequence[Attempt]) -> Decision:
+    """The launch carries what it must reach to become the case's pick over the best so far (any profile's), so
+    that it can stop as soon as it clearly cannot: its figures would change no pick (`results.to_beat`)."""
+    ok = [(a.value, a.value_hi, a.rung, a) for a in attempts if a.status is Status.OK and a.value is not None]
+    top = results.pick(ok)
+    if top is None or top.value is None:
+        return decision
+    return replace(decision, beat=results.to_beat(top.value, top.value_hi, top.rung, decision.rung))
 
 
 def _next_below(rungs: Sequence[int], mine: list[Attempt]) -> tuple[Attempt, int] | None:

@@ -57,7 +57,8 @@ class Ending:
     log_text: str = ""  # the trial's combined stdout/stderr (its tail is enough)
     rank_logs: dict[int, str] = field(default_factory=dict)  # per-rank output where the launcher keeps it
     error_files: tuple[dict, ...] = ()  # parsed torchrun error.json files (elastic `@record`)
-    stopped_by: str = ""  # why ladder stopped the group: "", "window_done", "stalled", "trial_timeout", "interrupted"
+    stopped_by: str = ""  # why ladder stopped the group: "", "window_done", "stalled", "trial_timeout", "interrupted",
+    # or "out_of_memory" (at the first evidence; the verdict still comes from the files)
     oom_kills: int = 0  # kernel OOM kills counted by the trial's memory cgroup
 
 

@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
+from typing import TypeVar
 
 from filelock import FileLock
 
@@ -55,6 +56,7 @@ TRIAL_TAIL = (
 )  # fmt: skip
 MERGE_KEY = ("case", "gpu_name", "gpu_mem_total", "n_gpus")  # rows for one case on different hardware coexist
 Records = Sequence[TrialRecord] | Callable[[], Sequence[TrialRecord]]
+T = TypeVar("T")
 
 
 def objective_value(record: TrialRecord, objective: str) -> float | None:
@@ -62,15 +64,27 @@ def objective_value(record: TrialRecord, objective: str) -> float | None:
 
 
 def best(records: Sequence[TrialRecord], objective: str) -> TrialRecord | None:
-    """The case's best ok trial by `objective`; ties go to the larger num_envs, and where the objective has a
-    measured interval (samples/s) a larger num_envs whose interval reaches the best value is a tie too."""
-    scored = [(objective_value(r, objective), r.num_envs, r) for r in records]
-    ok = [(v, n, r) for v, n, r in scored if v is not None]
-    if not ok:
+    """The case's best ok trial by `objective` (`pick`'s rule)."""
+    scored = [(v, r.figures.get(f"{objective}_hi"), r.num_envs, r) for r in records
+              if (v := objective_value(r, objective)) is not None]  # fmt: skip
+    return pick(scored)
+
+
+def pick(scored: Sequence[tuple[float, float | None, int, T]]) -> T | None:
+    """The best of (value, top of its measured interval or None, num_envs, item): the highest value; ties go to
+    the larger num_envs, and a larger num_envs whose interval reaches the best value is a tie too."""
+    if not scored:
         return None
-    value, _, top = max(ok, key=lambda x: (x[0], x[1]))
-    tied = [(n, v, r) for v, n, r in ok if n > top.num_envs and r.figures.get(f"{objective}_hi", v) >= value]
+    value, _, envs, top = max(scored, key=lambda x: (x[0], x[2]))
+    tied = [(n, v, item) for v, hi, n, item in scored if n > envs and (hi if hi is not None else v) >= value]
     return max(tied, key=lambda x: (x[0], x[1]))[2] if tied else top
+
+
+def to_beat(value: float, hi: float | None, envs: int, rung: int) -> float:
+    """What a trial at `rung` must reach (the top of its interval) to become the pick over the best so far
+    (`value`, `hi`, `envs`): its value, for as many envs or more; for fewer, the top of its interval, since the
+    best would tie back. Below this, by `pick`'s rule, it cannot become the pick, whatever comes later."""
+    return max(value, hi if hi is not None else value) if rung < envs else value
 
 
 def best_row(record: TrialRecord, n_trials: int) -> dict[str, str]:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ladder import failures, launch, stats
 from ladder.config import MeasureConf
+from ladder.evidence import Evidence
 from ladder.monitor import Monitor, Sample, Sampler, write_samples
 from ladder.progress import Follow, Point, reader_for
 from ladder.records import Ending, Reason, Verdict
@@ -61,6 +62,7 @@ class Result:
     duration_s: float
     leftovers: int  # processes of the trial found alive after the stop (and then killed)
     source: str = ""  # nvml or host: what the figures were sampled from
+    stopped_by: str = ""  # why ladder stopped it ("" when it ended by itself; see `Ending.stopped_by`)
 
 
 def run(
@@ -80,8 +82,10 @@ def run(
     monitor = Monitor(make_sampler(running.proc.pid), measure.sample_hz).start()
     progress = reader_for(str(spec.progress_kind.value), trial_dir / spec.progress_file, spec.progress_regex,
                           spec.progress_samples_per_iter)  # fmt: skip
+    evidence = Evidence(trial_dir)
     try:
-        _watch(running, watch, progress, measure, lambda: on_tick and on_tick(_tick(watch, monitor, running)))
+        _watch(running, watch, progress, measure, evidence,
+               lambda: on_tick and on_tick(_tick(watch, monitor, running)))  # fmt: skip
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM (see search.py): the result says `interrupted`
         watch.stopped_by = "interrupted"
     finally:  # any other exception still stops and reaps the group before it goes on up
@@ -91,11 +95,12 @@ def run(
 
 
 def _watch(
-    running: launch.Running, watch: Watch, progress: Follow, measure: MeasureConf, tick: Callable[[], object]
-) -> None:
+    running: launch.Running, watch: Watch, progress: Follow, measure: MeasureConf, evidence: Evidence,
+    tick: Callable[[], object],
+) -> None:  # fmt: skip
     while running.proc.poll() is None:
         _take_progress(watch, progress)
-        watch.stopped_by = _stop_reason(watch, measure, running.started_mono)
+        watch.stopped_by = _stop_reason(watch, measure, running.started_mono) or _out_of_memory(evidence, running)
         if watch.stopped_by:
             return
         tick()
@@ -141,6 +146,12 @@ def _stop_reason(watch: Watch, measure: MeasureConf, started_mono: float) -> str
     return ""
 
 
+def _out_of_memory(evidence: Evidence, running: launch.Running) -> str:
+    """A rank ran out of memory: stop the trial at this first evidence (its verdict is read from the same files)."""
+    oom_kills = running.cgroup.oom_kills() if running.cgroup else 0
+    return "out_of_memory" if evidence.check(oom_kills) is not None else ""
+
+
 def _beaten(watch: Watch, beat: float) -> bool:
     """The window so far says the rate is below `beat` (its interval's top is); then the window ends here."""
     assert watch.window is not None
@@ -155,7 +166,8 @@ def _finish(
     running: launch.Running, watch: Watch, progress: Follow, monitor: Monitor, trial_dir: Path,
     measure: MeasureConf,
 ) -> Result:  # fmt: skip
-    code = launch.stop(running, measure.kill_grace_s)
+    # out of memory: nothing of the trial needs an orderly end, its evidence is on disk; kill the group now
+    code = launch.stop(running, 0.0 if watch.stopped_by == "out_of_memory" else measure.kill_grace_s)
     samples: list[Sample] = monitor.stop()
     _take_progress(watch, progress)
     left = launch.leftovers(running.trial_id)
@@ -171,7 +183,7 @@ def _finish(
     if watch.cut:
         figures["cut"] = 1.0
     duration = round(time.monotonic() - running.started_mono, 2)
-    return Result(verdict, figures, code, duration, len(left), stats.source_of(samples))
+    return Result(verdict, figures, code, duration, len(left), stats.source_of(samples), watch.stopped_by)
 
 
 def cap_figures(progress_file: Path) -> dict[str, float]:

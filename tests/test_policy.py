@@ -178,10 +178,16 @@ def test_the_descent_starts_at_the_largest_fit_not_at_the_top_and_stops_at_the_b
     assert next_trial((64, 32), ["default"], [Attempt("default", 64, OOM), *bottom], DESCEND) is None
 
 
-def test_a_later_profile_is_still_seeded_at_the_earlier_profiles_largest_fit() -> None:
+def test_a_later_profile_is_still_seeded_at_the_earlier_profiles_largest_fit_and_must_reach_the_case_best() -> None:
     history = [rate(256, 5000.0), rate(128, 4000.0)]
     decision = next_trial(PI_PLUS, ["default", "hiutil"], history, DESCEND)
-    assert decision is not None and (decision.profile, decision.rung, decision.beat) == ("hiutil", 256, None)
+    assert decision is not None and (decision.profile, decision.rung, decision.beat) == ("hiutil", 256, 5000.0)
+    assert next_trial(PI_PLUS, ["default", "hiutil"], history, Tuning()).beat is None  # util: nothing is cut
+
+
+def test_the_first_launch_has_nothing_to_beat() -> None:
+    decision = next_trial(PI_PLUS, ["default", "hiutil"], [], DESCEND)
+    assert decision is not None and decision.beat is None
 
 
 def test_a_seeded_profile_measures_below_first_and_its_memory_fit_may_rule_out_the_rung_above() -> None:
@@ -192,7 +198,7 @@ def test_a_seeded_profile_measures_below_first_and_its_memory_fit_may_rule_out_t
     assert seeded is not None and (seeded.profile, seeded.rung) == ("hiutil", 2048)
     history = [*first, Attempt("hiutil", 2048, OK, 0.82, 59450.0, 63590.0)]
     below = next_trial(rungs, ["default", "hiutil"], history, DESCEND)
-    assert below is not None and (below.rung, below.beat) == (1024, 63590.0)
+    assert below is not None and (below.rung, below.beat) == (1024, 179300.0)  # the case's best: default's 2048
     history.append(Attempt("hiutil", 1024, OK, 0.61, 37912.0, 39000.0))
     assert next_trial(rungs, ["default", "hiutil"], history, DESCEND) is None  # 4096: predicted 124% of the card
     state = walk(rungs, "hiutil", history, DESCEND)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import random
 import subprocess
 import sys
 import textwrap
@@ -19,7 +20,9 @@ from ladder.results import (
     code_version,
     columns,
     merge_rows,
+    pick,
     read_tsv,
+    to_beat,
     write_best,
     write_trials,
 )
@@ -59,6 +62,26 @@ def test_best_by_objective_ties_to_larger_num_envs() -> None:
     higher = best([rec("default", 64, Status.OK, 40.0), rec("hiutil", 48, Status.OK, 55.0)], "min_avg_util")
     assert higher is not None and higher.variant == "hiutil"
     assert best([rec("hiutil", 128, Status.OOM_OR_NCCL)], "min_avg_util") is None
+
+
+def test_a_trial_below_what_it_must_beat_never_becomes_the_pick_whatever_comes_after() -> None:
+    """`to_beat` is what lets a trial stop early: one whose interval's top stays below it changes no pick, now or
+    after any later trial (random rates and intervals over a few rungs, in every arrival order)."""
+    rng = random.Random(8)
+    rungs = (32, 48, 64, 128, 256)
+    for _ in range(2000):
+        items = [(v, v + rng.uniform(0, 300), rng.choice(rungs), i)
+                 for i, v in enumerate(rng.uniform(1000, 2000) for _ in range(rng.randint(1, 5)))]  # fmt: skip
+        cut_at = rng.randrange(1, len(items) + 1)  # the trial that arrives then is the candidate
+        before, candidate, later = items[: cut_at - 1], items[cut_at - 1], items[cut_at:]
+        top = pick(before)
+        if top is None:
+            continue
+        v, hi, envs, _ = before[top]
+        if candidate[1] < to_beat(v, hi, envs, candidate[2]):
+            everything = [*before, candidate, *later]
+            assert pick(everything) != candidate[3]
+            assert pick([*before, *later]) == pick(everything)
 
 
 def test_columns_keep_the_seed_head_and_mem_order() -> None:

@@ -257,8 +257,6 @@ def cap_memory(mb: int, device: torch.device) -> int | None:
     Returns this process's size (KiB) at that moment, which `cap_used_mb` counts from; None without a cap."""
     if mb <= 0:
         return None
-    if device.type == "cpu":
-        preload_lazy_imports()
     base_kib = proc_status_kib("VmData")
     if device.type == "cuda":
         total_mb = torch.cuda.get_device_properties(device).total_memory / 2**20
@@ -273,10 +271,26 @@ def cap_memory(mb: int, device: torch.device) -> int | None:
 def preload_lazy_imports() -> None:
     """Import now what torch imports on first use (the optimizers' first param group pulls in torch._dynamo and
     sympy): under the CPU cap a late import can fail on Python's own allocations (`SystemError: error return
-    without exception set`, or ENOMEM), which a card's smaller memory never causes. The cap is for tensors.
-    Not on CUDA, whose cap limits the caching allocator alone: there the import would only delay the first
-    evidence of a rung that does not fit (seen on an H200: failing probes took 12-13 s instead of 7)."""
+    without exception set`, or ENOMEM), which a card's smaller memory never causes. The cap is for tensors."""
     import torch._dynamo  # noqa: F401
+
+
+def outside_cap(load: Callable[[], object], base_kib: int) -> int:
+    """Run `load` (imports) with the CPU cap lifted, then cap again that much higher: what an import keeps is
+    Python's, not the card's. Returns the base `cap_used_mb` counts from, moved by as much.
+
+    The trainer builds its env's buffers under the cap first and imports after them (as MimicKit creates its envs
+    before its agent): a rung that does not fit fails before the 0.8 s import (2 idle cores), not after it."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    resource.setrlimit(resource.RLIMIT_DATA, (hard, hard))
+    before = proc_status_kib("VmData")
+    try:
+        load()
+    finally:
+        grown_kib = max(0, proc_status_kib("VmData") - before)
+        again = soft if soft == resource.RLIM_INFINITY else soft + grown_kib * 1024
+        resource.setrlimit(resource.RLIMIT_DATA, (again if hard == resource.RLIM_INFINITY else min(again, hard), hard))
+    return base_kib + grown_kib
 
 
 def cap_used_mb(device: torch.device, base_kib: int) -> float:
@@ -439,6 +453,8 @@ class Trainer:
         self.demo = torch.randn(DEMO_ROWS, dims.disc_obs, device=dev)
         self.norm_adv = torch.zeros(self.buf.rewards.numel(), device=dev)  # normalized advantages, per update
         self.latents = F.normalize(torch.randn(dims.num_envs, spec.latent_dim, device=dev), dim=-1)
+        if cap_base_kib is not None and dev.type == "cpu":  # CUDA's cap limits the caching allocator alone
+            self.cap_base_kib = outside_cap(preload_lazy_imports, cap_base_kib)
         torch.manual_seed(seed)  # ... nets start identical on every rank
         self.nets = nn.ModuleDict({r: self._net(r) for r in spec.nets}).to(dev)
         self.optims = {r: make_optimizer(spec.optims[r], self.nets[r].parameters()) for r in spec.nets}

@@ -1,0 +1,89 @@
+"""A trial that ran out of memory is stopped at its first evidence (real files; a real process for the trial)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import uuid
+from pathlib import Path
+
+from ladder import trial
+from ladder.config import MeasureConf
+from ladder.evidence import Evidence
+from ladder.monitor import HostSampler
+from ladder.records import Reason, Status
+from ladder.workloads.spec import Launcher, TrialSpec
+
+OOM = ("[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
+       "capacity of 23.64 GiB of which 1.02 GiB is free.\n")  # fmt: skip
+NCCL = "[rank0]: torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled system error\n"
+
+
+def rank_log(trial_dir: Path, rank: int) -> Path:
+    path = trial_dir / "ranks" / "none_x" / "attempt_0" / str(rank) / "stderr.log"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.touch()
+    return path
+
+
+def append(path: Path, text: str) -> None:
+    with path.open("a") as fh:
+        fh.write(text)
+
+
+def test_a_memory_line_in_a_rank_log_is_evidence_once_whole(tmp_path: Path) -> None:
+    evidence, log = Evidence(tmp_path, every_s=0.0), rank_log(tmp_path, 1)
+    append(log, "iteration 1\n")
+    assert evidence.check() is None
+    append(log, OOM[:60])  # the line is still being written
+    assert evidence.check() is None
+    append(log, OOM[60:])
+    verdict = evidence.check()
+    assert verdict is not None and verdict.status is Status.OOM_OR_NCCL and verdict.reason is Reason.CUDA_OOM
+    assert "Tried to allocate 2.00 GiB" in verdict.evidence
+
+
+def test_a_communication_error_is_left_to_run_its_course(tmp_path: Path) -> None:
+    """Another rank's death may be its cause: only memory ends the question for the rung at once."""
+    evidence = Evidence(tmp_path, every_s=0.0)
+    append(rank_log(tmp_path, 0), NCCL)
+    assert evidence.check() is None
+
+
+def test_an_error_file_naming_memory_is_evidence(tmp_path: Path) -> None:
+    evidence = Evidence(tmp_path, every_s=0.0)
+    rank_log(tmp_path, 1)
+    error = {"message": {"message": "RuntimeError: [enforce fail at alloc_cpu.cpp:127] err == 0. "
+                                    "DefaultCPUAllocator: can't allocate memory: you tried to allocate 536870912 bytes",
+                         "extraInfo": {"py_callstack": "", "timestamp": "1795664711"}}}  # fmt: skip
+    (tmp_path / "ranks" / "none_x" / "attempt_0" / "1" / "error.json").write_text(json.dumps(error))
+    verdict = evidence.check()
+    assert verdict is not None and verdict.reason is Reason.HOST_OOM
+
+
+def test_a_program_that_starts_its_own_ranks_is_watched_through_its_log(tmp_path: Path) -> None:
+    evidence = Evidence(tmp_path, every_s=0.0)
+    append(tmp_path / "stdout.log", "step 3\n" + OOM)
+    verdict = evidence.check()
+    assert verdict is not None and verdict.reason is Reason.CUDA_OOM
+
+
+# A rank that has reported running out of memory while its process lingers (as a rank does while its launcher has
+# not yet torn the group down): the trial must end at that line, not when a stall or time limit runs out.
+LINGERING_RANK = f"""
+import pathlib, sys, time
+log = pathlib.Path(sys.argv[1]) / "ranks" / "none_x" / "attempt_0" / "1" / "stderr.log"
+log.parent.mkdir(parents=True)
+log.write_text({OOM!r})
+time.sleep(600)
+"""
+
+
+def test_a_trial_is_stopped_at_its_first_memory_evidence(tmp_path: Path) -> None:
+    spec = TrialSpec(argv=(sys.executable, "-c", LINGERING_RANK, str(tmp_path)), env={}, launcher=Launcher.DIRECT)
+    measure = MeasureConf(warmup_timeout_s=60.0, startup_timeout_s=60.0, stall_timeout_s=60.0, trial_timeout_s=120.0,
+                          kill_grace_s=5.0)  # fmt: skip
+    result = trial.run(spec, tmp_path, uuid.uuid4().hex[:12], measure, HostSampler)
+    assert result.stopped_by == "out_of_memory"
+    assert result.verdict.status is Status.OOM_OR_NCCL and result.verdict.reason is Reason.CUDA_OOM
+    assert result.duration_s < measure.stall_timeout_s and result.leftovers == 0
