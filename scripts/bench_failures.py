@@ -5,16 +5,17 @@
 Four real runs of the proxy trainer (2 gloo ranks on CPU, rank 1 fails at the start of iteration 2 through the
 proxy's fault injection, rank 0 then waits in its all-reduce):
 
-* crash, ladder: `trial.run` (the sweep's code path); from rank 1's exit to `trial.run` returning its verdict.
-* crash, torchrun alone: the same command; from rank 1's exit to torchrun's own exit (it gives no verdict).
+* crash, ladder: `trial.run` (the sweep's code path); from the fault to `trial.run` returning its verdict (an
+  out-of-memory crash is stopped at its first line, which may come before the rank has exited).
+* crash, torchrun alone: the same command; from the fault to torchrun's own exit (it gives no verdict).
 * hang, ladder: `trial.run` with `stall_timeout_s`; from the moment rank 1 hangs to the verdict. trial.py runs the
   stall clock from the launch until the first progress line, so it must exceed torchrun's start-up to iteration 1
   (8-10 s on 2 idle cores, over 15 s when other test runs share them): hence 20 s.
 * hang, torchrun alone: the same command with torch's default collective timeout (gloo: 1800 s), waited on for
   `--torchrun-wait-s` after the hang, then killed.
 
-A rank's exit is seen by polling its process every 10 ms (exited = zombie or gone); the hang's moment is the
-unix time the proxy logs when it injects the fault. The last line reads
+A rank's exit is seen by polling its process every 10 ms (exited = zombie or gone) and shown beside; the fault's
+moment is the unix time the proxy logs when it injects it. The last line reads
 `crash_to_verdict_s=<x> hang_to_verdict_s=<y> stall_timeout_s=<z>`.
 """
 
@@ -166,10 +167,9 @@ def _wait_after_fault(running: launch.Running, trial_dir: Path, wait_s: float) -
 
 
 def crash_row(name: str, run: Outcome) -> str:
-    since = run.rank_exit_t if run.rank_exit_t is not None else run.fault_t
     what = f"{run.verdict.status}/{run.verdict.reason}" if run.verdict else "torchrun's exit, no verdict"
-    died = f"rank {FAULT_RANK} exited {since - run.fault_t:.2f} s after the fault"
-    return f"{name:<22} {run.end_t - since:7.2f} s  ({what}; {died})"
+    died = "never seen exiting" if run.rank_exit_t is None else f"exited {run.rank_exit_t - run.fault_t:.2f} s after"
+    return f"{name:<22} {run.end_t - run.fault_t:7.2f} s  ({what}; rank {FAULT_RANK} {died})"
 
 
 def hang_row(name: str, run: Outcome, wait_s: float) -> str:
@@ -193,14 +193,13 @@ def main(argv: list[str] | None = None) -> int:
     hang = with_ladder(out / "hang_ladder", "hang", args.stall_timeout_s)
     hang_alone = torchrun_alone(out / "hang_torchrun", "hang", args.torchrun_wait_s)
     print(f"trial folders: {out}")
-    print(f"crash ({args.crash} on rank {FAULT_RANK}), from rank {FAULT_RANK}'s exit:")
+    print(f"crash ({args.crash} on rank {FAULT_RANK}), from the fault:")
     print("  " + crash_row("ladder -> verdict", crash))
     print("  " + crash_row("torchrun alone -> exit", crash_alone))
     print(f"hang (rank {FAULT_RANK} blocks outside collectives), from the moment it hangs:")
     print("  " + hang_row(f"ladder (stall {args.stall_timeout_s:g} s)", hang, args.torchrun_wait_s))
     print("  " + hang_row("torchrun alone", hang_alone, args.torchrun_wait_s))
-    crash_s = crash.end_t - (crash.rank_exit_t if crash.rank_exit_t is not None else crash.fault_t)
-    print(f"crash_to_verdict_s={crash_s:.2f} hang_to_verdict_s={hang.end_t - hang.fault_t:.2f} "
+    print(f"crash_to_verdict_s={crash.end_t - crash.fault_t:.2f} hang_to_verdict_s={hang.end_t - hang.fault_t:.2f} "
           f"stall_timeout_s={args.stall_timeout_s:g}")  # fmt: skip
     return 0
 
