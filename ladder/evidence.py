@@ -20,7 +20,7 @@ from ladder import failures
 from ladder.records import Ending, Verdict
 
 CHECK_EVERY_S = 0.25
-KEEP_CHARS = 256 * 1024  # of each rank log, the tail kept for the verdict
+KEEP_CHARS = 256 * 1024  # of each log, the tail kept for the verdict
 
 
 class Evidence:
@@ -40,17 +40,22 @@ class Evidence:
             return None
         self._due = now + self.every_s
         alarm = oom_kills > 0
-        for path in [*sorted(self.trial_dir.glob("*.log")), *sorted(self.trial_dir.glob("**/attempt_*/*/*.log"))]:
+        own, ranks = failures.folder_logs(self.trial_dir), failures.rank_log_paths(self.trial_dir)
+        for path in [*own, *(p for paths in ranks.values() for p in paths)]:
             new = self._new_lines(path)
             alarm = alarm or any(failures.is_memory(hit.reason) for hit in failures.find_hits(new))
         errors = tuple(failures.read_error_files(self.trial_dir, warn=False))
         alarm, self._error_files = alarm or len(errors) > self._error_files, len(errors)
         if not alarm:
             return None
-        own = "\n".join(text for path, text in sorted(self._texts.items()) if path.parent == self.trial_dir)
-        verdict = failures.classify(Ending(exit_code=None, log_text=own, rank_logs=self._rank_logs(),
-                                           error_files=errors, oom_kills=oom_kills))  # fmt: skip
+        verdict = failures.classify(Ending(
+            exit_code=None, log_text=self._joined(own), error_files=errors, oom_kills=oom_kills,
+            rank_logs={rank: self._joined(paths) for rank, paths in ranks.items()},
+        ))  # fmt: skip
         return verdict if failures.is_memory(verdict.reason) else None
+
+    def _joined(self, paths: list[Path]) -> str:
+        return "\n".join(self._texts.get(path, "") for path in paths)
 
     def _new_lines(self, path: Path) -> str:
         start = self._read.get(path, 0)
@@ -67,10 +72,3 @@ class Evidence:
         text = whole.decode("utf-8", errors="replace")
         self._texts[path] = (self._texts.get(path, "") + text)[-KEEP_CHARS:]
         return text
-
-    def _rank_logs(self) -> dict[int, str]:
-        logs: dict[int, list[str]] = {}
-        for path, text in sorted(self._texts.items()):
-            if path.parent != self.trial_dir and path.parent.name.isdigit():
-                logs.setdefault(int(path.parent.name), []).append(text)
-        return {rank: "\n".join(parts) for rank, parts in logs.items()}

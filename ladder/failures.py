@@ -475,24 +475,25 @@ def load_ending(path: Path, exit_code: int | None = None) -> Ending:
         return Ending(exit_code=exit_code, log_text=_read_tail(path))
     return Ending(
         exit_code=exit_code if exit_code is not None else _read_exit_code(path / "exit_code.txt"),
-        log_text="\n".join(_read_tail(p) for p in _folder_logs(path)),
-        rank_logs=_rank_logs(path),
+        log_text="\n".join(_read_tail(p) for p in folder_logs(path)),
+        rank_logs={rank: "\n".join(_read_tail(p) for p in paths) for rank, paths in rank_log_paths(path).items()},
         error_files=tuple(read_error_files(path)),
     )
 
 
-def _folder_logs(folder: Path) -> list[Path]:
+def folder_logs(folder: Path) -> list[Path]:
+    """A trial folder's own logs: stdout.log (the launcher's, or the program's), then any other *.log."""
     others = sorted(p for p in folder.glob("*.log") if p.name != "stdout.log" and p.is_file())
     return [p for p in (folder / "stdout.log",) if p.is_file()] + others
 
 
-def _rank_logs(folder: Path) -> dict[int, str]:
+def rank_log_paths(folder: Path) -> dict[int, list[Path]]:
     """torchrun's per-rank logs under --log-dir with --redirects: <run>/attempt_<n>/<rank>/{stdout,stderr}.log."""
-    texts: dict[int, list[str]] = {}
+    paths: dict[int, list[Path]] = {}
     for path in sorted(folder.glob("**/attempt_*/*/*.log")):
         if path.parent.name.isdigit():
-            texts.setdefault(int(path.parent.name), []).append(_read_tail(path))
-    return {rank: "\n".join(parts) for rank, parts in texts.items()}
+            paths.setdefault(int(path.parent.name), []).append(path)
+    return paths
 
 
 def read_error_files(folder: Path, warn: bool = True) -> Iterable[dict]:
