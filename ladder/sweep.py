@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import optuna
+from filelock import FileLock
 
 from ladder import catalog, decide, launch, lease, policy, preflight, results, reuse, stats, store, trial
 from ladder.config import MeasureConf, Settings
@@ -117,26 +118,55 @@ def run(settings: Settings, paths: Paths, machine: Machine, view: View) -> Summa
     if settings.reuse:
         _reuse(ctx)
     gate = _preflight(settings, machine)
-    while True:
-        while (decision := _next(ctx)) is not None:
-            if gate is not None:
-                gate.before_launch(machine.gpus)  # a refusal raises LaunchError, naming the processes and the fix
-            _measure(ctx, decision, Phase.PROBE)
-        if (pick := _to_confirm(ctx)) is None:
-            return _conclude(ctx, resumed)
-        _measure(ctx, pick, Phase.CONFIRM)  # a failure here steps that profile down, and the walk goes on
+    while _step(ctx, gate):
+        pass
+    return _conclude(ctx, resumed)
+
+
+def _step(ctx: Run, gate: preflight.Preflight | None) -> bool:
+    """Decide and launch the case's next trial; False once the walk has nothing left to launch.
+
+    The case's walk is one, whichever processes run it: this one decides only while no other runs a trial of the
+    case (it waits for that trial's outcome, holding no devices), and decides again inside its device lease, so a
+    decision never goes stale while it waits for devices."""
+    store.wait_turn(ctx.study, ctx.settings.stale_after_s)
+    if _decide(ctx) is None:
+        return False
+    with _lease(ctx) as held:
+        if store.live_running(ctx.study, ctx.settings.stale_after_s):
+            return True  # another process began one while this one waited for devices: its outcome comes first
+        if (step := _decide(ctx)) is None:
+            return False
+        if gate is not None:
+            gate.before_launch(ctx.machine.gpus)  # a refusal raises LaunchError, naming the processes and the fix
+        _measure(ctx, *step, held)
+    return True
+
+
+def _decide(ctx: Run) -> tuple[policy.Decision, Phase] | None:
+    """The walk's next probe; once none is left, the pick's confirmation (if `confirm_s` asks for one and it has
+    not passed). A failed confirmation steps that profile down, and the walk goes on."""
+    if (decision := _next(ctx)) is not None:
+        return decision, Phase.PROBE
+    if (pick := _to_confirm(ctx)) is not None:
+        return pick, Phase.CONFIRM
+    return None
 
 
 def _reuse(ctx: Run) -> None:
     """Trials of earlier sweeps that answer for ours (same configuration, hardware and code) are copied in and
     shown, so the walk takes them as facts instead of launching them again."""
     s = ctx.settings
-    have = {(r.variant, r.num_envs) for r in store.records(ctx.study) if r.status is not Status.INTERRUPTED}
     wanted = {(p.name, rung): _identity(ctx, p.name, rung) for p in s.profiles for rung in s.rungs}
     earlier = reuse.earlier_records(ctx.storage, s.case.name, ctx.paths.sweep, Path(s.output_root))
-    copies = [reuse.as_reused(r, ctx.paths.sweep) for r in reuse.pick(earlier, wanted, have)]
+    # one process at a time copies into this case (the same command started twice would copy everything twice)
+    ctx.paths.sweep_dir.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(ctx.paths.sweep_dir / f".reuse.{s.case.name}.lock")):
+        have = {(r.variant, r.num_envs) for r in store.records(ctx.study) if r.status is not Status.INTERRUPTED}
+        copies = [reuse.as_reused(r, ctx.paths.sweep) for r in reuse.pick(earlier, wanted, have)]
+        for copy in copies:
+            store.add_finished(ctx.study, copy, catalog.known("profile"), results.objective_value(copy, s.objective))
     for copy in copies:
-        store.add_finished(ctx.study, copy, catalog.known("profile"), results.objective_value(copy, s.objective))
         ctx.view.trial_finished(copy)
     if copies:
         log.info("%d trial(s) reused from earlier sweeps on the same hardware (reuse=false runs them again)",
@@ -175,13 +205,14 @@ def _same(a: TrialRecord, b: TrialRecord) -> bool:
     return (a.variant, a.num_envs) == (b.variant, b.num_envs)
 
 
-def _measure(ctx: Run, decision: policy.Decision, phase: Phase) -> None:
+def _measure(ctx: Run, decision: policy.Decision, phase: Phase, held: lease.Lease | None) -> None:
     """One launch of the decision, and `measure.repeats - 1` more while it fits; each is its own trial, and
     each carries the repeat verdict over the rates so far (unstable: repeats disagree, or an interval is wide)."""
     rates: list[stats.Rate] = []
     for _ in range(ctx.settings.measure.repeats):
-        ctx.view.trial_started(decision.profile, decision.rung)
-        record = _run_one(ctx, decision, phase, rates)
+        record = _run_one(ctx, decision, phase, rates, held)
+        if record is None:  # another process's trial of the case came first: decide again after its outcome
+            return
         ctx.view.trial_finished(record)
         results.write_trials(ctx.paths.trials_tsv, lambda: store.sweep_records(ctx.storage, ctx.paths.sweep))
         if record.status is Status.INTERRUPTED:
@@ -196,25 +227,31 @@ def _next(ctx: Run) -> policy.Decision | None:
                               _tuning(ctx.settings))  # fmt: skip
 
 
-def _run_one(ctx: Run, decision: policy.Decision, phase: Phase, rates: list[stats.Rate]) -> TrialRecord:
+def _run_one(
+    ctx: Run, decision: policy.Decision, phase: Phase, rates: list[stats.Rate], held: lease.Lease | None
+) -> TrialRecord | None:
+    """Launch the decision as a new trial and record it; None when another process's trial came first."""
     key = (decision.profile, decision.rung, phase)
     done = [r for r in store.records(ctx.study) if (r.variant, r.num_envs, r.phase) == key]
     trial_dir = ctx.paths.trial_dir(ctx.settings.case.name, decision.profile, decision.rung, phase, len(done) + 1)
-    with _lease(ctx, decision) as held:
-        spec = plan(ctx, decision, trial_dir, launch.free_port())
-        if held is not None:  # the trial sees only its leased GPUs (as cuda:0..n-1), or gets its CPU slots
-            spec = dataclasses.replace(spec, env={**spec.env, **lease.lease_env(held)})
-        info = _info(ctx, decision, spec, trial_dir, held)
-        trial_id = uuid.uuid4().hex[:12]  # before begin: a crashed trial's processes are found by it
-        attrs = {"case": ctx.settings.case.name, "method": ctx.settings.case.method, "phase": str(phase), "info": info,
-                 "trial_id": trial_id}  # fmt: skip
-        otrial = store.begin(ctx.study, decision.profile, decision.rung, catalog.known("profile"), attrs)
-        started = _utc_now()
-        sampler = _sampler_factory(ctx.machine, held, trial_id)
-        with store.heartbeat(ctx.study, otrial, ctx.settings.heartbeat_s):
-            beat = decision.beat if ctx.settings.objective == "samples_per_s" and phase is Phase.PROBE else None
-            result = trial.run(spec, trial_dir, trial_id, _measure_conf(ctx.settings, phase), sampler,
-                               _mem_limit(ctx.settings), ctx.view.tick, beat)  # fmt: skip
+    spec = plan(ctx, decision, trial_dir, launch.free_port())
+    if held is not None:  # the trial sees only its leased GPUs (as cuda:0..n-1), or gets its CPU slots
+        spec = dataclasses.replace(spec, env={**spec.env, **lease.lease_env(held)})
+    info = _info(ctx, decision, spec, trial_dir, held)
+    trial_id = uuid.uuid4().hex[:12]  # before begin: a crashed trial's processes are found by it
+    attrs = {"case": ctx.settings.case.name, "method": ctx.settings.case.method, "phase": str(phase), "info": info,
+             "trial_id": trial_id}  # fmt: skip
+    otrial = store.begin(ctx.study, decision.profile, decision.rung, catalog.known("profile"), attrs)
+    if store.began_after_another(ctx.study, otrial, ctx.settings.stale_after_s):
+        store.withdraw(ctx.study, otrial)  # decided at the same moment as another process: the older one runs
+        return None
+    ctx.view.trial_started(decision.profile, decision.rung)
+    started = _utc_now()
+    sampler = _sampler_factory(ctx.machine, held, trial_id)
+    with store.heartbeat(ctx.study, otrial, ctx.settings.heartbeat_s):
+        beat = decision.beat if ctx.settings.objective == "samples_per_s" and phase is Phase.PROBE else None
+        result = trial.run(spec, trial_dir, trial_id, _measure_conf(ctx.settings, phase), sampler,
+                           _mem_limit(ctx.settings), ctx.view.tick, beat)  # fmt: skip
     if ctx.settings.measure.repeats > 1 and result.verdict.status is Status.OK:
         result = _with_repeats(result, rates, ctx.settings)
     record = _record(ctx.settings, decision, phase, result, info | _timing(started, result))
@@ -254,15 +291,15 @@ def _info(ctx: Run, decision: policy.Decision, spec: TrialSpec, trial_dir: Path,
 
 
 @contextlib.contextmanager
-def _lease(ctx: Run, decision: policy.Decision) -> Iterator[lease.Lease | None]:
-    """The trial's devices, held from before its launch to after its reap; no lease where the machine has no pool."""
+def _lease(ctx: Run) -> Iterator[lease.Lease | None]:
+    """The trial's devices, held from before its decision to after its reap; none where the machine has no pool."""
     if not ctx.machine.pool:
         yield None
         return
     kind = lease.DeviceKind.GPU if ctx.machine.device == "cuda" else lease.DeviceKind.CPU
     w = ctx.settings.workload
     folder = Path(w.lease_dir) if w.lease_dir else lease.DEFAULT_DIR
-    label = f"{ctx.settings.case.name} {decision.profile} e{decision.rung} (sweep pid {os.getpid()})"
+    label = f"{ctx.settings.case.name} of sweep {ctx.paths.sweep} (pid {os.getpid()})"
     with lease.acquire(ctx.machine.nproc, ctx.machine.pool, folder, w.lease_timeout_s, kind, label) as held:
         yield held
 

@@ -13,14 +13,21 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
+from datetime import datetime, timezone
 from pathlib import Path
 
 import psutil
+import pytest
+from hydra import compose, initialize_config_dir
 
-from ladder import launch, store
+from ladder import launch, reuse, store, sweep
+from ladder.catalog import CONF_DIR
+from ladder.config import register, settings_from
 from ladder.records import Phase, Reason, Status, TrialRecord
 from ladder.results import read_tsv
-from ladder.search import known_cases
+from ladder.search import find_machine, known_cases
+from ladder.view import PlainView
 from tests.test_store import wait_for
 
 FIRST = "amp_pi_plus"
@@ -34,7 +41,8 @@ COMPOSED = textwrap.dedent(
     import sys
     from hydra import compose, initialize_config_dir
     from ladder.config import register, settings_from
-    from ladder.search import CONF_DIR, execute
+    from ladder.catalog import CONF_DIR
+    from ladder.search import execute
     register()
     with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
         cfg = compose("config", overrides=sys.argv[1:])
@@ -43,10 +51,11 @@ COMPOSED = textwrap.dedent(
 )
 
 
-def search(cwd: Path, *overrides: str, composed: bool = False) -> subprocess.Popen[str]:
+def search(cwd: Path, *overrides: str, composed: bool = False, reuse: bool = False) -> subprocess.Popen[str]:
     entry = ["-c", COMPOSED] if composed else ["-m", "ladder.search"]
-    # the CPU path on any host; each sweep runs its own trials (these tests compare sweeps)
-    argv = [sys.executable, *entry, "device=cpu", "reuse=false", f"output_root={cwd}/output/train", *overrides]
+    # the CPU path on any host; each sweep runs its own trials unless told (these tests compare sweeps)
+    argv = [sys.executable, *entry, "device=cpu", f"reuse={str(reuse).lower()}", f"output_root={cwd}/output/train",
+            *overrides]  # fmt: skip
     return subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
@@ -143,3 +152,83 @@ def test_two_sweeps_on_different_cases_share_one_postgresql_storage_and_results(
     assert all(password not in out for out in outs)
     leaks = [str(p) for p in tmp_path.rglob("*") if p.is_file() and password.encode() in p.read_bytes()]
     assert leaks == []
+
+
+def test_two_processes_on_one_sweep_and_case_take_turns_and_run_nothing_twice(tmp_path: Path) -> None:
+    """The same command started twice at once (two terminals, two hosts on one storage): the walk is the case's
+    own, so the two take turns, each deciding from the other's finished trials; no rung is launched twice."""
+    same = [f"case={FIRST}", *FAST, "sweep=twice"]
+    outs = [finish(p) for p in [search(tmp_path, *same), search(tmp_path, *same)]]
+
+    root = sweep_dir(tmp_path, "twice")
+    records = store.sweep_records(store.open_storage(None, root), "twice")
+    launched = [(r.variant, r.num_envs, str(r.phase)) for r in records]
+    assert sorted(launched) == [("default", 64, "probe"), ("default", 256, "probe")], outs
+    assert sorted(p.name for p in (root / "trials" / FIRST).iterdir()) == ["default_e256_probe_1",
+                                                                        "default_e64_probe_1"]  # fmt: skip
+    assert all("best: amp_pi_plus    default  e64" in out for out in outs), outs
+
+    # again, as a new sweep that reuses the first: the trials are copied in once, and nothing launches
+    again = [f"case={FIRST}", *FAST, "sweep=again"]
+    outs = [finish(p) for p in [search(tmp_path, *again, reuse=True), search(tmp_path, *again, reuse=True)]]
+    rows = read_tsv(sweep_dir(tmp_path, "again") / "trials.tsv")
+    assert sorted((r["variant"], r["num_envs"]) for r in rows) == [("default", "256"), ("default", "64")], outs
+    assert all(r["why"].startswith("reused from twice#") for r in rows)
+    assert not (sweep_dir(tmp_path, "again") / "trials").exists()
+
+
+def test_sweeps_reusing_one_earlier_sweep_at_one_moment_copy_each_trial_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two sweeps (threads standing in for two processes, each with its own storage handle) reach the reuse step
+    together: one copies while the other waits, and then finds the copies there. Each thread, once it may copy,
+    waits up to a second for the other to get there too; only a missing exclusion lets both in at once."""
+    finish(search(tmp_path, f"case={FIRST}", *FAST, "sweep=first"))
+    register()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose("config", overrides=[f"case={FIRST}", *FAST, "sweep=again", "device=cpu", "reuse=true",
+                                           f"output_root={tmp_path}/output/train"])  # fmt: skip
+    settings = settings_from(cfg, known_cases())
+    paths, machine = sweep.Paths.for_settings(settings, datetime.now(timezone.utc)), find_machine(settings)
+
+    read_both = threading.Barrier(2)  # both have read the earlier sweep before either may copy
+    inside, most, both_in, count = [0], [0], threading.Event(), threading.Lock()
+    real_read, real_pick = reuse.earlier_records, reuse.pick
+
+    def read(*args: object) -> list[TrialRecord]:
+        found = real_read(*args)  # type: ignore[arg-type]
+        read_both.wait(timeout=60)
+        return found
+
+    def pick(*args: object) -> list[TrialRecord]:
+        with count:
+            inside[0] += 1
+            most[0] = max(most[0], inside[0])
+            if inside[0] == 2:
+                both_in.set()
+        both_in.wait(timeout=1.0)
+        try:
+            return real_pick(*args)  # type: ignore[arg-type]
+        finally:
+            with count:
+                inside[0] -= 1
+
+    monkeypatch.setattr(reuse, "earlier_records", read)
+    monkeypatch.setattr(reuse, "pick", pick)
+    errors: list[BaseException] = []
+
+    def one() -> None:
+        try:
+            sweep.run(settings, paths, machine, PlainView())
+        except BaseException as exc:  # noqa: BLE001 - the test reports it
+            errors.append(exc)
+
+    threads = [threading.Thread(target=one) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert errors == [] and most[0] == 1
+    records = store.sweep_records(store.open_storage(None, paths.sweep_dir), "again")
+    assert sorted((r.variant, r.num_envs) for r in records) == [("default", 64), ("default", 256)]
+    assert all(r.info["reused_from"].startswith("first#") for r in records)
