@@ -182,8 +182,9 @@ def dry_run(settings: Settings, paths: Paths, machine: Machine) -> str:
     """Every trial the walk could launch, exactly as it would be launched, and what the sweep may cost."""
     workload = workload_of(settings)
     ctx = Run(settings, paths, machine, workload, None, None, PlainView())  # type: ignore[arg-type]
+    port = launch.free_port()  # free now, so a command copied from here runs as shown; each launch takes its own
     planned = [
-        Planned(variant, rung, str(trial_dir), plan(ctx, Decision(variant, rung, ""), trial_dir, 0))
+        Planned(variant, rung, str(trial_dir), plan(ctx, Decision(variant, rung, ""), trial_dir, port))
         for variant, rung in every_trial([p.name for p in settings.profiles], settings.rungs)
         for trial_dir in [paths.trial_dir(settings.case.name, variant, rung, Phase.PROBE, 1).absolute()]
     ]

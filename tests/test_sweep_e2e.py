@@ -159,3 +159,12 @@ def test_confirm_runs_the_pick_long_and_the_best_row_carries_its_own_figures(tmp
     assert float(trials[1]["window_s"]) >= 5 > float(trials[0]["window_s"])
     (best,) = read_tsv(root / "best_by_case.tsv")
     assert (best["phase"], best["samples_per_s"]) == ("confirm", trials[1]["samples_per_s"])
+
+
+def test_dry_run_shows_the_launches_with_a_usable_port_and_launches_nothing(tmp_path: Path) -> None:
+    out = finish(search(tmp_path, "dry_run=true", "sweep=dry"))
+    assert "16 trial(s) the walk could launch" in out and "expected" in out, out
+    ports = {line.split("--master-port ")[1].split()[0] for line in out.splitlines() if line.startswith("argv: ")}
+    assert len(ports) == 1 and int(ports.pop()) > 0, out  # a port free when shown, not a placeholder
+    assert not (sweep_dir(tmp_path, "dry") / "trials").exists()
+    assert not (sweep_dir(tmp_path, "dry") / "journal.log").exists()
