@@ -32,6 +32,7 @@ import os
 import subprocess
 import tempfile
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
@@ -44,10 +45,10 @@ from ladder.records import Status, TrialRecord
 SEED_HEAD = ("case", "method", "variant", "num_envs", "status", "min_avg_util")
 BEST_TAIL = (
     "samples_per_s", "samples_per_s_lo", "samples_per_s_hi", "p50_util", "active_s", "idle_s", "avg_active_util",
-    "step_time_p50", "data_time_p50", "window_s", "gated", "n_samples", "unstable", "repeat_spread", "cap_used_mb",
-    "cap_mb", "class", "action", "reason", "evidence", "gpu_name", "gpu_mem_total", "n_gpus", "driver", "torch",
-    "source", "workload", "workload_version", "width_factor", "emulate_gpu_mem_gb", "phase", "trials", "sweep", "host",
-    "finished_at", "trial_dir",
+    "step_time_p50", "data_time_p50", "window_s", "gated", "n_samples", "unstable", "repeat_spread", "repeats",
+    "cap_used_mb", "cap_mb", "class", "action", "reason", "evidence", "gpu_name", "gpu_mem_total", "n_gpus", "driver",
+    "torch", "source", "workload", "workload_version", "width_factor", "emulate_gpu_mem_gb", "phase", "trials", "sweep",
+    "host", "finished_at", "trial_dir",
 )  # fmt: skip
 TRIAL_HEAD = ("number", "case", "method", "variant", "num_envs", "phase", "status", "reason")
 TRIAL_TAIL = (
@@ -55,6 +56,7 @@ TRIAL_TAIL = (
     "width_factor", "emulate_gpu_mem_gb", "port", "host", "sweep",
 )  # fmt: skip
 MERGE_KEY = ("case", "gpu_name", "gpu_mem_total", "n_gpus")  # rows for one case on different hardware coexist
+REPEAT_FIGURES = ("repeats", "unstable", "repeat_spread", "ci_frac")  # about all repeats of a configuration
 Records = Sequence[TrialRecord] | Callable[[], Sequence[TrialRecord]]
 T = TypeVar("T")
 
@@ -64,10 +66,38 @@ def objective_value(record: TrialRecord, objective: str) -> float | None:
 
 
 def best(records: Sequence[TrialRecord], objective: str) -> TrialRecord | None:
-    """The case's best ok trial by `objective` (`pick`'s rule)."""
-    scored = [(v, r.figures.get(f"{objective}_hi"), r.num_envs, r) for r in records
+    """The case's best ok trial by `objective` (`pick`'s rule), repeats taken as their median (`median_repeats`)."""
+    scored = [(v, r.figures.get(f"{objective}_hi"), r.num_envs, r) for r in median_repeats(records, objective)
               if (v := objective_value(r, objective)) is not None]  # fmt: skip
     return pick(scored)
+
+
+def median_repeats(records: Sequence[TrialRecord], objective: str) -> list[TrialRecord]:
+    """A configuration measured several times (`measure.repeats`: same profile, rung and phase, each ok) as one
+    record: its median repeat by `objective` (the lower middle one for an even count), so that the best of n
+    repeats never stands for the configuration, carrying the repeat verdict over all of them (`REPEAT_FIGURES`, from
+    the last repeat, which saw them all). Every other record stays; the order of first appearance is kept."""
+    groups: dict[tuple[str, int, str], list[TrialRecord]] = {}
+    slots: list[TrialRecord | tuple[str, int, str]] = []
+    for record in records:
+        if objective_value(record, objective) is None:
+            slots.append(record)
+            continue
+        key = (record.variant, record.num_envs, str(record.phase))
+        if key not in groups:
+            groups[key] = []
+            slots.append(key)
+        groups[key].append(record)
+    return [slot if isinstance(slot, TrialRecord) else _median_of(groups[slot], objective) for slot in slots]
+
+
+def _median_of(repeats: list[TrialRecord], objective: str) -> TrialRecord:
+    if len(repeats) == 1:
+        return repeats[0]
+    ranked = sorted(repeats, key=lambda r: (objective_value(r, objective), r.number))
+    median, last = ranked[(len(ranked) - 1) // 2], max(repeats, key=lambda r: r.number)
+    verdict = {k: v for k, v in last.figures.items() if k in REPEAT_FIGURES}
+    return replace(median, figures={**median.figures, **verdict})
 
 
 def pick(scored: Sequence[tuple[float, float | None, int, T]]) -> T | None:

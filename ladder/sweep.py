@@ -360,7 +360,7 @@ def _last_failure(records: list[TrialRecord]) -> TrialRecord | None:
 def _attempts(records: list[TrialRecord], objective: str) -> list[policy.Attempt]:
     """What the walk knows: every probe, and every confirmation that failed (its rung then fails for the walk)."""
     return [policy.Attempt(r.variant, r.num_envs, r.status, mem_frac(r), results.objective_value(r, objective),
-                           r.figures.get(f"{objective}_hi")) for r in records
+                           r.figures.get(f"{objective}_hi")) for r in results.median_repeats(records, objective)
             if r.phase is Phase.PROBE or r.status is not Status.OK]  # fmt: skip
 
 

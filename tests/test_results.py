@@ -7,6 +7,7 @@ import random
 import subprocess
 import sys
 import textwrap
+from dataclasses import replace
 from importlib import metadata
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from ladder.results import (
     best_row,
     code_version,
     columns,
+    median_repeats,
     merge_rows,
     pick,
     read_tsv,
@@ -62,6 +64,25 @@ def test_best_by_objective_ties_to_larger_num_envs() -> None:
     higher = best([rec("default", 64, Status.OK, 40.0), rec("hiutil", 48, Status.OK, 55.0)], "min_avg_util")
     assert higher is not None and higher.variant == "hiutil"
     assert best([rec("hiutil", 128, Status.OOM_OR_NCCL)], "min_avg_util") is None
+
+
+def test_repeats_count_as_their_median_and_carry_the_verdict_over_all_of_them() -> None:
+    """With `measure.repeats=3`, the best of three never stands for a configuration: e64's lucky 5400 loses to
+    e128's steadier median, and the row is e128's middle repeat with the verdict the last repeat gave."""
+    def repeat(envs: int, value: float, number: int, **verdict: float) -> TrialRecord:
+        r = rec("default", envs, Status.OK, 50.0)
+        return replace(r, figures={**r.figures, "samples_per_s": value, **verdict}, number=number)
+
+    records = [repeat(64, 5000, 1, repeats=1), repeat(64, 5400, 2, repeats=2), repeat(64, 5200, 3, repeats=3),
+               repeat(128, 5380, 4, repeats=1), repeat(128, 5300, 5, repeats=2),
+               repeat(128, 5350, 6, repeats=3, unstable=1.0, repeat_spread=0.015),
+               rec("default", 256, Status.OOM_OR_NCCL)]  # fmt: skip
+    top = best(records, "samples_per_s")
+    assert top is not None and (top.num_envs, top.number, top.figures["samples_per_s"]) == (128, 6, 5350)
+    assert (top.figures["repeats"], top.figures["unstable"]) == (3, 1.0)
+    assert [(r.num_envs, r.number) for r in median_repeats(records, "samples_per_s")] == [(64, 3), (128, 6), (256, 0)]
+    even = median_repeats(records[:2], "samples_per_s")[0]  # two repeats: the lower one, with the second's verdict
+    assert (even.figures["samples_per_s"], even.figures["repeats"]) == (5000, 2)
 
 
 def test_a_trial_below_what_it_must_beat_never_becomes_the_pick_whatever_comes_after() -> None:

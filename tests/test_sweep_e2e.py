@@ -168,3 +168,19 @@ def test_dry_run_shows_the_launches_with_a_usable_port_and_launches_nothing(tmp_
     assert len(ports) == 1 and int(ports.pop()) > 0, out  # a port free when shown, not a placeholder
     assert not (sweep_dir(tmp_path, "dry") / "trials").exists()
     assert not (sweep_dir(tmp_path, "dry") / "journal.log").exists()
+
+
+def test_repeats_measure_a_fitting_rung_again_and_the_best_row_is_their_median(tmp_path: Path) -> None:
+    proc = search(tmp_path, *FAST, "ladder.rungs=[256,64]", "sweep=rep", "measure.repeats=3",
+                  "objective=samples_per_s", "descent_gain_max=1.0")  # fmt: skip
+    out = finish(proc)
+    assert proc.returncode == 0, out
+    root = sweep_dir(tmp_path, "rep")
+    trials = read_tsv(root / "trials.tsv")
+    assert [(t["num_envs"], t["status"]) for t in trials] == [("256", "oom_or_nccl"), *[("64", "ok")] * 3], out
+    values = sorted(float(t["samples_per_s"]) for t in trials[1:])
+    (row,) = read_tsv(root / "best_by_case.tsv")
+    assert float(row["samples_per_s"]) == values[1]  # the middle repeat, not the best of three
+    assert row["repeats"] == "3" and row["unstable"] in ("0", "1") and float(row["repeat_spread"]) >= 0
+    assert [p.name for p in sorted((root / "trials" / "amp_pi_plus").iterdir())] == [
+        "default_e256_probe_1", "default_e64_probe_1", "default_e64_probe_2", "default_e64_probe_3"]  # fmt: skip
