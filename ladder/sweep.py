@@ -91,6 +91,7 @@ class Run:
     study: optuna.Study
     storage: optuna.storages.BaseStorage
     view: View
+    shown: set[int] = dataclasses.field(default_factory=set)  # numbers of the stored trials the view has shown
 
 
 def workload_of(settings: Settings) -> planner.Workload:
@@ -117,6 +118,7 @@ def run(settings: Settings, paths: Paths, machine: Machine, view: View) -> Summa
     resumed = sum(1 for r in store.records(study) if r.status is not Status.INTERRUPTED)
     if settings.reuse:
         _reuse(ctx)
+    ctx.shown.update(r.number for r in store.records(study))
     gate = _preflight(settings, machine)
     while _step(ctx, gate):
         pass
@@ -130,6 +132,7 @@ def _step(ctx: Run, gate: preflight.Preflight | None) -> bool:
     case (it waits for that trial's outcome, holding no devices), and decides again inside its device lease, so a
     decision never goes stale while it waits for devices."""
     store.wait_turn(ctx.study, ctx.settings.stale_after_s)
+    _show_others(ctx)
     if _decide(ctx) is None:
         return False
     with _lease(ctx) as held:
@@ -141,6 +144,14 @@ def _step(ctx: Run, gate: preflight.Preflight | None) -> bool:
             gate.before_launch(ctx.machine.gpus)  # a refusal raises LaunchError, naming the processes and the fix
         _measure(ctx, *step, held)
     return True
+
+
+def _show_others(ctx: Run) -> None:
+    """Trials of this case that another process finished (see `_step`), shown as they land, like this one's."""
+    for record in store.records(ctx.study):
+        if record.number not in ctx.shown:
+            ctx.shown.add(record.number)
+            ctx.view.trial_finished(record)
 
 
 def _decide(ctx: Run) -> tuple[policy.Decision, Phase] | None:
@@ -245,6 +256,7 @@ def _run_one(
     if store.began_after_another(ctx.study, otrial, ctx.settings.stale_after_s):
         store.withdraw(ctx.study, otrial)  # decided at the same moment as another process: the older one runs
         return None
+    ctx.shown.add(otrial.number)
     ctx.view.trial_started(decision.profile, decision.rung)
     started = _utc_now()
     sampler = _sampler_factory(ctx.machine, held, trial_id)

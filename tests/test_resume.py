@@ -167,6 +167,7 @@ def test_two_processes_on_one_sweep_and_case_take_turns_and_run_nothing_twice(tm
     assert sorted(p.name for p in (root / "trials" / FIRST).iterdir()) == ["default_e256_probe_1",
                                                                         "default_e64_probe_1"]  # fmt: skip
     assert all("best: amp_pi_plus    default  e64" in out for out in outs), outs
+    assert all(out.count("amp_pi_plus    default  e256   oom_or_nccl") == 1 for out in outs), outs  # each shows all
 
     # again, as a new sweep that reuses the first: the trials are copied in once, and nothing launches
     again = [f"case={FIRST}", *FAST, "sweep=again"]
