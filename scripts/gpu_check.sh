@@ -7,7 +7,8 @@
 #   4. the demo sweep on the GPU: torchrun with one rank per GPU, NCCL with the validated environment, the
 #      emulated 0.6 GB card, NVML measuring util and memory, preflight before each launch;
 #   5. the same demo sweep again under another name: every trial is reused from the first, nothing launches;
-#   6. a sweep at MimicKit's full net width under an emulated 3 GB card, objective samples/s, both profiles: the
+#   6. the demo case started twice at once with a GPU lease per trial: the two processes take turns;
+#   7. a sweep at MimicKit's full net width under an emulated 3 GB card, objective samples/s, both profiles: the
 #      memory model on CUDA figures, and the descent below the largest fit (with cut trials).
 # Each step has its own time limit and the script goes on after a failed step; every log and sweep folder is
 # packed into OUT_DIR/runs.tgz, and OUT_DIR/check.log holds what each step printed last.
@@ -52,6 +53,13 @@ step demo_sweep 150 "$py" -m ladder.search case=amp_pi_plus device=cuda sweep=gp
 
 step demo_again 60 "$py" -m ladder.search case=amp_pi_plus device=cuda sweep=gpu_demo_again \
     "output_root=$work/out"
+
+# the same case started twice at once, one GPU leased per trial: the two take turns, no rung runs twice
+step twice 150 bash -c "$py -m ladder.search case=amp_pi_plus device=cuda sweep=gpu_twice profile=[default] \
+    reuse=false workload.gpus_per_trial=1 workload.lease_dir=$work/leases output_root=$work/out >$work/twice_a.log 2>&1 &
+    $py -m ladder.search case=amp_pi_plus device=cuda sweep=gpu_twice profile=[default] \
+    reuse=false workload.gpus_per_trial=1 workload.lease_dir=$work/leases output_root=$work/out >$work/twice_b.log 2>&1
+    b=\$?; wait \$!; a=\$?; echo rc_a=\$a rc_b=\$b; grep -h 'waiting for\|^best' $work/twice_a.log $work/twice_b.log"
 
 step wide_sweep 240 "$py" -m ladder.search case=amp_humanoid device=cuda sweep=gpu_wide "output_root=$work/out" \
     workload.width_factor=1.0 workload.emulate_gpu_mem_gb=3 objective=samples_per_s measure.window_s=5
