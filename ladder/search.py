@@ -225,7 +225,8 @@ def execute(settings: Settings) -> int:
     except KeyboardInterrupt:
         view.close()
         resume = f"python -m ladder.search case={settings.case.name} sweep={paths.sweep}"
-        print(f"interrupted: the running trial was stopped and recorded; resume with `{resume}`", file=sys.stderr)
+        print(f"interrupted: nothing of this sweep is left running (a trial cut short is recorded `interrupted` and "
+              f"runs again); resume with `{resume}`", file=sys.stderr)  # fmt: skip
         return EXIT_INTERRUPTED
     except BaseException:
         view.close()
