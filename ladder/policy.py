@@ -29,7 +29,10 @@ profile's) carries what it must reach to become the case's pick (`Decision.beat`
 stops as soon as it clearly cannot: a lower rung's descent step, and a later profile that is clearly slower, cost
 a warm-up and a few steps, not a window. With `gain_max`, a profile whose best, even that many times
 higher, would stay below the case's best so far is not measured lower (a lower rung is taken to beat the one
-above it by at most that factor), and its walk says so.
+above it by at most that factor), and its walk says so. Upwards there is a bound that is physics, not a record
+(`throughput`): an iteration never gets faster with more envs, so samples/s grows at most in proportion to
+num_envs, and a rung above a profile's fit that even such perfect scaling keeps below the case's best is not
+launched (`_above_reach`); its walk says so too.
 """
 
 from __future__ import annotations
@@ -107,6 +110,7 @@ class Tuning:
     margin: float = 0.10  # skip a rung only when predicted over the card by more than this fraction
     descend: bool = False  # measure below the largest fit while fewer envs do better (objective samples/s)
     gain_max: float | None = None  # ... unless even this many times a profile's best stays below the case's best
+    throughput: bool = False  # the objective is samples/s: at most proportional to num_envs (see `_above_reach`)
 
     @property
     def descends(self) -> bool:
@@ -152,7 +156,8 @@ def _seed(rungs: Sequence[int], picks: list[int], nothing_fits: bool, tuning: Tu
 def walk(rungs: Sequence[int], profile: str, attempts: Sequence[Attempt], tuning: Tuning = Tuning()) -> Walk:
     """Where one profile's walk stands (its next rung, when pending, is as if it had no seed)."""
     mine = _mine(profile, attempts)
-    skipped = _skipped(rungs, mine, tuning) + _not_descended(rungs, mine, tuning, _case_best(attempts))
+    case_best = _case_best(attempts)
+    skipped = _skipped(rungs, mine, tuning, case_best) + _not_descended(rungs, mine, tuning, case_best)
     decision = decide(rungs, profile, attempts, tuning)
     if decision is not None:
         return Walk(profile, Outcome.PENDING, decision.rung, skipped)
@@ -170,12 +175,13 @@ def decide(
         return None
     if (again := _retry(mine)) is not None:
         return Decision(profile, again.rung, "the same rung again: its launch failed (port in use)")
-    left = _left(rungs, mine)
+    case_best = _case_best(attempts)
+    left = [r for r in _left(rungs, mine) if not _above_reach(r, mine, tuning, case_best)]
     if not left:
-        return _descent_step(rungs, profile, mine, tuning, _case_best(attempts)) if tuning.descends else None
+        return _descent_step(rungs, profile, mine, tuning, case_best) if tuning.descends else None
     if tuning.strategy is Strategy.WALK:
         return Decision(profile, left[0], "the highest rung left")
-    return _model_step(rungs, profile, left, mine, tuning, seed, _case_best(attempts))
+    return _model_step(rungs, profile, left, mine, tuning, seed, case_best)
 
 
 def fit_memory(points: Sequence[tuple[int, float]]) -> Fit | None:
@@ -205,6 +211,8 @@ def _model_step(
     if _floor(mine) is not None:
         if tuning.descends and (below := _descent_step(rungs, profile, mine, tuning, case_best)) is not None:
             return below  # the descent measures it anyway; its memory point may rule out the rungs above
+        if [r for r in _left(rungs, mine) if r < left[-1]]:  # the ones between are out of reach (`_above_reach`)
+            return Decision(profile, left[-1], "the lowest rung above the largest fit that could still become the pick")
         return Decision(profile, left[-1], "just above the largest rung that fits")
     return Decision(profile, left[0], "the highest rung left")
 
@@ -258,6 +266,24 @@ def _out_of_reach(best: Attempt, tuning: Tuning, case_best: float | None) -> boo
     """A lower rung of this profile could not become the case's pick even `gain_max` times better than its best."""
     return (tuning.gain_max is not None and case_best is not None and best.value is not None
             and best.value * tuning.gain_max < case_best)  # fmt: skip
+
+
+def _above_reach(rung: int, mine: list[Attempt], tuning: Tuning, case_best: float | None) -> str:
+    """Why `rung` cannot become the case's pick whatever it measures ("" if it can), for a throughput objective
+    under the model strategy: an iteration never gets faster with more envs, so samples/s grows at most in
+    proportion to num_envs, and even perfect scaling from the top of the interval of a rung of this profile measured
+    below it stays under the case's best. Only a later profile can meet this (the case's best is otherwise its own)."""
+    if not tuning.throughput or tuning.strategy is not Strategy.MODEL or case_best is None:
+        return ""
+    below = [a for a in mine if a.status is Status.OK and a.value is not None and a.rung < rung]
+    if not below:
+        return ""
+    base = min(below, key=lambda a: _upper(a) / a.rung)
+    bound = _upper(base) * rung / base.rung
+    if bound >= case_best:
+        return ""
+    return (f"even perfect scaling from {_upper(base):.4g} at {base.rung} envs ({bound:.4g}) stays below the case's "
+            f"best {case_best:.4g}")  # fmt: skip
 
 
 def _case_best(attempts: Sequence[Attempt]) -> float | None:
@@ -329,7 +355,9 @@ def _not_descended(
                    f"{case_best:.4g}"),)  # fmt: skip
 
 
-def _skipped(rungs: Sequence[int], mine: list[Attempt], tuning: Tuning) -> tuple[tuple[int, str], ...]:
+def _skipped(
+    rungs: Sequence[int], mine: list[Attempt], tuning: Tuning, case_best: float | None
+) -> tuple[tuple[int, str], ...]:
     """Rungs above the floor that were never launched, and what ruled each out."""
     ran, floor, ceiling = {a.rung for a in mine}, _floor(mine), _ceiling(mine)
     fit = fit_memory(_points(mine)) if tuning.strategy is Strategy.MODEL else None
@@ -339,4 +367,6 @@ def _skipped(rungs: Sequence[int], mine: list[Attempt], tuning: Tuning) -> tuple
             out.append((rung, f"above the failure at {ceiling} envs"))
         elif fit is not None and fit.predict(rung) > 1.0 + tuning.margin:
             out.append((rung, f"memory fit predicts {fit.predict(rung):.0%} of the card"))
+        elif why := _above_reach(rung, mine, tuning, case_best):
+            out.append((rung, why))
     return tuple(out)

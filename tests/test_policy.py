@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import itertools
+import random
+from dataclasses import replace
 
 import pytest
 
+from ladder import results
 from ladder.policy import MAX_RETRIES, Attempt, Outcome, Strategy, Tuning, fit_memory, next_trial, walk
 from ladder.records import Status
 
@@ -237,3 +240,63 @@ def test_a_profile_that_cannot_reach_the_cases_best_even_gain_max_times_over_is_
     decision = next_trial(PI_PLUS, ["default", "hiutil"], close, capped)
     assert decision is not None and (decision.profile, decision.rung) == ("hiutil", 48)
     assert walk(PI_PLUS, "hiutil", hiutil, DESCEND).rung == 48  # no gain_max: always measured lower
+
+
+def test_a_rung_above_that_even_perfect_scaling_cannot_lift_to_the_cases_best_is_not_launched() -> None:
+    """samples/s grows at most in proportion to num_envs (an iteration never gets faster with more envs): a later
+    profile's rungs above its fit whose bound stays below the case's best are skipped, and say why; the walk still
+    launches the ones within reach, lowest first, and never one more than it would without the bound."""
+    first = [Attempt("default", 64, OOM), Attempt("default", 48, OK, None, 5374.0, 5500.0),
+             Attempt("default", 40, OK, None, 5218.0, 5400.0)]  # fmt: skip
+    hiutil = [*first, Attempt("hiutil", 48, OK, None, 2410.0, 2600.0)]
+    tuning = Tuning(descend=True, gain_max=1.3, throughput=True)
+    decision = next_trial(PI_PLUS, ["default", "hiutil"], hiutil, tuning)  # 64: at most 2600 x 64/48 = 3467
+    assert decision is not None and (decision.profile, decision.rung) == ("hiutil", 128)  # 6933: still within reach
+    assert "could still become the pick" in decision.why
+    without = next_trial(PI_PLUS, ["default", "hiutil"], hiutil, replace(tuning, throughput=False))
+    assert without is not None and without.rung == 64
+
+    done = [*hiutil, Attempt("hiutil", 128, OOM)]
+    assert next_trial(PI_PLUS, ["default", "hiutil"], done, tuning) is None
+    state = walk(PI_PLUS, "hiutil", done, tuning)
+    assert (state.outcome, state.rung) == (Outcome.FOUND, 48)
+    assert dict(state.skipped)[64] == ("even perfect scaling from 2600 at 48 envs (3467) stays below the case's "
+                                       "best 5374")  # fmt: skip
+
+    slow = [*first, Attempt("hiutil", 48, OK, None, 900.0, 1000.0)]  # 256: 5333, every rung above is out of reach
+    assert next_trial(PI_PLUS, ["default", "hiutil"], slow, tuning) is None
+    assert [r for r, _ in walk(PI_PLUS, "hiutil", slow, tuning).skipped][:3] == [256, 128, 64]  # and 40: gain_max
+    assert next_trial(PI_PLUS, ["default", "hiutil"], slow, replace(tuning, strategy=Strategy.WALK)) is not None
+
+
+World = dict[str, tuple[int, tuple[float, float, float]]]  # profile -> (index of its largest fit or -1, a, b, c)
+
+
+def _sweep_in(world: World, tuning: Tuning) -> tuple[int, tuple[str, int] | None]:
+    """The walk run against a made-up case: launches, and the pick (`results.pick` over what it measured)."""
+    history: list[Attempt] = []
+    while (d := next_trial(PI_PLUS, ["default", "hiutil"], history, tuning)) is not None:
+        fit, (a, b, c) = world[d.profile]
+        fits = fit >= 0 and d.rung <= PI_PLUS[fit]
+        value = 32.0 * d.rung / (a + b * d.rung + c * d.rung**2) if fits else None
+        history.append(Attempt(d.profile, d.rung, OK if fits else OOM, None, value, value and value * 1.02))
+        assert len(history) < 40
+    ok = [(a.value, a.value_hi, a.rung, (a.profile, a.rung)) for a in history if a.value is not None]
+    return len(history), results.pick(ok)
+
+
+def test_the_scaling_bound_never_adds_a_launch_or_changes_the_pick_where_iterations_never_speed_up() -> None:
+    """2000 random cases that obey the bound's premise (each profile's iteration time a + b*n + c*n^2, so more envs
+    never make an iteration faster, and a random largest fit, none included): with the bound the walk launches at
+    most what it launches without, and picks the same."""
+    rnd = random.Random(7)
+    tuning = Tuning(descend=True, gain_max=None, throughput=True)
+    fewer = 0
+    for _ in range(2000):
+        world = {p: (rnd.randint(-1, len(PI_PLUS) - 1), (rnd.uniform(0.1, 2), rnd.uniform(0, 0.05),
+                                                         rnd.choice([0.0, rnd.uniform(0, 1e-3)])))
+                 for p in ("default", "hiutil")}  # fmt: skip
+        with_bound, without = _sweep_in(world, tuning), _sweep_in(world, replace(tuning, throughput=False))
+        assert with_bound[0] <= without[0] and with_bound[1] == without[1], (world, with_bound, without)
+        fewer += with_bound[0] < without[0]
+    assert fewer > 100  # the bound does save launches in such cases
