@@ -263,9 +263,10 @@ def _next_below(rungs: Sequence[int], mine: list[Attempt]) -> tuple[Attempt, int
 
 
 def _out_of_reach(best: Attempt, tuning: Tuning, case_best: float | None) -> bool:
-    """A lower rung of this profile could not become the case's pick even `gain_max` times better than its best."""
+    """A lower rung of this profile could not become the case's pick even `gain_max` times better than its best
+    (the top of the best's interval: its true rate may be that high)."""
     return (tuning.gain_max is not None and case_best is not None and best.value is not None
-            and best.value * tuning.gain_max < case_best)  # fmt: skip
+            and _upper(best) * tuning.gain_max < case_best)  # fmt: skip
 
 
 def _above_reach(rung: int, mine: list[Attempt], tuning: Tuning, case_best: float | None) -> str:
@@ -351,7 +352,7 @@ def _not_descended(
     best, rung = step
     if not _out_of_reach(best, tuning, case_best):
         return ()
-    return ((rung, f"even {tuning.gain_max:g} x {best.value:.4g} at {best.rung} envs stays below the case's best "
+    return ((rung, f"even {tuning.gain_max:g} x {_upper(best):.4g} at {best.rung} envs stays below the case's best "
                    f"{case_best:.4g}"),)  # fmt: skip
 
 

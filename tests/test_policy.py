@@ -232,12 +232,15 @@ def test_a_profile_that_cannot_reach_the_cases_best_even_gain_max_times_over_is_
     first = [Attempt("default", 128, OOM), rate(64, 4140.0), Attempt("default", 48, OK, None, 4006.0, 4100.0)]
     hiutil = [*first, Attempt("hiutil", 64, OK, None, 2384.0, 2450.0), Attempt("hiutil", 128, OOM)]
     capped = Tuning(descend=True, gain_max=1.5)
-    assert next_trial(PI_PLUS, ["default", "hiutil"], hiutil, capped) is None  # 1.5 x 2384 < 4140
+    assert next_trial(PI_PLUS, ["default", "hiutil"], hiutil, capped) is None  # 1.5 x 2450 < 4140
     state = walk(PI_PLUS, "hiutil", hiutil, capped)
     assert (state.outcome, state.rung) == (Outcome.FOUND, 64)
-    assert state.skipped[-1] == (48, "even 1.5 x 2384 at 64 envs stays below the case's best 4140")
-    close = [*first, Attempt("hiutil", 64, OK, None, 3000.0, 3100.0), Attempt("hiutil", 128, OOM)]  # 4500 > 4140
+    assert state.skipped[-1] == (48, "even 1.5 x 2450 at 64 envs stays below the case's best 4140")  # its top
+    close = [*first, Attempt("hiutil", 64, OK, None, 3000.0, 3100.0), Attempt("hiutil", 128, OOM)]  # 4650 > 4140
     decision = next_trial(PI_PLUS, ["default", "hiutil"], close, capped)
+    assert decision is not None and (decision.profile, decision.rung) == ("hiutil", 48)
+    wide = [*first, Attempt("hiutil", 64, OK, None, 2700.0, 2900.0), Attempt("hiutil", 128, OOM)]  # its top decides:
+    decision = next_trial(PI_PLUS, ["default", "hiutil"], wide, capped)  # 1.5 x 2700 < 4140 < 1.5 x 2900
     assert decision is not None and (decision.profile, decision.rung) == ("hiutil", 48)
     assert walk(PI_PLUS, "hiutil", hiutil, DESCEND).rung == 48  # no gain_max: always measured lower
 
