@@ -283,8 +283,13 @@ def _above_reach(rung: int, mine: list[Attempt], tuning: Tuning, case_best: floa
     bound = _upper(base) * rung / base.rung
     if bound >= case_best:
         return ""
-    return (f"even perfect scaling from {_upper(base):.4g} at {base.rung} envs ({bound:.4g}) stays below the case's "
-            f"best {case_best:.4g}")  # fmt: skip
+    return (f"even perfect scaling from {_num(_upper(base))} at {base.rung} envs ({_num(bound)}) stays below the "
+            f"case's best {_num(case_best)}")  # fmt: skip
+
+
+def _num(value: float) -> str:
+    """A measured value as a person reads it: 177915 -> "177,915", 0.8123 -> "0.8123"."""
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.4g}"
 
 
 def _case_best(attempts: Sequence[Attempt]) -> float | None:
@@ -352,8 +357,8 @@ def _not_descended(
     best, rung = step
     if not _out_of_reach(best, tuning, case_best):
         return ()
-    return ((rung, f"even {tuning.gain_max:g} x {_upper(best):.4g} at {best.rung} envs stays below the case's best "
-                   f"{case_best:.4g}"),)  # fmt: skip
+    return ((rung, f"even {tuning.gain_max:g} x {_num(_upper(best))} at {best.rung} envs stays below the case's "
+                   f"best {_num(case_best)}"),)  # fmt: skip
 
 
 def _skipped(

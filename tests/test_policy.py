@@ -235,7 +235,7 @@ def test_a_profile_that_cannot_reach_the_cases_best_even_gain_max_times_over_is_
     assert next_trial(PI_PLUS, ["default", "hiutil"], hiutil, capped) is None  # 1.5 x 2450 < 4140
     state = walk(PI_PLUS, "hiutil", hiutil, capped)
     assert (state.outcome, state.rung) == (Outcome.FOUND, 64)
-    assert state.skipped[-1] == (48, "even 1.5 x 2450 at 64 envs stays below the case's best 4140")  # its top
+    assert state.skipped[-1] == (48, "even 1.5 x 2,450 at 64 envs stays below the case's best 4,140")  # its top
     close = [*first, Attempt("hiutil", 64, OK, None, 3000.0, 3100.0), Attempt("hiutil", 128, OOM)]  # 4650 > 4140
     decision = next_trial(PI_PLUS, ["default", "hiutil"], close, capped)
     assert decision is not None and (decision.profile, decision.rung) == ("hiutil", 48)
@@ -263,8 +263,8 @@ def test_a_rung_above_that_even_perfect_scaling_cannot_lift_to_the_cases_best_is
     assert next_trial(PI_PLUS, ["default", "hiutil"], done, tuning) is None
     state = walk(PI_PLUS, "hiutil", done, tuning)
     assert (state.outcome, state.rung) == (Outcome.FOUND, 48)
-    assert dict(state.skipped)[64] == ("even perfect scaling from 2600 at 48 envs (3467) stays below the case's "
-                                       "best 5374")  # fmt: skip
+    assert dict(state.skipped)[64] == ("even perfect scaling from 2,600 at 48 envs (3,467) stays below the case's "
+                                       "best 5,374")  # fmt: skip
 
     slow = [*first, Attempt("hiutil", 48, OK, None, 900.0, 1000.0)]  # 256: 5333, every rung above is out of reach
     assert next_trial(PI_PLUS, ["default", "hiutil"], slow, tuning) is None
