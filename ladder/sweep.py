@@ -133,13 +133,14 @@ def _step(ctx: Run, gate: preflight.Preflight | None) -> bool:
     decision never goes stale while it waits for devices."""
     store.wait_turn(ctx.study, ctx.settings.stale_after_s)
     _show_others(ctx)
-    if _decide(ctx) is None:
+    if (step := _decide(ctx)) is None:
         return False
     with _lease(ctx) as held:
-        if store.live_running(ctx.study, ctx.settings.stale_after_s):
-            return True  # another process began one while this one waited for devices: its outcome comes first
-        if (step := _decide(ctx)) is None:
-            return False
+        if held is not None:  # waiting for devices can take long: another process may have moved the walk meanwhile
+            if store.live_running(ctx.study, ctx.settings.stale_after_s):
+                return True  # it began a trial of this case: its outcome comes first
+            if (step := _decide(ctx)) is None:
+                return False
         if gate is not None:
             gate.before_launch(ctx.machine.gpus)  # a refusal raises LaunchError, naming the processes and the fix
         _measure(ctx, *step, held)
