@@ -102,7 +102,7 @@ class MeasureConf:
     stall_timeout_s: float = 120.0  # no progress for this long: kill the trial, status timeout
     startup_timeout_s: float = 300.0  # ... but before the first progress line, wait this long (env creation)
     trial_timeout_s: float = 900.0  # hard limit per trial
-    kill_grace_s: float = 5.0  # SIGTERM to SIGKILL
+    kill_grace_s: float = 5.0  # SIGTERM to SIGKILL, for a stop that may need an orderly end (stall, time limit)
     repeats: int = 1  # measure each fitting configuration this many times
     max_repeat_spread: float = 0.05  # repeats differing by more (fraction of mean samples/s): unstable
     max_ci_frac: float = 0.10  # a 95% interval wider than this fraction of samples/s: unstable

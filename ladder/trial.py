@@ -24,6 +24,10 @@ from ladder.workloads.spec import TrialSpec
 log = logging.getLogger(__name__)
 
 TICK_S = 0.1
+# Stops after which nothing of the trial needs an orderly end: its figures (a window measured to its end, or cut)
+# or its failure evidence are on disk already. The group is killed at once; SIGTERM would cost torchrun's own
+# shutdown (0.85 s, FACTS.md), and up to `kill_grace_s` for a trainer that lingers at it.
+KILL_AT_ONCE = frozenset({"out_of_memory", "window_done"})
 LOG_TAIL_BYTES = 256 * 1024
 
 
@@ -166,8 +170,7 @@ def _finish(
     running: launch.Running, watch: Watch, progress: Follow, monitor: Monitor, trial_dir: Path,
     measure: MeasureConf,
 ) -> Result:  # fmt: skip
-    # out of memory: nothing of the trial needs an orderly end, its evidence is on disk; kill the group now
-    code = launch.stop(running, 0.0 if watch.stopped_by == "out_of_memory" else measure.kill_grace_s)
+    code = launch.stop(running, 0.0 if watch.stopped_by in KILL_AT_ONCE else measure.kill_grace_s)
     samples: list[Sample] = monitor.stop()
     _take_progress(watch, progress)
     left = launch.leftovers(running.trial_id)
