@@ -18,14 +18,14 @@ middle, high, the top. By default the caps are derived from what the rungs used 
    become the case's pick), so the total also shows the stricter oracle that runs the case's winner alone.
 
 A scenario's pick is "same" when ladder picks the grid's best (profile, rung), or one whose samples/s (as the grid
-measured it) lies within the grid best's measured 95% interval.
-
-The window. What a search spends beyond the oracle is launches: a failing probe is start-up alone, a cut trial
-start-up, warm-up and a few steps. Their weight against the oracle's whole windows depends on how long a launch and
-its warm-up take next to the window. The default, 30 s, keeps them a fraction of the window, as `measure=standard`
-does on a GPU (a 60 s window after at least 20 warm-up iterations, and a start of 6-10 s on an H100); with the
-demo's 8 s they take nearly as long as the window itself here (the bench prints the share it measured), which no real
-configuration has. `--window-s 8` is the quick look (20 min instead of 43).
+measured it) lies within the grid best's measured 95% interval. Measured how: one window's interval speaks of the
+steps inside that window only, while on this machine the same configuration moves more than that from one run to
+the next (the bench prints both). A configuration that fits in several scenarios is measured once in each, an
+independent run (the cap does not change what a fitting run computes), so the verdict takes every run of it in
+this bench: its mean, and the 95% interval of that mean from the run-to-run spread pooled over all configurations
+run more than once (relative to their means; Student t with the pooled degrees of freedom). The grid's best is
+taken on those figures too, by the same rule. The single-pass verdict (one window against one window, the grid's
+best by its one pass; the oracle's rungs are chosen so) is printed beside it.
 
     python scripts/bench_search.py [--window-s 30] [--caps auto|0.354,0.473,0.533,0.681,1.339]
 
@@ -35,6 +35,7 @@ Last line: `ratio_vs_oracle=<x> same_pick=<k>/<n>`.
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 import subprocess
 import sys
@@ -42,10 +43,11 @@ import tempfile
 import uuid
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import NamedTuple
 
 from hydra import compose, initialize_config_dir
 
-from ladder import launch, policy, results, trial
+from ladder import launch, policy, results, stats, trial
 from ladder.config import Settings, register, settings_from
 from ladder.monitor import HostSampler
 from ladder.records import Phase, Reason, Status, TrialRecord
@@ -158,12 +160,56 @@ def _record(key: Key, cell: Cell) -> TrialRecord:
                        {k: v for k, v in figures.items() if v is not None}, {})  # fmt: skip
 
 
+class Pooled(NamedTuple):
+    """A configuration's samples/s over every run of it in this bench: mean and the 95% interval of the mean."""
+
+    mean: float
+    lo: float
+    hi: float
+    runs: int
+
+
+def pooled(tables: list[dict[Key, Cell]]) -> tuple[dict[Key, Pooled], float]:
+    """Every configuration that fitted somewhere, with the interval of its mean from the run-to-run spread pooled
+    over all configurations run more than once (relative to their means; Student t with the pooled degrees of
+    freedom), and that spread. No configuration run twice: no interval to pool, an empty result."""
+    values: dict[Key, list[float]] = {}
+    for table in tables:
+        for key, cell in table.items():
+            if cell.value is not None:
+                values.setdefault(key, []).append(cell.value)
+    repeated = [vs for vs in values.values() if len(vs) >= 2]
+    df = sum(len(vs) - 1 for vs in repeated)
+    if df == 0:
+        return {}, 0.0
+    spread = math.sqrt(sum((v / statistics.fmean(vs) - 1) ** 2 for vs in repeated for v in vs) / df)
+    out = {}
+    for key, vs in values.items():
+        mean = statistics.fmean(vs)
+        half = stats.t975(df) * spread * mean / math.sqrt(len(vs))
+        out[key] = Pooled(mean, mean - half, mean + half, len(vs))
+    return out, spread
+
+
 def same_pick(table: dict[Key, Cell], grid: Key | None, ours: Key | None) -> bool:
-    if grid is None or ours is None:
+    """Ours is the grid's best, or its samples/s (as `table` has it) lies within the best's 95% interval."""
+    if grid is None or ours is None or ours == grid:
         return grid == ours
     value, best = table[ours].value, table[grid]
-    return ours == grid or (value is not None and best.lo is not None and best.hi is not None
-                            and best.lo <= value <= best.hi)  # fmt: skip
+    return value is not None and best.lo is not None and best.hi is not None and best.lo <= value <= best.hi
+
+
+def with_every_run(table: dict[Key, Cell], pool: dict[Key, Pooled]) -> dict[Key, Cell]:
+    """The scenario's grid with each fitting configuration's figures taken over every run of it (`pooled`)."""
+    return {key: replace(c, value=pool[key].mean, lo=pool[key].lo, hi=pool[key].hi) if c.status is Status.OK else c
+            for key, c in table.items()}  # fmt: skip
+
+
+def window_half_width(tables: list[dict[Key, Cell]]) -> float:
+    """The median half-width of one window's 95% interval, relative to its value."""
+    within = [(c.hi - c.lo) / 2 / c.value for t in tables for c in t.values()
+              if c.value and c.hi is not None and c.lo is not None and math.isfinite(c.hi - c.lo)]  # fmt: skip
+    return statistics.median(within or [0.0])
 
 
 def summarize(s: Settings, cap: float, table: dict[Key, Cell], ladder: tuple[float, Key | None, int]) -> tuple:
@@ -178,8 +224,34 @@ def summarize(s: Settings, cap: float, table: dict[Key, Cell], ladder: tuple[flo
     same = same_pick(table, grid_pick, ladder_pick)
     print(f"cap {cap} GB: grid {grid_s:.0f} s, walk {walk_s:.0f} s, ladder {ladder_s:.0f} s ({n} trials), "
           f"oracle {oracle_s:.0f} s (runs {winners}); grid pick {grid_pick}, ladder pick {ladder_pick}"
-          f"{'' if same else '  (DIFFERENT)'}", flush=True)  # fmt: skip
-    return grid_s, walk_s, ladder_s, oracle_s, same, alone_s
+          f"{'' if same else '  (DIFFERENT in one pass)'}", flush=True)  # fmt: skip
+    return grid_s, walk_s, ladder_s, oracle_s, same, alone_s, grid_pick, ladder_pick
+
+
+def pooled_verdicts(caps: list[float], tables: list[dict[Key, Cell]], rows: list[tuple]) -> int:
+    """Each scenario judged on every run of each configuration in this bench: the grid's best by those figures
+    (ladder's rule, as `winner`), and ladder's pick against it (`same_pick`); how many are the same."""
+    pool, spread = pooled(tables)
+    print(f"one configuration from run to run: spread {spread:.1%} (sd/mean, pooled over those run in several "
+          f"scenarios); one window's 95% interval: median half-width {window_half_width(tables):.1%}")  # fmt: skip
+    same = 0
+    for cap, table, row in zip(caps, tables, rows, strict=True):
+        every = with_every_run(table, pool)
+        grid, ours = winner(every, list(every)), row[7]
+        ok = same_pick(every, grid, ours)
+        same += ok
+        print(f"cap {cap} GB, every run: grid pick {_shown(grid, pool)}, ladder pick {_shown(ours, pool)}"
+              f"{'' if ok else '  (DIFFERENT)'}")  # fmt: skip
+    return same
+
+
+def _shown(key: Key | None, pool: dict[Key, Pooled]) -> str:
+    if key is None:
+        return "none"
+    if key not in pool:
+        return f"{key} (failed in the grid)"
+    p = pool[key]
+    return f"{key} ({p.mean:.0f} over {p.runs} run{'s' if p.runs > 1 else ''}, 95% {p.lo:.0f}-{p.hi:.0f})"
 
 
 def main() -> None:
@@ -196,14 +268,15 @@ def main() -> None:
             caps = auto_caps(s, {(p.name, r): run_cell(s, p.name, r, None, root) for p in s.profiles for r in s.rungs})
         else:
             caps = [float(c) for c in args.caps.split(",")]
-        rows, fitting = [], []
+        rows, tables = [], []
         for cap in caps:
             print(f"scenario: cap {cap} GB per rank", flush=True)
-            table = scenario_table(s, cap, root)
-            fitting += [c for c in table.values() if c.status is Status.OK and c.window_s is not None]
-            rows.append(summarize(s, cap, table, run_ladder(args.window_s, cap, root)))
+            tables.append(scenario_table(s, cap, root))
+            rows.append(summarize(s, cap, tables[-1], run_ladder(args.window_s, cap, root)))
+    fitting = [c for t in tables for c in t.values() if c.status is Status.OK and c.window_s is not None]
     totals = [sum(r[i] for r in rows) for i in range(4)]
-    same = sum(1 for r in rows if r[4])
+    print(f"single pass, one window against one window: same_pick={sum(1 for r in rows if r[4])}/{len(rows)}")
+    same = pooled_verdicts(caps, tables, rows)
     print(f"total: grid {totals[0]:.0f} s, walk {totals[1]:.0f} s, ladder {totals[2]:.0f} s, oracle {totals[3]:.0f} s")
     alone = sum(r[5] for r in rows)
     print(f"grid/oracle {totals[0] / totals[3]:.2f}, walk/oracle {totals[1] / totals[3]:.2f}, "

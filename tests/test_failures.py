@@ -30,15 +30,23 @@ FAMILIES = {
     "other_error": {Reason.ERROR},
     "port_in_use": {Reason.PORT_IN_USE},
 }
-LABEL_STATUS = {"cuda_oom": Status.OOM_OR_NCCL, "host_oom": Status.OOM_OR_NCCL, "nccl": Status.OOM_OR_NCCL,
-                "other_error": Status.ERROR, "port_in_use": Status.RETRY}
+LABEL_STATUS = {
+    "cuda_oom": Status.OOM_OR_NCCL,
+    "host_oom": Status.OOM_OR_NCCL,
+    "nccl": Status.OOM_OR_NCCL,
+    "other_error": Status.ERROR,
+    "port_in_use": Status.RETRY,
+}
 
-_DUPLICATE_GPU = ("a launch misconfiguration (two ranks on one GPU / invalid NCCL usage) fails the same way at every "
-                  "rung: `error` stops the profile, where `oom_or_nccl` would walk it down the whole ladder")
+_DUPLICATE_GPU = (
+    "a launch misconfiguration (two ranks on one GPU / invalid NCCL usage) fails the same way at every "
+    "rung: `error` stops the profile, where `oom_or_nccl` would walk it down the whole ladder"
+)
 # Ambiguous samples where the classifier deliberately disagrees with the label (strict: a pass would be news).
 DISPUTED = {
     "axolotl-3476-fsdp2-flag-bug-surfaces-as-nccl-timeout": (
-        "the excerpt shows only a collective timeout; the FSDP2 flag bug behind it is not in the text"),
+        "the excerpt shows only a collective timeout; the FSDP2 flag bug behind it is not in the text"
+    ),
     "horovod-3929-nccl-warn-duplicate-gpu-mpirun": _DUPLICATE_GPU,
     "d-fine-289-nccl-invalid-usage-duplicate-gpu": _DUPLICATE_GPU,
     "lightning-8139-invalid-usage-gpu-list-broken-pipe": _DUPLICATE_GPU,
@@ -50,47 +58,61 @@ PUBLIC = {
         Reason.CUDA_OOM,
         "[rank11]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.35 GiB. GPU 3 has a total "
         "capacity of 63.42 GiB of which 1.70 GiB is free. Process 2521735 has 474.00 MiB memory in use. Including "
-        "non-PyTorch memory, this process has 60.30 GiB memory in use."),
+        "non-PyTorch memory, this process has 60.30 GiB memory in use.",
+    ),
     "nccl-1284-1eb": (  # github.com/NVIDIA/nccl#1284 (its title)
-        Reason.CUDA_OOM, "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate more than 1EB memory"),
+        Reason.CUDA_OOM,
+        "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate more than 1EB memory",
+    ),
     "iim-28-cuda-error-oom": (  # github.com/taohan10200/IIM#28
         Reason.CUDA_OOM,
         "RuntimeError: CUDA error: out of memory\nCUDA kernel errors might be asynchronously reported at some other "
-        "API call,so the stacktrace below might be incorrect.\nFor debugging consider passing CUDA_LAUNCH_BLOCKING=1."),
+        "API call,so the stacktrace below might be incorrect.\nFor debugging consider passing CUDA_LAUNCH_BLOCKING=1.",
+    ),
     "brax-123-cuda-error-out-of-memory": (  # github.com/google/brax#123
         Reason.CUDA_OOM,
         "RuntimeError: INTERNAL: Failed to launch CUDA kernel: fusion_29 with block dimensions: 128x1x1 and grid "
-        "dimensions: 1x1x1: CUDA_ERROR_OUT_OF_MEMORY: out of memory"),
+        "dimensions: 1x1x1: CUDA_ERROR_OUT_OF_MEMORY: out of memory",
+    ),
     "alphafold-1023-xla-resource-exhausted": (  # github.com/google-deepmind/alphafold#1023
         Reason.CUDA_OOM,
         "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate "
-        "7406166528 bytes."),
+        "7406166528 bytes.",
+    ),
     "mklpy-27-not-enough-memory": (  # github.com/IvanoLauriola/MKLpy#27
-        Reason.HOST_OOM, "DefaultCPUAllocator: not enough memory: you tried to allocate 5077901088 bytes."),
+        Reason.HOST_OOM,
+        "DefaultCPUAllocator: not enough memory: you tried to allocate 5077901088 bytes.",
+    ),
     "ssd-tensorflow-8-bad-alloc": (  # github.com/ljanyst/ssd-tensorflow#8
         Reason.HOST_OOM,
         "[i] Creating the model...\nterminate called after throwing an instance of 'std::bad_alloc'\n"
-        "  what():  std::bad_alloc\nAborted"),
+        "  what():  std::bad_alloc\nAborted",
+    ),
     "rvc-1882-gloo-reset-by-peer": (  # github.com/RVC-Project/Retrieval-based-Voice-Conversion-WebUI#1882
         Reason.PEER_LOST,
         "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:589] Read error [192.168.70.92]:25266: "
-        "Connection reset by peer"),
+        "Connection reset by peer",
+    ),
     "segmenter-60-nccl-system-error": (  # github.com/rstrudel/segmenter#60
         Reason.NCCL_ERROR,
         "RuntimeError: NCCL error in: /pytorch/torch/lib/c10d/ProcessGroupNCCL.cpp:825, unhandled system error, "
-        "NCCL version 2.7.8\nncclSystemError: System call (socket, malloc, munmap, etc) failed."),
+        "NCCL version 2.7.8\nncclSystemError: System call (socket, malloc, munmap, etc) failed.",
+    ),
     "isaacgymenvs-26-rl-games-minibatch-assert": (  # github.com/isaac-sim/IsaacGymEnvs#26
         Reason.ERROR,
-        "there is a AssertionError in a2c_common.py:  assert(self.batch_size%self.minibatch_size == 0)"),
+        "there is a AssertionError in a2c_common.py:  assert(self.batch_size%self.minibatch_size == 0)",
+    ),
     "vllm-6042-illegal-memory-access-in-watchdog": (  # github.com/vllm-project/vllm#6042
         Reason.ERROR,
         "[rank3]:[E ProcessGroupNCCL.cpp:1414] [PG 2 Rank 3] Process group watchdog thread terminated with "
-        "exception: CUDA error: an illegal memory access was encountered"),
+        "exception: CUDA error: an illegal memory access was encountered",
+    ),
     "llamafactory-7396-stamped-watchdog": (  # github.com/hiyouga/LlamaFactory#7396
         Reason.NCCL_TIMEOUT,
         "[rank0]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught collective operation "
         "timeout: WorkNCCL(SeqNum=1580, OpType=ALLREDUCE, NumelIn=466119168, NumelOut=466119168, "
-        "Timeout(ms)=600000) ran for 600060 milliseconds before timing out."),
+        "Timeout(ms)=600000) ran for 600060 milliseconds before timing out.",
+    ),
 }
 
 # Each captured log, the launcher's exit code that went with it, and the reason it proves.
@@ -132,8 +154,13 @@ def real_error_file(message: str, timestamp: int) -> dict:
 OOM_LINE = PUBLIC["ms-swift-6301-torch-oom"][1]
 TIMEOUT_LINE = sample("stanford-alpaca-65-watchdog-allgather-exitcode-minus6").splitlines()[2]
 EB_LINE = PUBLIC["nccl-1284-1eb"][1]
-NCCL_CASCADE = "\n".join([sample("stanford-alpaca-207-ncclremoteerror-net-ib"),
-                          sample("nccl-1405-net-ib-completion-error-12"), captured("gloo_peer_closed.log")])
+NCCL_CASCADE = "\n".join(
+    [
+        sample("stanford-alpaca-207-ncclremoteerror-net-ib"),
+        sample("nccl-1405-net-ib-completion-error-12"),
+        captured("gloo_peer_closed.log"),
+    ]
+)
 
 
 # --- the table on every labelled sample ---
@@ -196,8 +223,12 @@ def _alternatives(regex: str) -> list[str]:
 def test_every_pattern_branch_is_backed_by_a_real_line() -> None:
     corpus = [s["text"] for s in SAMPLES] + [captured(n) for n in CAPTURED_LOGS] + [t for _, t in PUBLIC.values()]
     lines = [line for text in corpus for line in text.splitlines()]
-    unbacked = [(row.source, branch) for row in PATTERNS for branch in _alternatives(row.regex.pattern)
-                if not any(re.search(branch, line) for line in lines)]
+    unbacked = [
+        (row.source, branch)
+        for row in PATTERNS
+        for branch in _alternatives(row.regex.pattern)
+        if not any(re.search(branch, line) for line in lines)
+    ]
     assert unbacked == []
 
 
@@ -252,9 +283,9 @@ WRAPPED = {
     "cuda-out-of-mem|ory": (_fold_inside(OOM_LINE, "CUDA out of memory", 15), Reason.CUDA_OOM),
     "default-cpu-allocator-mem|ory": (
         _fold_inside(captured("host_default_cpu_allocator.log").splitlines()[-1], "can't allocate memory", 17),
-        Reason.HOST_OOM),
-    "folded-every-80-columns": (
-        "\n".join(OOM_LINE[i : i + 80] for i in range(0, len(OOM_LINE), 80)), Reason.CUDA_OOM),
+        Reason.HOST_OOM,
+    ),
+    "folded-every-80-columns": ("\n".join(OOM_LINE[i : i + 80] for i in range(0, len(OOM_LINE), 80)), Reason.CUDA_OOM),
 }
 
 
@@ -266,10 +297,14 @@ def test_keyword_wrapped_onto_the_next_line_still_matches(case: tuple[str, Reaso
     assert "\n" not in verdict.evidence
 
 
-@pytest.mark.parametrize("assertion", [
-    sample("stable-baselines-537-minibatch-divisibility-assert"),
-    PUBLIC["isaacgymenvs-26-rl-games-minibatch-assert"][1],
-], ids=["stable-baselines-537", "isaacgymenvs-26"])
+@pytest.mark.parametrize(
+    "assertion",
+    [
+        sample("stable-baselines-537-minibatch-divisibility-assert"),
+        PUBLIC["isaacgymenvs-26-rl-games-minibatch-assert"][1],
+    ],
+    ids=["stable-baselines-537", "isaacgymenvs-26"],
+)
 def test_minibatch_divisibility_is_an_error_even_before_a_cascade(assertion: str) -> None:
     verdict = classify_text(f"{assertion}\n{captured('gloo_peer_closed.log')}", 1)
     assert (verdict.status, verdict.reason) == (Status.ERROR, Reason.ERROR)
@@ -293,33 +328,46 @@ def test_memory_line_after_a_fatal_error_is_its_consequence() -> None:
 # --- classify() on whole endings ---
 
 
-@pytest.mark.parametrize(("stopped_by", "status", "reason"), [
-    ("interrupted", Status.INTERRUPTED, Reason.INTERRUPTED),
-    ("stalled", Status.TIMEOUT, Reason.STALLED),
-    ("trial_timeout", Status.TIMEOUT, Reason.TRIAL_TIMEOUT),
-])
+@pytest.mark.parametrize(
+    ("stopped_by", "status", "reason"),
+    [
+        ("interrupted", Status.INTERRUPTED, Reason.INTERRUPTED),
+        ("stalled", Status.TIMEOUT, Reason.STALLED),
+        ("trial_timeout", Status.TIMEOUT, Reason.TRIAL_TIMEOUT),
+    ],
+)
 def test_ladders_own_stop_comes_first(stopped_by: str, status: Status, reason: Reason) -> None:
     verdict = classify(Ending(exit_code=-15, log_text=OOM_LINE, stopped_by=stopped_by))
     assert (verdict.status, verdict.reason) == (status, reason)
 
 
-@pytest.mark.parametrize(("log_text", "exit_code", "reason"), [
-    ("step 100 reward 1.5\n", -9, Reason.NONE),  # ladder's own SIGKILL after the grace period
-    ("step 100\nValueError: handled and logged, training went on\n", 1, Reason.NONE),
-    (f"step 100\n{OOM_LINE}\n", 1, Reason.CUDA_OOM),
-], ids=["clean-log-killed-by-ladder", "unrecognised-exception", "oom-in-window"])
+@pytest.mark.parametrize(
+    ("log_text", "exit_code", "reason"),
+    [
+        ("step 100 reward 1.5\n", -9, Reason.NONE),  # ladder's own SIGKILL after the grace period
+        ("step 100\nValueError: handled and logged, training went on\n", 1, Reason.NONE),
+        (f"step 100\n{OOM_LINE}\n", 1, Reason.CUDA_OOM),
+    ],
+    ids=["clean-log-killed-by-ladder", "unrecognised-exception", "oom-in-window"],
+)
 def test_window_done_is_ok_unless_the_logs_show_a_failure(log_text: str, exit_code: int, reason: Reason) -> None:
     verdict = classify(Ending(exit_code=exit_code, log_text=log_text, stopped_by="window_done"))
     assert (verdict.status, verdict.reason) == (status_of(reason), reason)
 
 
-@pytest.mark.parametrize(("fatal_at", "oom_at", "reason"), [
-    (1700000001, 1700000005, Reason.ERROR),
-    (1700000005, 1700000001, Reason.CUDA_OOM),
-], ids=["fatal-earlier", "oom-earlier"])
+@pytest.mark.parametrize(
+    ("fatal_at", "oom_at", "reason"),
+    [
+        (1700000001, 1700000005, Reason.ERROR),
+        (1700000005, 1700000001, Reason.CUDA_OOM),
+    ],
+    ids=["fatal-earlier", "oom-earlier"],
+)
 def test_earliest_error_file_is_the_root_cause(fatal_at: int, oom_at: int, reason: Reason) -> None:
-    files = (real_error_file(PUBLIC["vllm-6042-illegal-memory-access-in-watchdog"][1], fatal_at),
-             real_error_file(OOM_LINE, oom_at))
+    files = (
+        real_error_file(PUBLIC["vllm-6042-illegal-memory-access-in-watchdog"][1], fatal_at),
+        real_error_file(OOM_LINE, oom_at),
+    )
     verdict = classify(Ending(exit_code=1, log_text=NCCL_CASCADE, error_files=files))
     assert verdict.reason is reason
 
@@ -337,8 +385,11 @@ def test_error_file_showing_a_symptom_yields_to_memory_in_a_rank_log() -> None:
 
 
 def test_oom_then_nccl_cascade_across_rank_logs() -> None:
-    logs = {0: NCCL_CASCADE, 1: f"step 7\n{OOM_LINE}\n{sample('stanford-alpaca-207-ncclremoteerror-net-ib')}",
-            2: sample("diffusers-12422-blocking-wait-timeout")}
+    logs = {
+        0: NCCL_CASCADE,
+        1: f"step 7\n{OOM_LINE}\n{sample('stanford-alpaca-207-ncclremoteerror-net-ib')}",
+        2: sample("diffusers-12422-blocking-wait-timeout"),
+    }
     verdict = classify(Ending(exit_code=1, rank_logs=logs, log_text=NCCL_CASCADE))
     assert (verdict.status, verdict.reason) == (Status.OOM_OR_NCCL, Reason.CUDA_OOM)
 
@@ -357,14 +408,17 @@ def test_cgroup_oom_kills_are_host_oom(log_text: str) -> None:
     assert "2 OOM kill" in verdict.evidence
 
 
-@pytest.mark.parametrize(("exit_code", "status", "reason", "evidence"), [
-    (-9, Status.OOM_OR_NCCL, Reason.HOST_OOM, "exit code -9 (SIGKILL)"),
-    (137, Status.OOM_OR_NCCL, Reason.HOST_OOM, "exit code 137 (SIGKILL)"),
-    (0, Status.OK, Reason.NONE, "exit code 0"),
-    (1, Status.ERROR, Reason.ERROR, "exit code 1"),
-    (-6, Status.ERROR, Reason.ERROR, "exit code -6 (SIGABRT)"),
-    (None, Status.ERROR, Reason.ERROR, "no exit code and no failure line"),
-])
+@pytest.mark.parametrize(
+    ("exit_code", "status", "reason", "evidence"),
+    [
+        (-9, Status.OOM_OR_NCCL, Reason.HOST_OOM, "exit code -9 (SIGKILL)"),
+        (137, Status.OOM_OR_NCCL, Reason.HOST_OOM, "exit code 137 (SIGKILL)"),
+        (0, Status.OK, Reason.NONE, "exit code 0"),
+        (1, Status.ERROR, Reason.ERROR, "exit code 1"),
+        (-6, Status.ERROR, Reason.ERROR, "exit code -6 (SIGABRT)"),
+        (None, Status.ERROR, Reason.ERROR, "no exit code and no failure line"),
+    ],
+)
 def test_exit_code_with_empty_text(exit_code: int | None, status: Status, reason: Reason, evidence: str) -> None:
     verdict = classify_text("", exit_code)
     assert (verdict.status, verdict.reason, verdict.evidence) == (status, reason, evidence)
@@ -384,11 +438,18 @@ def test_unrecognised_failure_is_an_error_with_the_last_line() -> None:
     assert verdict.evidence.startswith("[rank1]:        size mismatch for model.layers.21.input_layernorm.weight")
 
 
-@pytest.mark.parametrize(("reason", "status"), [
-    (Reason.CUDA_OOM, Status.OOM_OR_NCCL), (Reason.HOST_OOM, Status.OOM_OR_NCCL),
-    (Reason.NCCL_ERROR, Status.OOM_OR_NCCL), (Reason.NCCL_TIMEOUT, Status.OOM_OR_NCCL),
-    (Reason.PEER_LOST, Status.OOM_OR_NCCL), (Reason.PORT_IN_USE, Status.RETRY), (Reason.ERROR, Status.ERROR),
-])
+@pytest.mark.parametrize(
+    ("reason", "status"),
+    [
+        (Reason.CUDA_OOM, Status.OOM_OR_NCCL),
+        (Reason.HOST_OOM, Status.OOM_OR_NCCL),
+        (Reason.NCCL_ERROR, Status.OOM_OR_NCCL),
+        (Reason.NCCL_TIMEOUT, Status.OOM_OR_NCCL),
+        (Reason.PEER_LOST, Status.OOM_OR_NCCL),
+        (Reason.PORT_IN_USE, Status.RETRY),
+        (Reason.ERROR, Status.ERROR),
+    ],
+)
 def test_status_of(reason: Reason, status: Status) -> None:
     assert status_of(reason) is status
 
@@ -429,8 +490,11 @@ def test_cli_on_a_log_file_with_exit_code(tmp_path: Path) -> None:
     log = tmp_path / "empty.log"
     log.write_text("")
     result = run_cli(str(log), "--exit-code", "-9")
-    assert json.loads(result.stdout) == {"status": "oom_or_nccl", "reason": "host_oom",
-                                         "evidence": "exit code -9 (SIGKILL)"}
+    assert json.loads(result.stdout) == {
+        "status": "oom_or_nccl",
+        "reason": "host_oom",
+        "evidence": "exit code -9 (SIGKILL)",
+    }
 
 
 def test_cli_on_a_missing_path(tmp_path: Path) -> None:

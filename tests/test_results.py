@@ -69,6 +69,7 @@ def test_best_by_objective_ties_to_larger_num_envs() -> None:
 def test_repeats_count_as_their_median_and_carry_the_verdict_over_all_of_them() -> None:
     """With `measure.repeats=3`, the best of three never stands for a configuration: e64's lucky 5400 loses to
     e128's steadier median, and the row is e128's middle repeat with the verdict the last repeat gave."""
+
     def repeat(envs: int, value: float, number: int, **verdict: float) -> TrialRecord:
         r = rec("default", envs, Status.OK, 50.0)
         return replace(r, figures={**r.figures, "samples_per_s": value, **verdict}, number=number)
@@ -200,7 +201,7 @@ def test_code_version_is_the_checkout_commit_or_the_package_version(tmp_path: Pa
 def test_written_tsv_is_read_by_the_seed_one_liner(tmp_path: Path) -> None:
     sweep = tmp_path / "output" / "train" / "case_gpu_bench_20260101_000000"
     write_best(sweep / "best_by_case.tsv", [best_row(rec("hiutil", 38, Status.OK, 51.54), 5)])
-    write_best(sweep / "best_by_case.tsv", [best_row(rec("default", 8, Status.OK, 20.0, n_dev=1) , 2) | {"case": "x"}])
+    write_best(sweep / "best_by_case.tsv", [best_row(rec("default", 8, Status.OK, 20.0, n_dev=1), 2) | {"case": "x"}])
     out = subprocess.run([sys.executable, "-c", SEED_ONE_LINER], cwd=tmp_path, capture_output=True, text=True,
                          check=True)  # fmt: skip
     assert out.stdout.splitlines() == [
