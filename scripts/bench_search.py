@@ -178,16 +178,15 @@ def pooled(tables: list[dict[Key, Cell]]) -> tuple[dict[Key, Pooled], float]:
         for key, cell in table.items():
             if cell.value is not None:
                 values.setdefault(key, []).append(cell.value)
-    repeated = [vs for vs in values.values() if len(vs) >= 2]
-    df = sum(len(vs) - 1 for vs in repeated)
+    means = {key: statistics.fmean(vs) for key, vs in values.items()}
+    df = sum(len(vs) - 1 for vs in values.values())
     if df == 0:
         return {}, 0.0
-    spread = math.sqrt(sum((v / statistics.fmean(vs) - 1) ** 2 for vs in repeated for v in vs) / df)
+    spread = math.sqrt(sum((v / means[key] - 1) ** 2 for key, vs in values.items() for v in vs) / df)
     out = {}
     for key, vs in values.items():
-        mean = statistics.fmean(vs)
-        half = stats.t975(df) * spread * mean / math.sqrt(len(vs))
-        out[key] = Pooled(mean, mean - half, mean + half, len(vs))
+        half = stats.t975(df) * spread * means[key] / math.sqrt(len(vs))
+        out[key] = Pooled(means[key], means[key] - half, means[key] + half, len(vs))
     return out, spread
 
 

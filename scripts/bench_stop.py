@@ -23,16 +23,14 @@ import tempfile
 import time
 from pathlib import Path
 
-import yaml
+from bench_failures import CASE  # a small proxy case (this folder: scripts/ is on the path of a script run)
 
 from ladder import launch, progress, trial
-from ladder.config import Case, MeasureConf, Profile, ProxyShape, WorkloadConf
+from ladder.config import MeasureConf, Profile, WorkloadConf
 from ladder.monitor import HostSampler
 from ladder.records import Status
 from ladder.workloads.builtin import Placement, plan_proxy
 
-AGENT = Path(__file__).resolve().parents[1] / "tests" / "data" / "agents" / "deepmimic_humanoid_ppo_agent.yaml"
-CASE = Case("bench_stop", "deepmimic", "", "", yaml.safe_load(AGENT.read_text()), ProxyShape(32, 8, 64, 256))
 MEASURE = MeasureConf(warmup_iters=1, stable_k=2, stable_tol=0.5, window_s=2.0, warmup_timeout_s=120.0,
                       stall_timeout_s=120.0, trial_timeout_s=300.0, kill_grace_s=5.0)  # fmt: skip
 GRACEFUL = frozenset({"out_of_memory"})  # before: only an out-of-memory stop skipped the grace
@@ -43,14 +41,14 @@ def one(root: Path, n: int, at_once: bool) -> float:
     workload = WorkloadConf(width_factor=0.125, nproc=2, emulate_gpu_mem_gb=64.0)
     place = Placement("cpu", 2, launch.free_port(), sys.executable)
     spec = plan_proxy(CASE, Profile("default", {}), 16, workload, place, str(trial_dir), 300.0, {})
-    kept = trial.KILL_AT_ONCE
+    trial_id, kept = f"bench-stop-{os.getpid()}-{n}", trial.KILL_AT_ONCE
     trial.KILL_AT_ONCE = kept if at_once else GRACEFUL
     try:
-        result = trial.run(spec, trial_dir, f"bench-stop-{os.getpid()}-{n}", MEASURE, HostSampler)
+        result = trial.run(spec, trial_dir, trial_id, MEASURE, HostSampler)
         returned = time.time()
     finally:
         trial.KILL_AT_ONCE = kept
-    if result.verdict.status is not Status.OK or result.leftovers or launch.leftovers(f"bench-stop-{os.getpid()}-{n}"):
+    if result.verdict.status is not Status.OK or result.leftovers or launch.leftovers(trial_id):
         raise SystemExit(f"bench_stop: run {n} ended {result.verdict} with {result.leftovers} leftovers ({trial_dir})")
     points = progress.read_all(trial_dir / spec.progress_file)
     return returned - points[-1].t
