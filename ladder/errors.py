@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from enum import IntEnum
+
 
 class LadderError(Exception):
     """Base of every error ladder raises on purpose; the message names the problem and the fix."""
@@ -22,3 +24,14 @@ class LaunchError(LadderError):
 
 class StorageError(LadderError):
     """The sweep's storage or records cannot be read or written."""
+
+
+class ExitCode(IntEnum):
+    """What `python -m ladder.search` exits with; documented in the README ("Exit codes")."""
+
+    PICK_FOUND = 0  # every case has a rung that fits and was measured
+    CRASH = 1  # an unexpected failure inside ladder (a traceback): a bug to report
+    BAD_SETTINGS = 2  # the settings are invalid (unknown case, bad override, unwritable output_root, ...)
+    NO_RUNG_FITS = 3  # the sweep finished, but for some case no rung fitted
+    BROKEN_CONFIG = 4  # a trial failed with `error` (a broken trainer configuration): fix it, stepping down won't
+    INTERRUPTED = 130  # Ctrl-C, SIGTERM or a closed terminal; the printed command resumes the sweep

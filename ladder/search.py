@@ -30,7 +30,7 @@ from ladder import cgroup, launch, lease, results, store
 from ladder.catalog import known
 from ladder.config import Device, Settings, register, settings_from
 from ladder.dryrun import Planned, estimate, every_trial, format_dry_run, format_estimate, rung_label
-from ladder.errors import ConfigError, LadderError
+from ladder.errors import ConfigError, ExitCode, LadderError
 from ladder.monitor import NvmlSampler, nvml_gpu_count
 from ladder.policy import Decision, Outcome
 from ladder.records import Phase, Status
@@ -39,11 +39,9 @@ from ladder.view import PlainView, make_view, trial_line
 
 log = logging.getLogger(__name__)
 
-EXIT_CONFIG = 2
 CUT_SAVES = 0.75  # dry-run estimate: the share of the window a descent step cut short does not run
 STARTUP_GUESS_S = 10.0  # dry-run estimate: launch to first evidence (torchrun ~3-4 s, imports, env creation)
 WARMUP_GUESS_S = 15.0  # dry-run estimate: warm-up until the window opens
-EXIT_INTERRUPTED = 130
 
 
 def known_cases() -> tuple[str, ...]:
@@ -227,7 +225,7 @@ def execute(settings: Settings) -> int:
         resume = f"python -m ladder.search case={settings.case.name} sweep={paths.sweep}"
         print(f"interrupted: nothing of this sweep is left running (a trial cut short is recorded `interrupted` and "
               f"runs again); resume with `{resume}`", file=sys.stderr)  # fmt: skip
-        return EXIT_INTERRUPTED
+        return ExitCode.INTERRUPTED
     except BaseException:
         view.close()
         raise
@@ -242,7 +240,7 @@ def main(cfg: DictConfig) -> None:
         code = execute(_one_sweep_per_multirun(settings_from(cfg, known_cases())))
     except LadderError as exc:
         print(f"ladder: {exc}", file=sys.stderr)
-        code = EXIT_CONFIG
+        code = ExitCode.BAD_SETTINGS
     if code:
         sys.exit(code)
 
@@ -252,5 +250,5 @@ register()
 if __name__ == "__main__":
     if bad := check_choices(sys.argv[1:]):
         print("ladder: " + "\n".join(bad), file=sys.stderr)
-        sys.exit(EXIT_CONFIG)
+        sys.exit(ExitCode.BAD_SETTINGS)
     main()
