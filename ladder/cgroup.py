@@ -15,8 +15,6 @@ import signal
 from dataclasses import dataclass
 from pathlib import Path
 
-import psutil
-
 log = logging.getLogger(__name__)
 
 ROOT = Path("/sys/fs/cgroup")
@@ -37,6 +35,14 @@ V2 = Layout(2, "memory.max", "memory.peak", "memory.events")
 
 
 @dataclass(frozen=True)
+class Usage:
+    """What the cap saw of a trial: its memory peak (all processes of the cgroup together) and the OOM kills."""
+
+    peak_bytes: int
+    oom_kills: int
+
+
+@dataclass(frozen=True)
 class MemCgroup:
     path: Path
     layout: Layout
@@ -44,7 +50,7 @@ class MemCgroup:
     @staticmethod
     def create(name: str, limit_bytes: int | None, root: Path = ROOT) -> MemCgroup | None:
         """Make a memory cgroup under this process's own one; None where the system does not allow it."""
-        for parent, layout in _parents(root):
+        for parent, layout in parents(root):
             group = MemCgroup(parent / name, layout)
             try:
                 group.path.mkdir(exist_ok=True)
@@ -53,6 +59,11 @@ class MemCgroup:
             except OSError as exc:
                 log.debug("no memory cgroup at %s: %s", parent, exc)
         return None
+
+    @staticmethod
+    def at(path: Path) -> MemCgroup:
+        """The cgroup at `path`, made by someone else (its version read from the files it has)."""
+        return MemCgroup(path, V2 if (path / V2.limit).exists() else V1)
 
     def set_limit(self, limit_bytes: int | None) -> None:
         value = str(limit_bytes) if limit_bytes else ("-1" if self.layout.version == 1 else "max")
@@ -79,6 +90,10 @@ class MemCgroup:
             return 0
         return sum(int(line.split()[1]) for line in lines if line.startswith("oom_kill "))
 
+    def usage(self) -> Usage:
+        """Read before `remove`: the figures go with the cgroup."""
+        return Usage(self.peak_bytes(), self.oom_kills())
+
     def kill_all(self) -> None:
         """SIGKILL every process in the group (v2 has one file for it; v1 is killed pid by pid)."""
         if self.layout.version == 2 and _try_write(self.path / "cgroup.kill", "1"):
@@ -94,33 +109,12 @@ class MemCgroup:
             log.debug("cgroup %s not removed: %s", self.path, exc)
 
 
-def remove_stale(prefix: str = "ladder-", root: Path = ROOT) -> int:
-    """Remove empty trial cgroups left by an orchestrator that was killed; returns how many."""
-    removed = 0
-    for parent, _ in _parents(root):
-        for path in parent.glob(f"{prefix}*"):
-            if _owner_alive(path.name[len(prefix) :]):
-                continue  # another orchestrator's trial, maybe created a moment ago and not yet joined
-            try:
-                path.rmdir()  # the kernel refuses while any process is inside
-                removed += 1
-            except OSError:
-                continue
-    return removed
-
-
-def _owner_alive(rest: str) -> bool:
-    """`<pid>-<trial id>`: the orchestrator that made it is still running (older names carry no pid)."""
-    pid, sep, _ = rest.partition("-")
-    return bool(sep) and pid.isdigit() and psutil.pid_exists(int(pid))
-
-
 def join(path: Path) -> None:
     """Move the calling process into the cgroup at `path`."""
     (path / "cgroup.procs").write_text(str(os.getpid()))
 
 
-def _parents(root: Path) -> list[tuple[Path, Layout]]:
+def parents(root: Path) -> list[tuple[Path, Layout]]:
     """Candidate parents, this process's own memory cgroup first."""
     found: list[tuple[Path, Layout]] = []
     for line in _self_cgroups():

@@ -12,13 +12,12 @@ from values only, whether a RUNNING trial's owner is gone:
   one, the trial's start) is older than `stale_after_s`. Keep that well above the heartbeat period plus the
   clock skew between hosts.
 
-The processes of a dead owner's trial on this machine are found by `LADDER_TRIAL_ID` (as `launch.leftovers`
-does) and killed; on another host they cannot be reached from here.
+The processes of a dead owner's trial on this machine are found by `LADDER_TRIAL_ID` and its cgroup by its name
+(`ladder.procs`), and killed; on another host they cannot be reached from here.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import socket
@@ -32,8 +31,7 @@ from typing import Any
 
 import psutil
 
-from ladder import launch
-from ladder.cgroup import MemCgroup
+from ladder import procs
 
 log = logging.getLogger(__name__)
 
@@ -101,16 +99,8 @@ def pid_started(pid: int) -> float | None:
 
 
 def kill_trial_processes(trial_id: str, timeout_s: float = 10.0) -> int:
-    """SIGKILL every process that carries the trial's id, and its memory cgroup; returns how many were alive."""
-    procs = launch.leftovers(trial_id)
-    for proc in procs:
-        with contextlib.suppress(psutil.Error):
-            proc.kill()
-    _, alive = psutil.wait_procs(procs, timeout=timeout_s)
-    for proc in alive:
-        log.warning("process %d of trial %s survived SIGKILL for %g s", proc.pid, trial_id, timeout_s)
-    _remove_cgroup(trial_id)
-    return len(procs)
+    """SIGKILL every process of the trial and remove its memory cgroup; returns how many processes were alive."""
+    return len(procs.kill_trial(trial_id, timeout_s=timeout_s))
 
 
 class Heartbeat:
@@ -150,18 +140,6 @@ def _pid_verdict(owner: Owner, started: float | None) -> str:
     if abs(started - owner.started) > START_TOL_S:
         return f"owner pid {owner.pid} on {owner.host} now belongs to another process"
     return ""
-
-
-def _remove_cgroup(trial_id: str) -> None:
-    """The launcher's cgroup for the trial (`ladder-<id>`), found again from its name, emptied and removed."""
-    group = MemCgroup.create(f"ladder-{trial_id}", None)
-    if group is None:
-        return
-    group.kill_all()
-    deadline = time.monotonic() + 5.0
-    while group.pids() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    group.remove()
 
 
 def _pid_ns() -> str:

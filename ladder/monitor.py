@@ -23,13 +23,13 @@ from typing import Any, Protocol
 
 import psutil
 
+from ladder.procs import TRIAL_ID_VAR
 from ladder.records import Word
 
 log = logging.getLogger(__name__)
 
 MIB = 1024 * 1024
 SLOW_S = 1.0  # process lists, tree walks and GPM once a second: they cost ms, not µs (FACTS.md)
-TRIAL_ID_VAR = "LADDER_TRIAL_ID"  # as ladder.launch sets it on every process of a trial
 
 
 class Source(Word):

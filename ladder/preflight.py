@@ -14,7 +14,6 @@ takes the NVML library as a parameter (`NvmlLib`: the three calls it makes), so 
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -23,7 +22,7 @@ from typing import Any, Protocol
 
 import psutil
 
-from ladder import launch
+from ladder import procs
 from ladder.errors import ConfigError, LaunchError
 from ladder.records import Word
 
@@ -246,11 +245,7 @@ class Preflight:
 
 def check_leftovers(trial_id: str, timeout_s: float = 3.0) -> tuple[int, ...]:
     """Kill and reap every process still carrying the trial's id; returns their pids (empty when clean)."""
-    procs = launch.leftovers(trial_id)
-    for proc in procs:
-        log.warning("trial %s left process %d alive; killing it", trial_id, proc.pid)
-        with contextlib.suppress(psutil.Error):
-            proc.kill()
-    psutil.wait_procs(procs, timeout=timeout_s)  # reaps our own children and those re-parented to us
-    launch.reap_orphans()
-    return tuple(p.pid for p in procs)
+    killed = tuple(procs.kill_trial(trial_id, cgroups=(), timeout_s=timeout_s))
+    for pid in killed:
+        log.warning("trial %s left process %d alive; killed it", trial_id, pid)
+    return killed

@@ -26,7 +26,7 @@ from hydra.errors import HydraException
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from ladder import cgroup, launch, lease, results, store
+from ladder import launch, lease, procs, results, store
 from ladder.catalog import known
 from ladder.config import Device, Settings, register, settings_from
 from ladder.dryrun import Planned, estimate, every_trial, format_dry_run, format_estimate, rung_label
@@ -212,7 +212,7 @@ def execute(settings: Settings) -> int:
         print(dry_run(settings, paths, machine), end="")
         return 0
     launch.become_subreaper()
-    cgroup.remove_stale()
+    procs.remove_stale()
     for sig in (signal.SIGTERM, signal.SIGHUP):  # a closed terminal stops the sweep as cleanly as Ctrl-C
         signal.signal(sig, _raise_interrupt)
     view = make_view()

@@ -21,13 +21,11 @@ import threading
 from pathlib import Path
 from types import FrameType
 
-import psutil
-
-from ladder.cgroup import join
+from ladder import procs
+from ladder.cgroup import MemCgroup, join
 
 PR_SET_PDEATHSIG = 1
 GRACE_S = 10.0  # torchrun stops its workers within ~1 s of a SIGTERM; a worker that ignores it gets 30 s there
-TRIAL_ID_VAR = "LADDER_TRIAL_ID"
 USAGE = "usage: python -m ladder.trialexec [--cgroup DIR] -- PROGRAM [ARGS...]"
 
 
@@ -68,29 +66,17 @@ class Supervisor:
 
     def _stop(self) -> None:
         assert self.child is not None
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.child.pid, signal.SIGTERM)
+        procs.signal_group(self.child.pid, signal.SIGTERM)
         timer = threading.Timer(GRACE_S, self.kill_all)
         timer.daemon = True
         timer.start()
 
     def kill_all(self) -> None:
-        """SIGKILL every process of the trial but this one: the program's group, then the cgroup or the trial id."""
+        """SIGKILL every process of the trial but this one: the program's group, then the cgroup and the trial id."""
         if self.child is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.child.pid, signal.SIGKILL)
-        for proc in self._rest():
-            with contextlib.suppress(psutil.Error):
-                proc.kill()
-
-    def _rest(self) -> list[psutil.Process]:
-        me = os.getpid()
-        if self.cgroup is not None:
-            with contextlib.suppress(OSError):
-                pids = [int(p) for p in (self.cgroup / "cgroup.procs").read_text().split()]
-                return [psutil.Process(p) for p in pids if p != me and psutil.pid_exists(p)]
-        trial_id = os.environ.get(TRIAL_ID_VAR, "")
-        return [p for p in psutil.process_iter() if p.pid != me and trial_id and _trial_of(p) == trial_id]
+            procs.signal_group(self.child.pid, signal.SIGKILL)
+        groups = [MemCgroup.at(self.cgroup)] if self.cgroup is not None else []
+        procs.kill(procs.members(os.environ.get(procs.TRIAL_ID_VAR, ""), groups, but={os.getpid()}))
 
     def wait(self) -> int:
         assert self.child is not None
@@ -98,13 +84,6 @@ class Supervisor:
         if self.stopping.is_set():
             self.kill_all()  # workers in sessions of their own outlive torchrun when it is killed
         return code
-
-
-def _trial_of(proc: psutil.Process) -> str:
-    try:
-        return proc.environ().get(TRIAL_ID_VAR, "")
-    except psutil.Error:
-        return ""
 
 
 def exit_as(code: int) -> int:

@@ -10,8 +10,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from ladder import launch
-from ladder.cgroup import ROOT, MemCgroup, _parents, remove_stale
+from ladder import launch, procs
+from ladder.cgroup import ROOT, MemCgroup, parents
 from ladder.workloads.spec import TrialSpec
 from tests.helpers import wait_for
 
@@ -58,10 +58,10 @@ def test_memory_cgroup_limit_is_a_real_kernel_oom_kill(tmp_path: Path) -> None:
     run = launch.start(TrialSpec(argv=(sys.executable, "-c", HOG), env={}), tmp_path, "t-hog", 256 * 1024 * 1024)
     assert run.cgroup is not None
     code = run.proc.wait(timeout=60)
-    oom_kills, peak = run.cgroup.oom_kills(), run.cgroup.peak_bytes()
     launch.stop(run, grace_s=0.5)
-    assert code == -9 and oom_kills >= 1
-    assert 128 * 1024 * 1024 < peak <= 256 * 1024 * 1024
+    assert run.cgroup_usage is not None  # read by the stop, before the cgroup went
+    assert code == -9 and run.cgroup_usage.oom_kills >= 1
+    assert 128 * 1024 * 1024 < run.cgroup_usage.peak_bytes <= 256 * 1024 * 1024
     assert not run.cgroup.path.exists()
 
 
@@ -131,11 +131,11 @@ def test_a_killed_orchestrator_takes_its_trial_with_it(tmp_path: Path) -> None:
     wait_for(lambda: not [p for p in launch.leftovers("t-orphan") if p.status() != psutil.STATUS_ZOMBIE], 15)
 
     def stale() -> list[Path]:
-        return [p for p, _ in _parents(ROOT) for p in p.glob(f"ladder-{orch.pid}-t-orphan")]
+        return [p for p, _ in parents(ROOT) for p in p.glob(f"ladder-{orch.pid}-t-orphan")]
 
     def cleaned() -> bool:
-        launch.reap_orphans()  # they re-parented to this test process, a subreaper: zombies keep a cgroup busy
-        remove_stale()  # its orchestrator is dead, so its cgroup is stale; live orchestrators' ones are kept
+        procs.reap_orphans()  # they re-parented to this test process, a subreaper: zombies keep a cgroup busy
+        procs.remove_stale()  # its orchestrator is dead, so its cgroup is stale; live orchestrators' ones are kept
         return not stale()
 
     wait_for(cleaned, 15)
