@@ -13,7 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ladder import failures, launch, stats
+from ladder import failures, launch, procs, stats
+from ladder.cgroup import Usage
 from ladder.config import MeasureConf
 from ladder.evidence import Evidence
 from ladder.monitor import Monitor, Sample, Sampler, write_samples
@@ -29,6 +30,7 @@ TICK_S = 0.1
 # shutdown (0.85 s, FACTS.md), and up to `kill_grace_s` for a trainer that lingers at it.
 KILL_AT_ONCE = frozenset({"out_of_memory", "window_done"})
 LOG_TAIL_BYTES = 256 * 1024
+MIB = 1024 * 1024
 
 
 @dataclass
@@ -173,16 +175,16 @@ def _finish(
     code = launch.stop(running, 0.0 if watch.stopped_by in KILL_AT_ONCE else measure.kill_grace_s)
     samples: list[Sample] = monitor.stop()
     _take_progress(watch, progress)
-    left = launch.leftovers(running.trial_id)
-    for proc in left:
-        log.warning("trial %s left process %d alive after the stop; killing it", running.trial_id, proc.pid)
-        proc.kill()
+    left = procs.kill_trial(running.trial_id, cgroups=())
+    for pid in left:
+        log.warning("trial %s left process %d alive after the stop; killed it", running.trial_id, pid)
     write_samples(samples, trial_dir / "samples.csv")
     ending = _ending(trial_dir, code, watch.stopped_by, running)
     window = watch.window if watch.stopped_by == "window_done" else None
     figures = stats.figures(samples, watch.points, window, watch.launch_t)
-    verdict = _with_last_progress(failures.classify(ending), progress.path)
-    figures |= cap_figures(progress.path) | {"sampler_cpu_s": round(monitor.cpu_s, 3)}
+    verdict = _with_cgroup_oom(_with_last_progress(failures.classify(ending), progress.path), running, watch.stopped_by)
+    figures |= cap_figures(progress.path) | cgroup_figures(running.cgroup_usage)
+    figures |= {"sampler_cpu_s": round(monitor.cpu_s, 3)}
     if watch.cut:
         figures["cut"] = 1.0
     duration = round(time.monotonic() - running.started_mono, 2)
@@ -204,6 +206,24 @@ def cap_figures(progress_file: Path) -> dict[str, float]:
     return {"cap_mb": cap, "cap_used_mb": round(used, 1)} if cap and used else {}
 
 
+def cgroup_figures(usage: Usage | None) -> dict[str, float]:
+    """The memory the cap limits: the cgroup's peak (every process of the trial together, page cache included),
+    where the trial ran in a memory cgroup."""
+    return {"cgroup_peak_mb": round(usage.peak_bytes / MIB, 1)} if usage is not None and usage.peak_bytes else {}
+
+
+def _with_cgroup_oom(verdict: Verdict, running: launch.Running, stopped_by: str) -> Verdict:
+    """The kernel killed a process of the trial for the cgroup's cap: that is the cause, whatever the parent did
+    after (an EOFError from its dead worker, an exit code 1, a hang). Only a stop by the user keeps its verdict."""
+    usage = running.cgroup_usage
+    if usage is None or usage.oom_kills <= 0 or stopped_by == "interrupted":
+        return verdict
+    name = running.cgroup.path.name if running.cgroup is not None else "?"
+    found = f"memory cgroup {name} counted {usage.oom_kills} OOM kill(s) (peak {usage.peak_bytes / MIB:.0f} MiB)"
+    also = "" if verdict.evidence.startswith("memory cgroup") or not verdict.evidence else f"; {verdict.evidence}"
+    return Verdict(failures.status_of(Reason.HOST_OOM), Reason.HOST_OOM, found + also)
+
+
 def _with_last_progress(verdict: Verdict, progress_file: Path) -> Verdict:
     """A stalled trial's evidence: the last progress line it wrote before it went silent."""
     if verdict.reason is not Reason.STALLED:
@@ -216,7 +236,8 @@ def _ending(trial_dir: Path, code: int, stopped_by: str, running: launch.Running
     """What the folder holds (the log, torchrun's per-rank logs and error files: read as `ladder.failures` reads any
     trial folder), and what only the running trial knows: why ladder stopped it, the cgroup's OOM kills."""
     found = failures.load_ending(trial_dir, code)
-    return replace(found, stopped_by=stopped_by, oom_kills=running.cgroup.oom_kills() if running.cgroup else 0)
+    oom_kills = running.cgroup_usage.oom_kills if running.cgroup_usage is not None else 0  # read before its removal
+    return replace(found, stopped_by=stopped_by, oom_kills=oom_kills)
 
 
 def _tail(path: Path) -> str:

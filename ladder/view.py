@@ -46,8 +46,14 @@ def trial_line(r: TrialRecord) -> str:
     took = f"reused from {r.info['reused_from']}" if r.info.get("reused_from") else f"{r.info.get('duration_s', '?')} s"
     return (
         f"{r.case:<14} {r.variant:<8} {rung:<6} {r.status!s:<12} {r.reason!s:<13} util={util:>6} "
-        f"mem={mems:>11} MiB  samples/s={sps:>7}  ({took})"
+        f"{'rss' if r.info.get('source') == 'host' else 'mem'}={mems:>11} MiB{capped(f)}  samples/s={sps:>7}  ({took})"
     )
+
+
+def capped(f: dict[str, float]) -> str:
+    """The memory a cap limits, where there is one: the emulated card's use of its size, the memory cgroup's peak."""
+    card = f" cap={f['cap_used_mb']:.0f}/{f['cap_mb']:.0f} MiB" if f.get("cap_used_mb") and f.get("cap_mb") else ""
+    return card + (f" cgroup={f['cgroup_peak_mb']:.0f} MiB" if f.get("cgroup_peak_mb") else "")
 
 
 class PlainView:

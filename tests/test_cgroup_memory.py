@@ -1,0 +1,87 @@
+"""Memory as the cap sees it: a trial under `workload.host_mem_limit_gb` (a real memory cgroup, a real kernel OOM
+kill) gets the verdict and the figures of that cgroup, read before the cgroup is removed."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from ladder.cgroup import MemCgroup
+from ladder.results import read_tsv
+from tests.test_resume import FIRST, finish, search, sweep_dir
+
+CAP_MB = 256
+
+# A trainer shaped like those with env-worker processes: the parent steps a worker through a pipe, and the worker
+# holds `num_envs` x 8 MiB once warmed up (64 MiB at e8, 512 MiB at e64: over the cap). When the kernel kills the
+# worker, the parent sees its pipe close and exits 1 with its own message, as such trainers do.
+WORKER = textwrap.dedent(
+    """
+    import sys
+    envs, held = int(sys.argv[1]), []
+    for line in sys.stdin:
+        if len(held) < 8:
+            held.append(b"x" * (envs << 20))  # written, so every page is charged to the cgroup
+        sys.stdout.write("ok\\n")
+        sys.stdout.flush()
+    """
+)
+TRAINER = textwrap.dedent(
+    """
+    import subprocess, sys, time
+    worker_py, envs = sys.argv[1], int(sys.argv[2])
+    worker = subprocess.Popen([sys.executable, worker_py, str(envs)], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        for i in range(1, 10**6):
+            worker.stdin.write(b"step\\n")
+            worker.stdin.flush()
+            if not worker.stdout.readline():
+                raise EOFError("the env worker closed its pipe")
+            print(f"iter {i} samples {i * envs}", flush=True)
+            time.sleep(0.05)
+    except (EOFError, BrokenPipeError) as exc:
+        print(f"env worker lost: {exc!r}", flush=True)
+        sys.exit(1)
+    """
+)
+
+
+@pytest.fixture
+def memory_cgroups() -> None:
+    probe = MemCgroup.create(f"ladder-probe-{os.getpid()}", None)
+    if probe is None:
+        pytest.skip("no writable memory cgroup on this machine: host_mem_limit_gb cannot be applied")
+    probe.remove()
+
+
+def test_a_worker_oom_killed_in_the_trials_cgroup_is_host_oom_whatever_its_parent_did(
+    tmp_path: Path, memory_cgroups: None
+) -> None:
+    trainer, worker = tmp_path / "trainer.py", tmp_path / "worker.py"
+    trainer.write_text(TRAINER)
+    worker.write_text(WORKER)
+    command = f'workload.command=["{sys.executable}","{trainer}","{worker}","{{num_envs}}"]'
+    out = finish(search(tmp_path, f"case={FIRST}", "profile=[default]", "ladder.rungs=[64,8]", "workload.kind=command",
+                        command, f"workload.host_mem_limit_gb={CAP_MB / 1024}", "measure.window_s=2",
+                        "measure.warmup_iters=2", "measure.stable_tol=0.5", "sweep=capped"))  # fmt: skip
+    rows = {r["num_envs"]: r for r in read_tsv(sweep_dir(tmp_path, "capped") / "trials.tsv")}
+    over, fits = rows["64"], rows["8"]
+
+    assert (over["status"], over["reason"]) == ("oom_or_nccl", "host_oom"), out
+    assert "OOM kill" in over["evidence"] and "memory cgroup ladder-" in over["evidence"], over["evidence"]
+    log = (sweep_dir(tmp_path, "capped") / over["trial_dir"] / "stdout.log").read_text()
+    assert "env worker lost: EOFError" in log  # the parent's own ending said nothing of memory
+    verdict = json.loads((sweep_dir(tmp_path, "capped") / over["trial_dir"] / "verdict.json").read_text())
+    assert verdict["reason"] == "host_oom"
+
+    assert fits["status"] == "ok", out
+    assert 64 < float(fits["cgroup_peak_mb"]) <= CAP_MB  # the worker's 64 MiB and the rest, all under the cap
+    assert 0 < float(over["cgroup_peak_mb"]) <= CAP_MB
+    best = read_tsv(sweep_dir(tmp_path, "capped") / "best_by_case.tsv")
+    assert [r["cgroup_peak_mb"] for r in best] == [fits["cgroup_peak_mb"]]
+    assert "cgroup=" in out and "rss=" in out  # the capped figure on the console, RSS named as RSS
