@@ -24,28 +24,12 @@ from typing import Any, Protocol
 import psutil
 
 from ladder.procs import TRIAL_ID_VAR
-from ladder.records import Word
+from ladder.records import Sample, Source
 
 log = logging.getLogger(__name__)
 
 MIB = 1024 * 1024
 SLOW_S = 1.0  # process lists, tree walks and GPM once a second: they cost ms, not µs (FACTS.md)
-
-
-class Source(Word):
-    NVML = "nvml"
-    HOST = "host"
-
-
-@dataclass(frozen=True)
-class Sample:
-    t: float  # unix time (aligned with the trainer's progress lines)
-    index: int  # GPU index (nvml) or local rank (host)
-    util: float  # percent: GPU util (nvml) or CPU% of the rank's tree, 100 = one core (host)
-    mem_mb: float  # MiB: device memory used (nvml) or RSS of the rank's tree (host)
-    source: Source = Source.NVML
-    proc_mem_mb: float | None = None  # MiB the trial's own processes hold on this GPU (~1 Hz; None between)
-    sm_util: float | None = None  # percent of SMs busy, from Hopper GPM (~1 Hz; None where unavailable)
 
 
 class Sampler(Protocol):

@@ -62,6 +62,26 @@ class Ending:
     oom_kills: int = 0  # kernel OOM kills counted by the trial's memory cgroup
 
 
+class Source(Word):
+    """Where a sample was read: NVML (a GPU) or the host (a rank's process tree)."""
+
+    NVML = "nvml"
+    HOST = "host"
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One device's utilisation and memory at one moment (`ladder.monitor` takes them, `ladder.stats` sums them)."""
+
+    t: float  # unix time (aligned with the trainer's progress lines)
+    index: int  # GPU index (nvml) or local rank (host)
+    util: float  # percent: GPU util (nvml) or CPU% of the rank's tree, 100 = one core (host)
+    mem_mb: float  # MiB: device memory used (nvml) or RSS of the rank's tree (host)
+    source: Source = Source.NVML
+    proc_mem_mb: float | None = None  # MiB the trial's own processes hold on this GPU (~1 Hz; None between)
+    sm_util: float | None = None  # percent of SMs busy, from Hopper GPM (~1 Hz; None where unavailable)
+
+
 class Phase(Word):
     PROBE = "probe"  # short: finds the rung
     CONFIRM = "confirm"  # long: proves the pick holds (never mixed with probe figures)

@@ -18,27 +18,19 @@ same key the winner is the greatest by, in order:
 The rule is a total order on rows, so a merge does not depend on the order of its inputs or on which machine runs
 it: merging A into B gives what merging B into A gives, and merging the same file twice changes nothing.
 
-The writers and `code_version` are the only effects here. A write is a temp file in the same folder renamed over
-the target, under a `filelock` lock beside it (`<name>.lock`), and the merge reads the file inside the lock, so
-concurrent sweeps, and hosts sharing a filesystem whose locks work across hosts (NFSv4, Lustre with flock), never
-lose each other's rows.
+The writers and `code_version` are effects and live in `ladder.outputs` (still reachable here by their names, for
+the callers that use them so), so that importing this module imports no lock, thread or subprocess.
 """
 
 from __future__ import annotations
 
 import csv
 import io
-import os
-import subprocess
-import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from datetime import datetime, timezone
-from importlib import metadata
 from pathlib import Path
-from typing import TypeVar
-
-from filelock import FileLock
+from typing import Any, TypeVar
 
 from ladder.records import Status, TrialRecord
 
@@ -184,53 +176,6 @@ def rank(row: dict[str, str]) -> tuple[bool, bool, float, int, tuple[tuple[str, 
             _int(row.get("num_envs", "")), tuple(sorted(row.items())))  # fmt: skip
 
 
-def write_best(path: Path, rows: Sequence[dict[str, str]]) -> None:
-    """Merge `rows` into the shared best_by_case.tsv without losing anyone else's rows."""
-    with FileLock(str(path) + ".lock"):
-        merged = merge_rows(read_tsv(path), rows)
-        atomic_write(path, to_tsv(merged, columns(merged, SEED_HEAD, BEST_TAIL, rest=False)))
-
-
-def write_trials(path: Path, records: Records) -> None:
-    """Rewrite trials.tsv. Pass a loader (e.g. `lambda: store.sweep_records(storage, sweep)`) rather than a list
-    when several processes share the file: it is called inside the lock, so the last writer has the newest rows."""
-    with FileLock(str(path) + ".lock"):
-        rows = [trial_row(r) for r in (records() if callable(records) else records)]
-        atomic_write(path, to_tsv(rows, columns(rows, TRIAL_HEAD, TRIAL_TAIL)))
-
-
-def atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def code_version(where: Path, package: str = "ladder") -> str:
-    """The workload's code version: the commit of the git checkout holding `where` (12 hex digits, `-dirty` when
-    tracked files differ from it), else the installed version of `package`, else "" (an effect: runs git)."""
-    try:
-        out = subprocess.run(["git", "-C", str(where), "describe", "--always", "--dirty", "--abbrev=12", "--exclude=*"],
-                             capture_output=True, text=True, timeout=10, check=True)  # fmt: skip
-        return out.stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return _package_version(package)
-
-
-def _package_version(package: str) -> str:
-    try:
-        return f"{package}=={metadata.version(package)}"
-    except metadata.PackageNotFoundError:
-        return ""
-
-
 def _when(stamp: str) -> float:
     """A finished_at as unix seconds (naive means UTC); -inf when missing or unreadable, so it loses."""
     try:
@@ -262,3 +207,15 @@ def _num(value: float) -> str:
 
 def _one_line(text: str) -> str:
     return " ".join(text.split())[:300]
+
+
+EFFECTS = ("write_best", "write_trials", "atomic_write", "code_version")  # in ladder.outputs
+
+
+def __getattr__(name: str) -> Any:
+    """`results.write_best` and the other effects, imported on first use only (see the module docstring)."""
+    if name in EFFECTS:
+        from ladder import outputs
+
+        return getattr(outputs, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

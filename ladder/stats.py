@@ -18,10 +18,12 @@ import statistics
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-from ladder.monitor import Sample, Source
-from ladder.progress import Point
+from ladder.records import Sample, Source
+
+if TYPE_CHECKING:  # a type only: importing progress at run time would bring its file reading and logging
+    from ladder.progress import Point
 
 ACTIVE_UTIL = 5.0  # a second counts as active when the mean util over devices exceeds this percent
 BIN_S = 1.0  # util per second first: p50, active and idle seconds are over seconds, as in the seeds
