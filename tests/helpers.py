@@ -12,3 +12,17 @@ def wait_for(predicate: Callable[[], object], timeout_s: float = 120.0, every_s:
     while not predicate():
         assert time.monotonic() < deadline, "condition not met in time"
         time.sleep(every_s)
+
+
+def need_memory_cgroups() -> None:
+    """Skip the calling test where no memory cgroup can be made here (not root, no writable controller)."""
+    import os
+
+    import pytest
+
+    from ladder.cgroup import MemCgroup
+
+    probe = MemCgroup.create(f"ladder-probe-{os.getpid()}", None)
+    if probe is None:
+        pytest.skip("no writable memory cgroup on this machine: a trial is tracked by its process tree alone")
+    probe.remove()

@@ -4,15 +4,14 @@ kill) gets the verdict and the figures of that cgroup, read before the cgroup is
 from __future__ import annotations
 
 import json
-import os
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
-from ladder.cgroup import MemCgroup
 from ladder.results import read_tsv
+from tests.helpers import need_memory_cgroups
 from tests.test_resume import FIRST, finish, search, sweep_dir
 
 CAP_MB = 256
@@ -53,10 +52,7 @@ TRAINER = textwrap.dedent(
 
 @pytest.fixture
 def memory_cgroups() -> None:
-    probe = MemCgroup.create(f"ladder-probe-{os.getpid()}", None)
-    if probe is None:
-        pytest.skip("no writable memory cgroup on this machine: host_mem_limit_gb cannot be applied")
-    probe.remove()
+    need_memory_cgroups()
 
 
 def test_a_worker_oom_killed_in_the_trials_cgroup_is_host_oom_whatever_its_parent_did(

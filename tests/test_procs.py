@@ -17,7 +17,7 @@ import pytest
 
 from ladder import heartbeat, launch
 from ladder.cgroup import ROOT, MemCgroup
-from tests.helpers import wait_for
+from tests.helpers import need_memory_cgroups, wait_for
 from tests.test_resume import FAST, FIRST, search, sweep_dir
 
 ID_VAR = "LADDER_TRIAL_ID"
@@ -57,10 +57,7 @@ def reap_zombies(keep: set[int]) -> None:
 
 @pytest.fixture
 def memory_cgroups() -> None:
-    probe = MemCgroup.create(f"ladder-probe-{os.getpid()}", None)
-    if probe is None:
-        pytest.skip("no writable memory cgroup on this machine: a trial is tracked by its process tree alone")
-    probe.remove()
+    need_memory_cgroups()
 
 
 def test_a_dead_orchestrators_trial_and_its_cgroup_are_found_by_the_trial_id(memory_cgroups: None) -> None:
