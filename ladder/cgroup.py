@@ -18,6 +18,7 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 ROOT = Path("/sys/fs/cgroup")
+UNLIMITED_V1 = 1 << 62  # v1 shows "no limit" as the largest page count times the page size (~2**63)
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,7 @@ class Usage:
 
     peak_bytes: int
     oom_kills: int
+    limit_bytes: int | None = None  # the cap; None when the cgroup has none
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,14 @@ class MemCgroup:
         except (OSError, ValueError):
             return 0
 
+    def limit_bytes(self) -> int | None:
+        """The cap, None where there is none ("max" in v2; v1 writes its largest page count instead)."""
+        try:
+            value = int((self.path / self.layout.limit).read_text().strip())
+        except (OSError, ValueError):
+            return None
+        return value if value < UNLIMITED_V1 else None
+
     def oom_kills(self) -> int:
         try:
             lines = (self.path / self.layout.events).read_text().splitlines()
@@ -92,7 +102,7 @@ class MemCgroup:
 
     def usage(self) -> Usage:
         """Read before `remove`: the figures go with the cgroup."""
-        return Usage(self.peak_bytes(), self.oom_kills())
+        return Usage(self.peak_bytes(), self.oom_kills(), self.limit_bytes())
 
     def kill_all(self) -> None:
         """SIGKILL every process in the group (v2 has one file for it; v1 is killed pid by pid)."""

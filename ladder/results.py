@@ -38,7 +38,7 @@ SEED_HEAD = ("case", "method", "variant", "num_envs", "status", "min_avg_util")
 BEST_TAIL = (
     "samples_per_s", "samples_per_s_lo", "samples_per_s_hi", "p50_util", "active_s", "idle_s", "avg_active_util",
     "step_time_p50", "data_time_p50", "window_s", "gated", "n_samples", "unstable", "repeat_spread", "repeats",
-    "cgroup_peak_mb",  # the memory a host_mem_limit_gb cap limits: the trial's cgroup peak
+    "cgroup_peak_mb", "cgroup_limit_mb",  # the memory a host_mem_limit_gb cap limits (the trial's cgroup), and the cap
     "cap_used_mb", "cap_mb", "class", "action", "reason", "evidence", "gpu_name", "gpu_mem_total", "n_gpus", "driver",
     "torch", "source", "workload", "workload_version", "width_factor", "emulate_gpu_mem_gb", "phase", "trials", "sweep",
     "host", "finished_at", "trial_dir",

@@ -207,9 +207,12 @@ def cap_figures(progress_file: Path) -> dict[str, float]:
 
 
 def cgroup_figures(usage: Usage | None) -> dict[str, float]:
-    """The memory the cap limits: the cgroup's peak (every process of the trial together, page cache included),
-    where the trial ran in a memory cgroup."""
-    return {"cgroup_peak_mb": round(usage.peak_bytes / MIB, 1)} if usage is not None and usage.peak_bytes else {}
+    """The memory a host cap limits: the cgroup's peak (every process of the trial together, page cache included),
+    and the cap itself where one was set (`workload.host_mem_limit_gb`)."""
+    if usage is None or not usage.peak_bytes:
+        return {}
+    limit = {"cgroup_limit_mb": round(usage.limit_bytes / MIB, 1)} if usage.limit_bytes else {}
+    return {"cgroup_peak_mb": round(usage.peak_bytes / MIB, 1)} | limit
 
 
 def _with_cgroup_oom(verdict: Verdict, running: launch.Running, stopped_by: str) -> Verdict:

@@ -51,9 +51,11 @@ def trial_line(r: TrialRecord) -> str:
 
 
 def capped(f: dict[str, float]) -> str:
-    """The memory a cap limits, where there is one: the emulated card's use of its size, the memory cgroup's peak."""
+    """The memory a cap limits, where there is one: the emulated card's use of its size, the memory cgroup's peak of
+    its limit (`workload.host_mem_limit_gb`)."""
     card = f" cap={f['cap_used_mb']:.0f}/{f['cap_mb']:.0f} MiB" if f.get("cap_used_mb") and f.get("cap_mb") else ""
-    return card + (f" cgroup={f['cgroup_peak_mb']:.0f} MiB" if f.get("cgroup_peak_mb") else "")
+    host = f" cgroup={f['cgroup_peak_mb']:.0f}/{f['cgroup_limit_mb']:.0f} MiB" if f.get("cgroup_limit_mb") else ""
+    return card + host
 
 
 class PlainView:

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from ladder.records import Phase, Reason, Status, TrialRecord
 from ladder.results import read_tsv
+from ladder.view import trial_line
 from tests.helpers import need_memory_cgroups
 from tests.test_resume import FIRST, finish, search, sweep_dir
 
@@ -78,6 +80,29 @@ def test_a_worker_oom_killed_in_the_trials_cgroup_is_host_oom_whatever_its_paren
     assert fits["status"] == "ok", out
     assert 64 < float(fits["cgroup_peak_mb"]) <= CAP_MB  # the worker's 64 MiB and the rest, all under the cap
     assert 0 < float(over["cgroup_peak_mb"]) <= CAP_MB
+    assert float(over["cgroup_limit_mb"]) == float(fits["cgroup_limit_mb"]) == CAP_MB
     best = read_tsv(sweep_dir(tmp_path, "capped") / "best_by_case.tsv")
     assert [r["cgroup_peak_mb"] for r in best] == [fits["cgroup_peak_mb"]]
-    assert "cgroup=" in out and "rss=" in out  # the capped figure on the console, RSS named as RSS
+    assert f"cgroup={round(float(fits['cgroup_peak_mb']))}/{CAP_MB} MiB" in out  # the capped figure on the console
+    assert "rss=" in out and "mem=" not in out  # and the process trees' RSS named as RSS
+
+
+def line(source: str, **figures: float) -> str:
+    record = TrialRecord("c", "amp", "default", 64, Phase.PROBE, Status.OK, Reason.NONE, "", figures,
+                         {"source": source})  # fmt: skip
+    return trial_line(record)
+
+
+@pytest.mark.parametrize(
+    ("source", "figures", "shown"),
+    [
+        ("host", {"max_mem0": 810.0, "max_mem1": 811.0}, "rss=    810/811 MiB  samples"),
+        ("nvml", {"max_mem0": 810.0}, "mem=        810 MiB  samples"),
+        ("host", {"max_mem0": 810.0, "cap_used_mb": 499.0, "cap_mb": 614.0}, "rss=        810 MiB cap=499/614 MiB  "),
+        ("host", {"max_mem0": 633.0, "cgroup_peak_mb": 500.2, "cgroup_limit_mb": 512.0}, "MiB cgroup=500/512 MiB  "),
+        ("host", {"max_mem0": 633.0, "cgroup_peak_mb": 500.2}, "rss=        633 MiB  samples"),  # no cap: not shown
+    ],
+    ids=["rss", "gpu-mem", "emulated-card", "host-cap", "cgroup-without-cap"],
+)
+def test_the_console_line_names_rss_and_shows_what_the_cap_limits(source: str, figures: dict, shown: str) -> None:
+    assert shown in line(source, **figures)
