@@ -19,7 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ladder.dryrun import rung_label
-from ladder.records import Status, TrialRecord
+from ladder.records import Source, Status, TrialRecord
 from ladder.trial import Tick
 
 STYLE = {Status.OK: "green", Status.OOM_OR_NCCL: "red", Status.TIMEOUT: "yellow", Status.ERROR: "bold red",
@@ -123,7 +123,8 @@ def _running_line(board: Board) -> Text:
         return Text("")
     t, (profile, rung) = board.tick, board.running
     phase = f"window {t.window_frac:.0%}" if t.phase == "window" else t.phase
-    devices = "  ".join(f"[{s.index}] {s.util:.0f}% {s.mem_mb:.0f} MiB" for s in t.latest) or "no samples yet"
+    devices = "  ".join(f"[{s.index}] {s.util:.0f}% {'rss ' if s.source == Source.HOST else ''}{s.mem_mb:.0f} MiB"
+                        for s in t.latest) or "no samples yet"  # fmt: skip
     return Text(f"running {profile} e{rung}: {phase}, iter {t.iteration}, {t.elapsed_s:.0f} s   {devices}")
 
 

@@ -20,7 +20,7 @@ from ladder.cgroup import ROOT, MemCgroup
 from tests.helpers import need_memory_cgroups, wait_for
 from tests.test_resume import FAST, FIRST, search, sweep_dir
 
-ID_VAR = "LADDER_TRIAL_ID"
+ID_VAR = launch.TRIAL_ID_VAR
 
 
 def cgroups_of(trial_id: str) -> list[Path]:
