@@ -1,0 +1,5 @@
+import sys
+
+from ladder.failures.cli import main
+
+sys.exit(main())
