@@ -1,4 +1,4 @@
-"""`python -m ladder.failures`: the verdict of a log file or a trial folder."""
+"""`python -m ladder.failures`: the verdict of a log file or a trial folder, or the accuracy on a labelled corpus."""
 
 from __future__ import annotations
 
@@ -8,23 +8,58 @@ import sys
 from pathlib import Path
 
 from ladder.errors import LadderError
+from ladder.failures import scoring
 from ladder.failures.files import load_ending
 from ladder.failures.rules import classify
 
+USAGE = """\
+  python -m ladder.failures PATH [--exit-code N]   the verdict of a log file or a trial folder (as JSON)
+  python -m ladder.failures --eval FILE.jsonl      the accuracy table on a labelled corpus (shared format)"""
+
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m ladder.failures PATH [--exit-code N]`: print one JSON verdict for a log file or trial folder."""
-    parser = argparse.ArgumentParser(prog="python -m ladder.failures", description=main.__doc__)
-    parser.add_argument("path", type=Path, help="a log file, or a trial folder")
+    """Print one JSON verdict for a log file or trial folder, or the accuracy table of a labelled corpus."""
+    parser = argparse.ArgumentParser(prog="python -m ladder.failures", description=main.__doc__, usage=USAGE)
+    parser.add_argument("path", type=Path, nargs="?", help="a log file, or a trial folder")
     parser.add_argument("--exit-code", type=int, default=None, help="the launcher's exit code (beats exit_code.txt)")
+    parser.add_argument("--eval", type=Path, default=None, metavar="FILE.jsonl", help="a labelled corpus to score")
     args = parser.parse_args(argv)
-    if not args.path.exists():
-        print(f"ladder.failures: no such file or folder: {args.path}", file=sys.stderr)
-        return 2
+    if (args.path is None) == (args.eval is None):
+        parser.error("give either PATH or --eval FILE.jsonl")
     try:
+        if args.eval is not None:
+            print(scoring.table(scoring.score(_read_corpus(args.eval))))
+            return 0
+        if not args.path.exists():
+            raise LadderError(f"no such file or folder: {args.path}", "give a log file or a trial folder")
         verdict = classify(load_ending(args.path, args.exit_code))
     except LadderError as err:
         print(f"ladder.failures: {err}", file=sys.stderr)
         return 2
     print(json.dumps({"status": str(verdict.status), "reason": str(verdict.reason), "evidence": verdict.evidence}))
     return 0
+
+
+def _read_corpus(path: Path) -> list[dict]:
+    """The rows of a labelled corpus; a clear error naming the file and line for anything malformed."""
+    if not path.is_file():
+        raise LadderError(f"no such corpus file: {path}", "give a JSON-lines file in shared/failure_logs' format")
+    rows = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        where = f"{path}:{n}"
+        try:
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise ValueError(f"{where}: not JSON ({err})") from None
+            if not isinstance(row, dict):
+                raise ValueError(f"{where}: a row must be a JSON object")
+            scoring.check_row(row, where)
+        except ValueError as err:
+            raise LadderError(str(err), "fix that line (see shared/failure_logs/README.md for the format)") from None
+        rows.append(row)
+    if not rows:
+        raise LadderError(f"{path} holds no rows", "give a JSON-lines file with one labelled excerpt per line")
+    return rows
