@@ -29,11 +29,11 @@ import math
 import re
 import signal
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import accumulate
 
-from ladder.failures.patterns import _SPECIFIC, PATTERNS, Pattern, Tier, status_of
-from ladder.records import Ending, Reason, Status, Verdict
+from ladder.failures.patterns import _KILL, _SPECIFIC, PATTERNS, Pattern, Tier, status_of
+from ladder.records import Confidence, Ending, Reason, Status, Verdict
 
 EVIDENCE_CHARS = 300  # longest evidence kept: a window of the proving line around the match
 
@@ -50,6 +50,7 @@ class Hit:
     evidence: str
     line: int = 0  # index of the line where the match starts
     stamp: float | None = None  # the line's glog time stamp, where it has one (orders ranks)
+    weak: str = ""  # why this evidence alone leaves the cause open ("" = it proves it)
 
     @property
     def cuts_off(self) -> bool:
@@ -57,7 +58,8 @@ class Hit:
         return self.reason is Reason.NCCL_TIMEOUT or self.tier is Tier.FATAL
 
     def verdict(self) -> Verdict:
-        return Verdict(status_of(self.reason), self.reason, self.evidence)
+        confidence = Confidence.LOW if self.weak else Confidence.HIGH
+        return Verdict(status_of(self.reason), self.reason, self.evidence, confidence, self.weak)
 
 
 # --- one text ---
@@ -98,7 +100,7 @@ def _line_hit(lines: Sequence[str], i: int, rows: Iterable[Pattern]) -> Hit | No
         if match is None and nxt:
             match, text = _wrapped(row.regex, line, nxt), line + nxt
         if match is not None:
-            return Hit(row.reason, row.tier, _clip(text, match.start()), i, _stamp(line))
+            return Hit(row.reason, row.tier, _clip(text, match.start()), i, _stamp(line), row.weak)
     return None
 
 
@@ -123,13 +125,14 @@ def _stamp(line: str) -> float | None:
 
 
 def root_hit(hits: Sequence[Hit]) -> Hit | None:
-    """The root cause among one text's hits: the highest tier, then the earliest line.
+    """The root cause among one text's hits: the highest tier, then proving evidence before weak, then the earliest
+    line.
 
     A memory line after the first NCCL timeout or fatal error is dropped: it is that failure's consequence.
     """
     cutoff = next((hit.line for hit in hits if hit.cuts_off), None)
     kept = [hit for hit in hits if not (hit.tier is Tier.MEMORY and cutoff is not None and hit.line > cutoff)]
-    return max(kept, key=lambda hit: (hit.tier, -hit.line), default=None)
+    return max(kept, key=lambda hit: (hit.tier, not hit.weak, -hit.line), default=None)
 
 
 def classify_text(text: str, exit_code: int | None = None) -> Verdict:
@@ -145,8 +148,13 @@ def classify(ending: Ending) -> Verdict:
     stopped = _stopped_verdict(ending.stopped_by)
     if stopped is not None:
         return stopped
-    hit = _combine(_source_hits(ending))
-    return hit.verdict() if hit is not None else _fallback(ending)
+    hits = _source_hits(ending)
+    hit = _combine(hits)
+    if hit is None:
+        return _fallback(ending)
+    if hit.weak and any(other.reason is hit.reason and not other.weak for other in hits):
+        hit = replace(hit, weak="")  # another source proves it (the kernel's OOM kill behind a bare `Killed`)
+    return hit.verdict()
 
 
 def _stopped_verdict(stopped_by: str) -> Verdict | None:
@@ -182,6 +190,9 @@ def _combine(hits: Sequence[Hit]) -> Hit | None:
 def _fallback(ending: Ending) -> Verdict:
     """No failure line anywhere: a clean exit (or a finished window) is OK, anything else a plain error."""
     done = ending.stopped_by == "window_done"
+    uncaught = "" if done else uncaught_exception(ending.log_text)
+    if uncaught:  # a launcher that returned 0 after its program died of an exception
+        return Verdict(Status.ERROR, Reason.ERROR, _clip(uncaught, 0))
     if done or ending.exit_code == 0:
         return Verdict(Status.OK, Reason.NONE, "window done, no failure line" if done else "exit code 0")
     evidence = _clip(telling_line(ending.log_text), 0)
@@ -195,6 +206,21 @@ _LAUNCHER_NOISE = re.compile(
     r"|ChildFailedError|elastic/multiprocessing/|^(?:time|host|rank|exitcode|error_file|traceback)\s*:"
 )
 _ERRORISH = re.compile(r"error|exception|fatal|abort|failed", re.IGNORECASE)
+
+
+_TRACEBACK = "Traceback (most recent call last):"
+_EXCEPTION_LINE = next(p.regex for p in PATTERNS if p.generic and p.reason is Reason.ERROR and "Error|Exception" in
+                       p.regex.pattern)  # fmt: skip
+_TAIL_LINES = 60
+
+
+def uncaught_exception(text: str) -> str:
+    """The exception line that ends a log whose last lines hold a Python traceback: the program died of it, whatever
+    exit code a launcher then returned; '' when the log goes on after its last traceback."""
+    lines = [s for line in text.splitlines()[-_TAIL_LINES:] if (s := line.strip())]
+    if not lines or not any(line.startswith(_TRACEBACK) for line in lines):
+        return ""
+    return lines[-1] if _EXCEPTION_LINE.search(lines[-1]) else ""
 
 
 def telling_line(text: str) -> str:
@@ -216,10 +242,10 @@ def describe_exit(code: int | None) -> str:
 
 
 def _exit_hit(code: int | None) -> Hit | None:
-    """SIGKILL (-9, or 137 from a shell) is how the kernel's OOM killer ends a process."""
+    """SIGKILL (-9, or 137 from a shell) is how the kernel's OOM killer ends a process (and how others do)."""
     if code not in (-9, 137):
         return None
-    return Hit(Reason.HOST_OOM, Tier.MEMORY, describe_exit(code))
+    return Hit(Reason.HOST_OOM, Tier.MEMORY, describe_exit(code), weak=_KILL)
 
 
 def _oom_kills_hit(count: int) -> Hit | None:
