@@ -134,14 +134,17 @@ PATTERNS: tuple[Pattern, ...] = (
     ),
     _row(
         _R.CUDA_OOM,
-        r"VK_ERROR_OUT_OF_DEVICE_MEMORY|ErrorOutOfDeviceMemory|OomError\(OutOfDeviceMemory\)",
-        "github.com/KhronosGroup/MoltenVK#1705; github.com/RippeR37/GL_vs_VK#2; github.com/vulkano-rs/vulkano#172",
+        r"(?:VK_)?ERROR_OUT_OF_DEVICE_MEMORY|ErrorOutOfDeviceMemory|OomError\(OutOfDeviceMemory\)",
+        "github.com/KhronosGroup/MoltenVK#1705; github.com/RippeR37/GL_vs_VK#2; github.com/vulkano-rs/vulkano#172; "
+        "github.com/DiligentGraphics/DiligentCore#398",
     ),
     _row(
         _R.CUDA_OOM,
-        r"RESOURCE_EXHAUSTED:?\s*Out of memory|[Rr]esource exhausted: (?:OOM|Out of memory)|OOM when allocating"
-        r"|ResourceExhaustedError",
-        "github.com/google-deepmind/alphafold#1023; " + _DEV + "xlnet-chinesener-4-tf-oom-allocating-tensor",
+        r"RESOURCE_EXHAUSTED:[^\n]{0,80}?(?:Out of memory|Attempting to (?:reserve|allocate)|Ran out of memory)"
+        r"|[Rr]esource exhausted: (?:OOM|Out of memory)|OOM when allocating|ResourceExhaustedError",
+        "github.com/google-deepmind/alphafold#1023; " + _DEV + "xlnet-chinesener-4-tf-oom-allocating-tensor; "
+        "github.com/huggingface/transformers#22328; github.com/googlecolab/colabtools#5126; "
+        "github.com/pytorch/xla#9524",
     ),
     _row(
         _R.CUDA_OOM,
@@ -242,6 +245,7 @@ PATTERNS: tuple[Pattern, ...] = (
         "github.com/huggingface/diffusers#12422; github.com/pytorch/pytorch#118369",
     ),
     _row(_R.NCCL_TIMEOUT, r"due to a collective timeout", "github.com/axolotl-ai-cloud/axolotl#3476"),
+    _row(_R.NCCL_TIMEOUT, r"\] Timeout at NCCL work: \d+", "github.com/hiyouga/LlamaFactory#6269"),
     _row(_R.NCCL_TIMEOUT, r"Timed out waiting \d+ms for (?:recv|send) operation", _CAPTURED + "gloo_timeout.log"),
     _row(
         _R.PEER_LOST,
@@ -264,6 +268,12 @@ PATTERNS: tuple[Pattern, ...] = (
         "github.com/tatsu-lab/stanford_alpaca#207; github.com/fanq15/FewX#74; github.com/NVIDIA/nccl#975",
     ),
     _row(_R.NCCL_ERROR, r"NET/IB\s*:\s*Got completion from peer", "github.com/NVIDIA/nccl#1405"),
+    # torch's ProcessGroupNCCL taking the process down after a failed or timed-out collective
+    _row(
+        _R.NCCL_ERROR,
+        r"Some NCCL operations have failed or timed out|Exception \(either an error or timeout\) detected by watchdog",
+        "github.com/EvolvingLMMs-Lab/open-r1-multimodal#20; github.com/GAIR-NLP/DeepResearcher#16",
+    ),
     # an NCCL call that failed, by name (XLA's wording, glog's Check failed), or NCCL's own result strings
     _row(
         _R.NCCL_ERROR,
