@@ -618,11 +618,9 @@ def test_cli_on_a_log_file_with_exit_code(tmp_path: Path) -> None:
     log = tmp_path / "empty.log"
     log.write_text("")
     result = run_cli(str(log), "--exit-code", "-9")
-    assert json.loads(result.stdout) == {
-        "status": "oom_or_nccl",
-        "reason": "host_oom",
-        "evidence": "exit code -9 (SIGKILL)",
-    }
+    out = json.loads(result.stdout)
+    assert (out["status"], out["reason"], out["evidence"]) == ("oom_or_nccl", "host_oom", "exit code -9 (SIGKILL)")
+    assert (out["confidence"], out["source"]) == ("low", "classified")
 
 
 def test_cli_on_a_missing_path(tmp_path: Path) -> None:
@@ -812,3 +810,34 @@ def test_cli_eval_names_the_bad_line(tmp_path: Path, line: str, named: str) -> N
     result = run_cli("--eval", str(corpus))
     assert (result.returncode, result.stdout) == (2, "")
     assert f"{corpus}:2" in result.stderr and named in result.stderr and "fix:" in result.stderr
+
+
+# --- python -m ladder.failures <trial folder> reports the trial's own verdict ---
+
+
+def ok_trial_killed_by_ladder(folder: Path) -> Path:
+    """A trial whose window ran to its end: ladder killed it (-9) and recorded `ok` (trial.py's verdict.json)."""
+    folder.mkdir()
+    (folder / "stdout.log").write_text("global_step=4096 sps=812\nglobal_step=8192 sps=820\n")
+    (folder / "exit_code.txt").write_text("-9\n")
+    verdict = {"status": "ok", "reason": "", "evidence": "window done, no failure line"}
+    (folder / "verdict.json").write_text(json.dumps(verdict, indent=1) + "\n")
+    return folder
+
+
+def test_cli_reports_the_trials_recorded_verdict_not_ladders_own_kill(tmp_path: Path) -> None:
+    trial = ok_trial_killed_by_ladder(tmp_path / "trial 3")
+    result = run_cli(str(trial))
+    assert (result.returncode, result.stderr) == (0, "")
+    out = json.loads(result.stdout)
+    assert (out["status"], out["reason"], out["source"]) == ("ok", "", "verdict.json")
+    again = json.loads(run_cli(str(trial), "--reclassify").stdout)
+    assert (again["status"], again["reason"], again["source"]) == ("oom_or_nccl", "host_oom", "classified")
+
+
+def test_cli_names_an_unreadable_recorded_verdict(tmp_path: Path) -> None:
+    trial = ok_trial_killed_by_ladder(tmp_path / "trial 4")
+    (trial / "verdict.json").write_text('{"status": "ok", "reas')
+    result = run_cli(str(trial))
+    assert (result.returncode, result.stdout) == (2, "")
+    assert "verdict.json is unreadable" in result.stderr and "--reclassify" in result.stderr

@@ -13,8 +13,9 @@ from ladder.failures.files import load_ending
 from ladder.failures.rules import classify
 
 USAGE = """\
-  python -m ladder.failures PATH [--exit-code N]   the verdict of a log file or a trial folder (as JSON)
-  python -m ladder.failures --eval FILE.jsonl      the accuracy table on a labelled corpus (shared format)"""
+  python -m ladder.failures PATH [--exit-code N] [--reclassify]   the verdict of a log file or a trial folder (JSON)
+  python -m ladder.failures --eval FILE.jsonl                     the accuracy table on a labelled corpus"""
+RECORDED = "verdict.json"  # what a trial recorded when it ended (ladder.trial writes it)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -23,6 +24,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("path", type=Path, nargs="?", help="a log file, or a trial folder")
     parser.add_argument("--exit-code", type=int, default=None, help="the launcher's exit code (beats exit_code.txt)")
     parser.add_argument("--eval", type=Path, default=None, metavar="FILE.jsonl", help="a labelled corpus to score")
+    parser.add_argument(
+        "--reclassify", action="store_true", help=f"classify a trial folder's files even where it has its {RECORDED}"
+    )
     args = parser.parse_args(argv)
     if (args.path is None) == (args.eval is None):
         parser.error("give either PATH or --eval FILE.jsonl")
@@ -32,12 +36,27 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if not args.path.exists():
             raise LadderError(f"no such file or folder: {args.path}", "give a log file or a trial folder")
+        recorded = args.path / RECORDED
+        if args.path.is_dir() and recorded.is_file() and not (args.reclassify or args.exit_code is not None):
+            print(json.dumps(_read_recorded(recorded) | {"source": RECORDED}))
+            return 0
         verdict = classify(load_ending(args.path, args.exit_code))
     except LadderError as err:
         print(f"ladder.failures: {err}", file=sys.stderr)
         return 2
-    print(json.dumps({"status": str(verdict.status), "reason": str(verdict.reason), "evidence": verdict.evidence}))
+    print(json.dumps(verdict.as_json() | {"source": "classified"}))
     return 0
+
+
+def _read_recorded(path: Path) -> dict:
+    """A trial's own verdict, as it recorded it: ladder's stop (a finished window, its kill) is known only there."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise LadderError(f"{path} is unreadable: {err}", "classify the folder's logs with --reclassify") from None
+    if not isinstance(data, dict) or not isinstance(data.get("status"), str):
+        raise LadderError(f"{path} holds no verdict (no 'status')", "classify the folder's logs with --reclassify")
+    return data
 
 
 def _read_corpus(path: Path) -> list[dict]:
