@@ -111,9 +111,17 @@ def _wrapped(regex: re.Pattern[str], line: str, nxt: str) -> re.Match[str] | Non
 
 
 def _clip(text: str, start: int) -> str:
-    """The proving line, stripped; a long one is cut to a window that keeps the match."""
+    """The proving line, stripped (of a box's borders too); a long one is cut to a window that keeps the match."""
     begin = max(0, min(start - 40, len(text) - EVIDENCE_CHARS))
-    return text[begin : begin + EVIDENCE_CHARS].strip()
+    return _unboxed(text[begin : begin + EVIDENCE_CHARS])
+
+
+# the borders rich/tyro draw around a message (╭─ title ─╮, │ text │, ╰───╯)
+_BOX = "│┃║╭╮╰╯├┤┬┴┼─━═┌┐└┘╔╗╚╝╠╣"
+
+
+def _unboxed(line: str) -> str:
+    return line.strip(_BOX + " \t\r\n\f\v")
 
 
 def _stamp(line: str) -> float | None:
@@ -205,7 +213,19 @@ _LAUNCHER_NOISE = re.compile(
     r"|\[\d+\]:$)"
     r"|ChildFailedError|elastic/multiprocessing/|^(?:time|host|rank|exitcode|error_file|traceback)\s*:"
 )
-_ERRORISH = re.compile(r"error|exception|fatal|abort|failed", re.IGNORECASE)
+# hints that follow an error and say nothing of it: where to read more, how to see more, how to run help
+_HINT = re.compile(
+    r"^(?:Set the environment variable HYDRA_FULL_ERROR=1|For full helptext|Try '[^']*--help' for help"
+    r"|usage:|To append to your config use|For debugging consider passing|The above exception was the direct cause"
+    r"|During handling of the above exception|Perhaps you meant|Did you mean)",
+    re.IGNORECASE,
+)
+_ERRORISH = re.compile(
+    r"error|exception|fatal|abort|failed|unrecognized|could not|cannot|can't|invalid|no such|not found|missing"
+    r"|required|unknown",
+    re.IGNORECASE,
+)
+_SUGGESTION = re.compile(r"^(?:Perhaps you meant|Did you mean)\b", re.IGNORECASE)
 
 
 _TRACEBACK = "Traceback (most recent call last):"
@@ -225,9 +245,18 @@ def uncaught_exception(text: str) -> str:
 
 def telling_line(text: str) -> str:
     """The line that best says why a run without a known failure line ended: the last error-like line that is
-    not the launcher's own report, else the last line that is not launcher noise, else ''."""
-    lines = [s for line in text.splitlines() if (s := line.strip()) and not _LAUNCHER_NOISE.search(s)]
-    return next((line for line in reversed(lines) if _ERRORISH.search(line)), lines[-1] if lines else "")
+    not the launcher's own report nor a hint (HYDRA_FULL_ERROR, --help, usage), with a box's borders taken off and
+    the CLI's suggestion that follows it (tyro's "Perhaps you meant:", click's "Did you mean"); else the last line
+    that is none of those, else ''."""
+    lines = [s for line in text.splitlines() if (s := _unboxed(line)) and not _LAUNCHER_NOISE.search(s)]
+    told = [(i, line) for i, line in enumerate(lines) if not _HINT.search(line)]
+    if not told:
+        return ""
+    i, line = next(((i, line) for i, line in reversed(told) if _ERRORISH.search(line)), told[-1])
+    after = lines[i + 1 : i + 3]
+    if after and _SUGGESTION.search(after[0]):  # the suggestion, and its value where it is on the next line
+        line += " " + " ".join(after if after[0].endswith(":") else after[:1])
+    return line
 
 
 def describe_exit(code: int | None) -> str:
