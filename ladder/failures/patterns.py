@@ -62,18 +62,26 @@ class Pattern:
     source: str  # where the line it was written from was seen (an issue thread or a captured log in tests/data)
     generic: bool = False  # a catch-all for exceptions no other row names
     weak: str = ""  # why a match alone leaves the cause open (its verdict's confidence is then low); "" = strong
+    failing_only: bool = False  # a warning healthy runs print too: it counts only when the run failed
     scanner: re.Pattern[str] = field(init=False, repr=False, compare=False)  # `regex` for whole texts (MULTILINE)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "scanner", re.compile(self.regex.pattern, self.regex.flags | re.MULTILINE))
 
     @property
+    def counts_after_a_clean_ending(self) -> bool:
+        """After exit 0 or a finished window only the named failures count (no catch-all, no mere warning)."""
+        return not (self.generic or self.failing_only)
+
+    @property
     def tier(self) -> Tier:
         return Tier.LOW if self.generic else _REASON_TIERS.get(self.reason, Tier.LOW)
 
 
-def _row(reason: Reason, regex: str, source: str, generic: bool = False, weak: str = "") -> Pattern:
-    return Pattern(reason, re.compile(regex), source, generic, weak)
+def _row(
+    reason: Reason, regex: str, source: str, generic: bool = False, weak: str = "", failing_only: bool = False
+) -> Pattern:
+    return Pattern(reason, re.compile(regex), source, generic, weak, failing_only)
 
 
 _R = Reason
@@ -122,6 +130,13 @@ PATTERNS: tuple[Pattern, ...] = (
         "github.com/NVIDIA/nccl#1235; github.com/PKU-YuanGroup/Open-Sora-Plan#386",
     ),
     _row(_R.CUDA_OOM, r"PxgCudaDeviceMemoryAllocator fail to allocate", "github.com/Improbable-AI/walk-these-ways#20"),
+    _row(
+        _R.CUDA_OOM,
+        r"Allocator \(GPU_\d+_bfc\) ran out of memory",
+        _DEV + "ssrl-8-brax-bfc-allocator-26gib-hydra; github.com/NVIDIA/nccl#1039",
+        weak="XLA/TensorFlow's allocator warns so and may go on (it says 'not a failure')",
+        failing_only=True,
+    ),
     # allocation-failure wording next to a GPU word: THCudaCheck error=2, "cuda failed with error 2 out of memory",
     # cudaMalloc ... out of memory, Warp CUDA error 2, Caffe's (2 vs. 0) out of memory, Vulkan, XLA, TensorFlow
     _row(
@@ -145,12 +160,6 @@ PATTERNS: tuple[Pattern, ...] = (
         "github.com/google-deepmind/alphafold#1023; " + _DEV + "xlnet-chinesener-4-tf-oom-allocating-tensor; "
         "github.com/huggingface/transformers#22328; github.com/googlecolab/colabtools#5126; "
         "github.com/pytorch/xla#9524",
-    ),
-    _row(
-        _R.CUDA_OOM,
-        r"Allocator \(GPU_\d+_bfc\) ran out of memory",
-        _DEV + "ssrl-8-brax-bfc-allocator-26gib-hydra; github.com/NVIDIA/nccl#1039",
-        weak="XLA/TensorFlow's allocator warns so and may go on (it says 'not a failure')",
     ),
     # GPU simulators whose contact / pair / patch buffers overflow as num_envs grows (PhysX, SAPIEN, MJX, mujoco_warp)
     _row(
@@ -308,5 +317,3 @@ PATTERNS: tuple[Pattern, ...] = (
         generic=True,
     ),
 )
-
-_SPECIFIC = tuple(p for p in PATTERNS if not p.generic)

@@ -29,10 +29,10 @@ import math
 import re
 import signal
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from itertools import accumulate
 
-from ladder.failures.patterns import _KILL, _SPECIFIC, PATTERNS, Pattern, Tier, status_of
+from ladder.failures.patterns import _KILL, PATTERNS, Pattern, Tier, status_of
 from ladder.records import Confidence, Ending, Reason, Status, Verdict
 
 EVIDENCE_CHARS = 300  # longest evidence kept: a window of the proving line around the match
@@ -51,6 +51,7 @@ class Hit:
     line: int = 0  # index of the line where the match starts
     stamp: float | None = None  # the line's glog time stamp, where it has one (orders ranks)
     weak: str = ""  # why this evidence alone leaves the cause open ("" = it proves it)
+    row: Pattern | None = field(default=None, compare=False, repr=False)  # the table's row that named the line
 
     @property
     def cuts_off(self) -> bool:
@@ -66,11 +67,11 @@ class Hit:
 
 
 def find_hits(text: str, keep_generic: bool = True) -> list[Hit]:
-    """Every line of `text` that a row of the table names, in order (one hit per line)."""
-    rows = PATTERNS if keep_generic else _SPECIFIC
+    """Every line of `text` that a row of the table names, in order (one hit per line); without `keep_generic`, only
+    the lines whose row counts after a clean ending (a line named by a catch-all or a warning row is no failure)."""
     lines = text.splitlines()
-    hits = (_line_hit(lines, i, rows) for i in _candidate_lines(lines, rows))
-    return [hit for hit in hits if hit is not None]
+    hits = (_line_hit(lines, i, PATTERNS) for i in _candidate_lines(lines, PATTERNS))
+    return [hit for hit in hits if hit and (keep_generic or (hit.row and hit.row.counts_after_a_clean_ending))]
 
 
 def _candidate_lines(lines: Sequence[str], rows: Iterable[Pattern]) -> list[int]:
@@ -100,7 +101,7 @@ def _line_hit(lines: Sequence[str], i: int, rows: Iterable[Pattern]) -> Hit | No
         if match is None and nxt:
             match, text = _wrapped(row.regex, line, nxt), line + nxt
         if match is not None:
-            return Hit(row.reason, row.tier, _clip(text, match.start()), i, _stamp(line), row.weak)
+            return Hit(row.reason, row.tier, _clip(text, match.start()), i, _stamp(line), row.weak, row)
     return None
 
 
