@@ -1,9 +1,14 @@
 """Failure classification on real output: the labelled samples, lines captured here, and the root-cause traps.
 
 Data (tests/data): `failure_logs.jsonl` is a copy of shared/failure_logs/sample.jsonl (38 excerpts from public issue
-threads, labelled). `captured/*.log` are real outputs of small torch programs run on this CPU machine (torch 2.13),
-trimmed of unrelated lines but never edited; captured/README.md says how each was made. `PUBLIC` below quotes
-lines from public issue threads for the patterns that neither of those shows.
+threads, labelled). shared/failure_logs/more.jsonl (96) is split by repository, fixed before any pattern was written:
+a row is held out when int(sha256("ladder-holdout-1:" + its lower-cased repository), 16) % 100 < 30.
+`failure_logs_more_dev.jsonl` (67) was used to write patterns; `failure_logs_more_heldout.jsonl` (29) to measure
+(`python -m ladder.failures --eval`): 17/19 unambiguous at the first look; the two misses showed families missing
+(torch's "Some NCCL operations have failed", Vulkan's ERROR_OUT_OF_DEVICE_MEMORY without its prefix), added from
+public lines, so later figures on it are no longer unseen. `captured/*.log` are real outputs of small torch programs
+run on this CPU machine (torch 2.13), trimmed of unrelated lines but never edited; captured/README.md says how each
+was made. `PUBLIC` below quotes lines from public issue threads for the patterns that neither of those shows.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from ladder.failures import EVIDENCE_CHARS, PATTERNS, classify, classify_text, status_of
+from ladder.failures import EVIDENCE_CHARS, PATTERNS, classify, classify_text, scoring, status_of
 from ladder.records import Confidence, Ending, Reason, Status
 
 DATA = Path(__file__).parent / "data"
@@ -841,3 +846,14 @@ def test_cli_names_an_unreadable_recorded_verdict(tmp_path: Path) -> None:
     result = run_cli(str(trial))
     assert (result.returncode, result.stdout) == (2, "")
     assert "verdict.json is unreadable" in result.stderr and "--reclassify" in result.stderr
+
+
+def test_the_acceptance_bar_on_every_labelled_unambiguous_row() -> None:
+    """Issue 19's bar (>= 98% right status, >= 90% right reason, no false step-down) on all 134 shared rows that a
+    careful reader labels one way (the held-out part included: it has been measured, so it guards regressions)."""
+    rows = SAMPLES + MORE_DEV + _rows("failure_logs_more_heldout.jsonl")
+    scored = [s for s in scoring.score(rows) if not s.ambiguous]
+    assert len(rows) == 134 and len(scored) == 100
+    assert sum(s.status_right for s in scored) >= 0.98 * len(scored)
+    assert sum(s.reason_right for s in scored) >= 0.90 * len(scored)
+    assert not any(s.false_step_down for s in scoring.score(rows) if not s.ambiguous)
