@@ -44,7 +44,7 @@ class Evidence:
         own, ranks = failures.folder_logs(self.trial_dir), failures.rank_log_paths(self.trial_dir)
         for path in [*own, *(p for paths in ranks.values() for p in paths)]:
             new = self._new_lines(path)
-            alarm = alarm or any(failures.is_memory(hit.reason) for hit in failures.find_hits(new))
+            alarm = alarm or any(failures.is_memory(hit.reason) and not hit.weak for hit in failures.find_hits(new))
         errors = tuple(failures.read_error_files(self.trial_dir, warn=False))
         alarm, self._error_files = alarm or len(errors) > self._error_files, len(errors)
         if not alarm:
