@@ -57,11 +57,6 @@ class Verdict:
     confidence: Confidence = Confidence.HIGH
     basis: str = ""  # why the confidence is low ("" when high)
 
-    def as_json(self) -> dict[str, str]:
-        """What verdict.json holds."""
-        return {"status": str(self.status), "reason": str(self.reason), "evidence": self.evidence,
-                "confidence": str(self.confidence), "basis": self.basis}  # fmt: skip
-
 
 @dataclass(frozen=True)
 class Ending:

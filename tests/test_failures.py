@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from ladder.failures import EVIDENCE_CHARS, PATTERNS, classify, classify_text, scoring, status_of
+from ladder.failures import EVIDENCE_CHARS, PATTERNS, as_json, classify, classify_text, scoring, status_of
 from ladder.records import Confidence, Ending, Reason, Status
 
 DATA = Path(__file__).parent / "data"
@@ -748,7 +748,7 @@ def test_named_failures_are_certain(text: str) -> None:
 
 
 def test_verdict_json_carries_the_confidence() -> None:
-    data = classify_text("", -9).as_json()
+    data = as_json(classify_text("", -9))
     assert data["status"] == "oom_or_nccl" and data["confidence"] == "low" and "SIGKILL" in data["basis"]
 
 

@@ -16,6 +16,7 @@ from ladder.failures.patterns import PATTERNS, Pattern, Tier, is_memory, status_
 from ladder.failures.rules import (
     EVIDENCE_CHARS,
     Hit,
+    as_json,
     classify,
     classify_text,
     describe_exit,
@@ -25,7 +26,7 @@ from ladder.failures.rules import (
 )
 
 __all__ = [
-    "EVIDENCE_CHARS", "PATTERNS", "TAIL_BYTES", "Hit", "Pattern", "Tier", "classify", "classify_text",
+    "EVIDENCE_CHARS", "PATTERNS", "TAIL_BYTES", "Hit", "Pattern", "Tier", "as_json", "classify", "classify_text",
     "describe_exit", "find_hits", "folder_logs", "is_memory", "load_ending", "main", "rank_log_paths",
     "read_error_files", "root_hit", "status_of", "telling_line",
 ]  # fmt: skip

@@ -10,7 +10,7 @@ from pathlib import Path
 from ladder.errors import LadderError
 from ladder.failures import scoring
 from ladder.failures.files import load_ending
-from ladder.failures.rules import classify
+from ladder.failures.rules import as_json, classify
 
 USAGE = """\
   python -m ladder.failures PATH [--exit-code N] [--reclassify]   the verdict of a log file or a trial folder (JSON)
@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     except LadderError as err:
         print(f"ladder.failures: {err}", file=sys.stderr)
         return 2
-    print(json.dumps(verdict.as_json() | {"source": "classified"}))
+    print(json.dumps(as_json(verdict) | {"source": "classified"}))
     return 0
 
 

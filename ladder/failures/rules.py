@@ -144,6 +144,12 @@ def root_hit(hits: Sequence[Hit]) -> Hit | None:
     return max(kept, key=lambda hit: (hit.tier, not hit.weak, -hit.line), default=None)
 
 
+def as_json(verdict: Verdict) -> dict[str, str]:
+    """A verdict as verdict.json and `python -m ladder.failures` show it."""
+    return {"status": str(verdict.status), "reason": str(verdict.reason), "evidence": verdict.evidence,
+            "confidence": str(verdict.confidence), "basis": verdict.basis}  # fmt: skip
+
+
 def classify_text(text: str, exit_code: int | None = None) -> Verdict:
     """The verdict for one log text and the exit code of the process that wrote it."""
     return classify(Ending(exit_code=exit_code, log_text=text))
