@@ -93,7 +93,7 @@ _GPU = r"(?:cuda|cu(?:da)?malloc|cumem|gpu|device|hip|cudnn|cublas|thcuda|vram)"
 
 # Ordered by precedence: the first row that matches a line names that line.
 PATTERNS: tuple[Pattern, ...] = (
-    # --- memory, host side first where a line also names the GPU (pinned host buffers, Ray's and Java's OOM) ---
+    # --- memory, host side first where a line also names the GPU or says OutOfMemoryError (pinned host, Ray) ---
     _row(
         _R.HOST_OOM,
         r"bytes on host: CUDA_ERROR_OUT_OF_MEMORY|could not allocate pinned host memory",
@@ -137,8 +137,8 @@ PATTERNS: tuple[Pattern, ...] = (
         weak="XLA/TensorFlow's allocator warns so and may go on (it says 'not a failure')",
         failing_only=True,
     ),
-    # allocation-failure wording next to a GPU word: THCudaCheck error=2, "cuda failed with error 2 out of memory",
-    # cudaMalloc ... out of memory, Warp CUDA error 2, Caffe's (2 vs. 0) out of memory, Vulkan, XLA, TensorFlow
+    # out-of-memory wording next to a GPU word: THCudaCheck error=2, "cuda failed with error 2 out of memory",
+    # cudaMalloc(...) failed with error out of memory, Warp CUDA error 2, Caffe's cudaSuccess (2 vs. 0) out of memory
     _row(
         _R.CUDA_OOM,
         r"(?i)\b" + _GPU + r"\w*\b[^\n]{0,200}?\bout of memory\b"
