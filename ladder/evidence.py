@@ -4,7 +4,8 @@ A rank that exhausts its memory writes its error (torchrun's error.json, its tra
 but the launcher only notices the dead rank at its next poll, then tears the others down: on 2 idle cores that
 took 1.2 s of a 3.8 s failing probe. Memory exhaustion is the one failure that ends the question for the rung (no
 later line of another rank explains it away: see `failures.root_hit`), so the trial can stop at its first line.
-Anything else (a communication error may be another rank's symptom) is left to run its course.
+Anything else (a communication error may be another rank's symptom) is left to run its course, and so is memory
+evidence of low confidence (a simulator's buffer overflow, an allocator's warning: the run may go on and tell).
 
 `Evidence.check` reads only what the logs gained since the last look (the trial's own logs, where a program that
 starts its own ranks writes, and torchrun's per-rank logs), whole lines only, and classifies them as
@@ -17,7 +18,7 @@ import time
 from pathlib import Path
 
 from ladder import failures
-from ladder.records import Ending, Verdict
+from ladder.records import Confidence, Ending, Verdict
 
 CHECK_EVERY_S = 0.25
 KEEP_CHARS = 256 * 1024  # of each log, the tail kept for the verdict
@@ -43,7 +44,7 @@ class Evidence:
         own, ranks = failures.folder_logs(self.trial_dir), failures.rank_log_paths(self.trial_dir)
         for path in [*own, *(p for paths in ranks.values() for p in paths)]:
             new = self._new_lines(path)
-            alarm = alarm or any(failures.is_memory(hit.reason) for hit in failures.find_hits(new))
+            alarm = alarm or any(failures.is_memory(hit.reason) and not hit.weak for hit in failures.find_hits(new))
         errors = tuple(failures.read_error_files(self.trial_dir, warn=False))
         alarm, self._error_files = alarm or len(errors) > self._error_files, len(errors)
         if not alarm:
@@ -52,7 +53,7 @@ class Evidence:
             exit_code=None, log_text=self._joined(own), error_files=errors, oom_kills=oom_kills,
             rank_logs={rank: self._joined(paths) for rank, paths in ranks.items()},
         ))  # fmt: skip
-        return verdict if failures.is_memory(verdict.reason) else None
+        return verdict if failures.is_memory(verdict.reason) and verdict.confidence is Confidence.HIGH else None
 
     def _joined(self, paths: list[Path]) -> str:
         return "\n".join(self._texts.get(path, "") for path in paths)

@@ -1,7 +1,9 @@
 """The ladder walk: which (profile, rung) to launch next, from the trials so far. Pure.
 
 Facts a walk relies on, for one case, profile and card:
-* a step-down failure (`oom_or_nccl`, `timeout`) at rung N rules out every rung above N (the *ceiling*);
+* a step-down failure (`oom_or_nccl`, `timeout`) at rung N rules out every rung above N (the *ceiling*); one on
+  weak evidence (`Attempt.confirmed` False: a low-confidence verdict) counts only once rung N failed twice, so
+  that rung runs once more first;
 * a rung that ran (`ok`) proves every rung below it fits (the *floor*); the largest such rung is the profile's pick;
 * `error` stops the profile (a broken config never steps down); `retry` (port in use) runs the same rung again,
   a bounded number of times; `interrupted` is as if never run.
@@ -72,6 +74,7 @@ class Attempt:
     mem_frac: float | None = None  # peak memory / the card's memory, where it ran
     value: float | None = None  # the objective it measured (ok only)
     value_hi: float | None = None  # the upper end of that value's measured interval (None: no interval)
+    confirmed: bool = True  # False: a step-down failure on weak evidence (a low-confidence verdict, see README)
 
 
 @dataclass(frozen=True)
@@ -175,6 +178,8 @@ def decide(
         return None
     if (again := _retry(mine)) is not None:
         return Decision(profile, again.rung, "the same rung again: its launch failed (port in use)")
+    if (doubt := _to_confirm(mine)) is not None:
+        return Decision(profile, doubt, "the same rung once more: its failure was weak evidence (low confidence)")
     case_best = _case_best(attempts)
     left = [r for r in _left(rungs, mine) if not _above_reach(r, mine, tuning, case_best)]
     if not left:
@@ -328,8 +333,22 @@ def _retry(mine: list[Attempt]) -> Attempt | None:
 
 
 def _ceiling(mine: list[Attempt]) -> int | None:
-    fails = [a.rung for a in mine if a.status in STEP_DOWN]
+    fails = [a.rung for a in mine if a.status in STEP_DOWN and (a.confirmed or _failed_twice(a.rung, mine))]
     return min(fails) if fails else None
+
+
+def _failed_twice(rung: int, mine: list[Attempt]) -> bool:
+    return sum(1 for a in mine if a.rung == rung and a.status in STEP_DOWN) >= 2
+
+
+def _to_confirm(mine: list[Attempt]) -> int | None:
+    """A rung whose only launch failed on weak evidence, still open: it runs once more before the walk steps down
+    (a second failure, weak or not, settles it; a fit settles it the other way)."""
+    floor, ceiling = _floor(mine), _ceiling(mine)
+    open_rung = [r for r in (a.rung for a in mine if a.status in STEP_DOWN and not a.confirmed)
+                 if sum(1 for b in mine if b.rung == r) == 1 and (ceiling is None or r < ceiling)
+                 and (floor is None or r > floor)]  # fmt: skip
+    return open_rung[0] if open_rung else None
 
 
 def _floor(mine: list[Attempt]) -> int | None:

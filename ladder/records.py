@@ -40,13 +40,22 @@ class Reason(Word):
     ERROR = "error"
 
 
+class Confidence(Word):
+    """How sure a verdict is: low where its evidence alone leaves the cause open (see README, Verdicts)."""
+
+    HIGH = "high"
+    LOW = "low"
+
+
 @dataclass(frozen=True)
 class Verdict:
-    """A trial's classified ending and the log line that proved it."""
+    """A trial's classified ending, the log line that proved it, and how sure it is (and why, when not sure)."""
 
     status: Status
     reason: Reason = Reason.NONE
     evidence: str = ""
+    confidence: Confidence = Confidence.HIGH
+    basis: str = ""  # why the confidence is low ("" when high)
 
 
 @dataclass(frozen=True)

@@ -7,11 +7,13 @@ import sys
 import uuid
 from pathlib import Path
 
-from ladder import trial
+import pytest
+
+from ladder import failures, trial
 from ladder.config import MeasureConf
 from ladder.evidence import Evidence
 from ladder.monitor import HostSampler
-from ladder.records import Reason, Status
+from ladder.records import Confidence, Ending, Reason, Status
 from ladder.workloads.spec import Launcher, TrialSpec
 
 OOM = ("[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
@@ -48,6 +50,34 @@ def test_a_communication_error_is_left_to_run_its_course(tmp_path: Path) -> None
     evidence = Evidence(tmp_path, every_s=0.0)
     append(rank_log(tmp_path, 0), NCCL)
     assert evidence.check() is None
+
+
+# Real lines (shared/failure_logs, dev part): weak memory evidence that a run may survive or disprove.
+PHYSX_OVERFLOW = ("[Error] [omni.physx.plugin] PhysX error: Patch buffer overflow detected, please increase its size "
+                  "to at least 167788 in the scene desc!\n")  # fmt: skip
+BFC_WARNING = ("2024-10-25 20:48:40.388632: W external/xla/xla/tsl/framework/bfc_allocator.cc:291] Allocator "
+               "(GPU_0_bfc) ran out of memory trying to allocate 26.32GiB with freed_by_count=0. The caller indicates "
+               "that this is not a failure, but this may mean that there could be performance gains if more memory "
+               "were available.\n")  # fmt: skip
+
+
+@pytest.mark.parametrize("line", [PHYSX_OVERFLOW, BFC_WARNING], ids=["physx-buffer-overflow", "xla-allocator-warning"])
+def test_weak_memory_evidence_lets_the_trial_run_on(tmp_path: Path, line: str) -> None:
+    evidence = Evidence(tmp_path, every_s=0.0)
+    append(tmp_path / "stdout.log", "step 3\n" + line)
+    assert evidence.check() is None
+    append(tmp_path / "stdout.log", OOM)  # then proof: stopped at once
+    verdict = evidence.check()
+    assert verdict is not None and verdict.reason is Reason.CUDA_OOM and "Tried to allocate" in verdict.evidence
+
+
+def test_an_allocator_warning_in_a_run_that_ended_well_is_not_a_failure() -> None:
+    window_done = failures.classify(Ending(exit_code=-9, log_text="step 3\n" + BFC_WARNING, stopped_by="window_done"))
+    assert window_done.status is Status.OK
+    crashed = failures.classify(Ending(exit_code=1, log_text="step 3\n" + BFC_WARNING))
+    assert (crashed.reason, crashed.confidence) == (Reason.CUDA_OOM, Confidence.LOW)
+    overflow = failures.classify(Ending(exit_code=-9, log_text=PHYSX_OVERFLOW, stopped_by="window_done"))
+    assert (overflow.reason, overflow.confidence) == (Reason.CUDA_OOM, Confidence.LOW)  # the simulator went on
 
 
 def test_an_error_file_naming_memory_is_evidence(tmp_path: Path) -> None:

@@ -1,9 +1,14 @@
 """Failure classification on real output: the labelled samples, lines captured here, and the root-cause traps.
 
 Data (tests/data): `failure_logs.jsonl` is a copy of shared/failure_logs/sample.jsonl (38 excerpts from public issue
-threads, labelled). `captured/*.log` are real outputs of small torch programs run on this CPU machine (torch 2.13),
-trimmed of unrelated lines but never edited; captured/README.md says how each was made. `PUBLIC` below quotes
-lines from public issue threads for the patterns that neither of those shows.
+threads, labelled). shared/failure_logs/more.jsonl (96) is split by repository, fixed before any pattern was written:
+a row is held out when int(sha256("ladder-holdout-1:" + its lower-cased repository), 16) % 100 < 30.
+`failure_logs_more_dev.jsonl` (67) was used to write patterns; `failure_logs_more_heldout.jsonl` (29) to measure
+(`python -m ladder.failures --eval`): 17/19 unambiguous at the first look; the two misses showed families missing
+(torch's "Some NCCL operations have failed", Vulkan's ERROR_OUT_OF_DEVICE_MEMORY without its prefix), added from
+public lines, so later figures on it are no longer unseen. `captured/*.log` are real outputs of small torch programs
+run on this CPU machine (torch 2.13), trimmed of unrelated lines but never edited; captured/README.md says how each
+was made. `PUBLIC` below quotes lines from public issue threads for the patterns that neither of those shows.
 """
 
 from __future__ import annotations
@@ -16,12 +21,19 @@ from pathlib import Path
 
 import pytest
 
-from ladder.failures import EVIDENCE_CHARS, PATTERNS, classify, classify_text, status_of
-from ladder.records import Ending, Reason, Status
+from ladder.failures import EVIDENCE_CHARS, PATTERNS, as_json, classify, classify_text, scoring, status_of
+from ladder.records import Confidence, Ending, Reason, Status
 
 DATA = Path(__file__).parent / "data"
 CAPTURED = DATA / "captured"
-SAMPLES = [json.loads(line) for line in (DATA / "failure_logs.jsonl").read_text().splitlines() if line.strip()]
+
+
+def _rows(name: str) -> list[dict]:
+    return [json.loads(line) for line in (DATA / name).read_text().splitlines() if line.strip()]
+
+
+SAMPLES = _rows("failure_logs.jsonl")
+MORE_DEV = _rows("failure_logs_more_dev.jsonl")
 COMMUNICATION = {Reason.NCCL_ERROR, Reason.NCCL_TIMEOUT, Reason.PEER_LOST}
 FAMILIES = {
     "cuda_oom": {Reason.CUDA_OOM},
@@ -112,6 +124,126 @@ PUBLIC = {
         "[rank0]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught collective operation "
         "timeout: WorkNCCL(SeqNum=1580, OpType=ALLREDUCE, NumelIn=466119168, NumelOut=466119168, "
         "Timeout(ms)=600000) ran for 600060 milliseconds before timing out.",
+    ),
+    # --- families the labelled samples do not show (issue 19): one real line each, as posted ---
+    "flingbot-11-ray-task-killed-low-memory": (  # github.com/real-stanford/flingbot#11
+        Reason.HOST_OOM,
+        "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.",
+    ),
+    "vqa-pytorch-47-thcudacheck-error-2": (  # github.com/Cadene/vqa.pytorch#47
+        Reason.CUDA_OOM,
+        "THCudaCheck FAIL file=/opt/conda/conda-bld/pytorch_1513368888240/work/torch/lib/THC/generic/THCStorage.c "
+        "line=82 error=2 : out of memory\nSegmentation fault (core dumped)",
+    ),
+    "cmt-15-cuda-failed-with-error-2": (  # github.com/junjie18/CMT#15
+        Reason.CUDA_OOM,
+        "RuntimeError: TensorStorage /io/include/tensorview/tensor.h 168\n"
+        "cuda failed with error 2 out of memory. use CUDA_LAUNCH_BLOCKING=1 to get correct traceback.",
+    ),
+    "dss-25-caffe-2-vs-0-out-of-memory": (  # github.com/houqb/DSS#25
+        Reason.CUDA_OOM,
+        "F0304 14:26:21.611594  4889 syncedmem.cpp:71] Check failed: error == cudaSuccess (2 vs. 0)  out of memory",
+    ),
+    "cntk-220-cudnn-alloc-failed": (  # github.com/microsoft/CNTK#220
+        Reason.CUDA_OOM,
+        "cuDNN failure 2: CUDNN_STATUS_ALLOC_FAILED ; GPU=0 ; hostname=PTNUWCL5099642 ; expr=finder(calgo, algoPerf)",
+    ),
+    "moltenvk-1705-vk-out-of-device-memory": (  # github.com/KhronosGroup/MoltenVK#1705
+        Reason.CUDA_OOM,
+        "[mvk-error] VK_ERROR_OUT_OF_DEVICE_MEMORY: Could not allocate a host-coherent VkDeviceMemory of size "
+        "[xxxxxxxxxx] bytes.",
+    ),
+    "gl-vs-vk-2-error-out-of-device-memory": (  # github.com/RippeR37/GL_vs_VK#2
+        Reason.CUDA_OOM,
+        "Caught runtime exception during test execution!\nvk::CommandBuffer::end: ErrorOutOfDeviceMemory",
+    ),
+    "vulkano-172-oom-error-out-of-device-memory": (  # github.com/vulkano-rs/vulkano#172
+        Reason.CUDA_OOM,
+        "thread '<main>' panicked at 'called `Result::unwrap()` on an `Err` value: OomError(OutOfDeviceMemory)', "
+        "../src/libcore\\result.rs:746",
+    ),
+    "somiao-pinyin-10-zh-cn-killed": (  # github.com/crownpku/Somiao-Pinyin#10
+        Reason.HOST_OOM,
+        "  0%|                                        | 0/16733 [00:00<?, ?b/s]2019-11-05 15:38:21.301871: I "
+        "tensorflow/stream_executor/dso_loader.cc:152] successfully opened CUDA library libcublas.so.10.0 locally\n"
+        "已杀死",
+    ),
+    "ai-art-10-windows-port-in-use": (  # github.com/Adi-iitd/AI-Art#10
+        Reason.PORT_IN_USE,
+        "RuntimeError: Only one usage of each socket address (protocol/network address/port) is normally permitted.",
+    ),
+    "wenet-959-nccl-connect-refused-retrying": (  # github.com/wenet-e2e/wenet#959
+        Reason.PEER_LOST,
+        "NCCL INFO Call to connect returned Connection refused, retrying",
+    ),
+    "nccl-626-socket-message-truncated": (  # github.com/NVIDIA/nccl#626
+        Reason.NCCL_ERROR,
+        "transport/net_socket.cc:424 NCCL WARN NET/Socket : peer 192.168.161.30<59210> message truncated :",
+    ),
+    "nccl-1176-bootstrap-message-truncated": (  # github.com/NVIDIA/nccl#1176
+        Reason.NCCL_ERROR,
+        "0: compute-st-p4de24xlarge-1:34639:36718 [5] bootstrap.cc:77 NCCL WARN Message truncated : received 256 "
+        "bytes instead of 4",
+    ),
+    "tensorrt-llm-1670-nccl-cuda-failure": (  # github.com/NVIDIA/TensorRT-LLM#1670
+        Reason.NCCL_ERROR,
+        "VM-0-16-ubuntu:392:494 [2] enqueue.cc:54 NCCL WARN Cuda failure 'invalid resource handle'",
+    ),
+    "nccl-1235-socket-recv-failed": (  # github.com/NVIDIA/nccl#1235
+        Reason.NCCL_ERROR,
+        "ng30903:3063025:3066048 [0] proxy.cc:1143 NCCL WARN Socket recv failed while polling for opId=0x55a51966cc80",
+    ),
+    "paddle-14620-check-failed-ncclgroupend": (  # github.com/PaddlePaddle/Paddle#14620
+        Reason.NCCL_ERROR,
+        "F1125 15:44:39.266677 200102 nccl_helper.h:62] Check failed: dynload::ncclGroupEnd() == ncclSuccess (1 vs. 0)",
+    ),
+    "nccl-1657-tcpstore-eof-after-nccl-error": (  # github.com/NVIDIA/nccl#1657
+        Reason.PEER_LOST,
+        "[I323 21:57:08.462050602 TCPStoreLibUvBackend.cpp:120] [c10d - debug] Read callback failed. code:-4095 "
+        "name:EOF desc:end of file",
+    ),
+    "sglang-20859-tcpstore-recvvalue-failed": (  # github.com/sgl-project/sglang#20859
+        Reason.PEER_LOST,
+        "[rank12]:[W318 10:00:41.915284135 TCPStore.cpp:125] [c10d] recvValue failed on SocketImpl(fd=135, "
+        "addr=[sglang-0-1.sglang.default.svc.transwarp.local]:48750, remote=[sglang-0.default.pod.transwarp.local]"
+        ":20000): Connection reset by peer",
+    ),
+    "diligentcore-398-vk-error-code-out-of-device-memory": (  # github.com/DiligentGraphics/DiligentCore#398 (title)
+        Reason.CUDA_OOM,
+        "VK Error Code: ERROR_OUT_OF_DEVICE_MEMORY",
+    ),
+    "transformers-22328-xla-tpu-attempting-to-reserve": (  # github.com/huggingface/transformers#22328
+        Reason.CUDA_OOM,
+        "2023-03-23 02:02:25.057202: E tensorflow/compiler/xla/xla_client/xla_util.cc:90]   OP_REQUIRES failed at "
+        "tpu_execute_op.cc:266 : RESOURCE_EXHAUSTED: Attempting to reserve 10.51G at the bottom of memory. That was "
+        "not possible. There are 8.97G free, 0B reserved, and 8.97G reservable.",
+    ),
+    "colabtools-5126-xla-attempting-to-allocate": (  # github.com/googlecolab/colabtools#5126
+        Reason.CUDA_OOM,
+        "RuntimeError: Bad StatusOr access: RESOURCE_EXHAUSTED: Error allocating device buffer: Attempting to "
+        "allocate 129.50M. That was not possible. There are 78.17M free.; (0x0x0_HBM0)",
+    ),
+    "pytorch-xla-9524-xla-ran-out-of-memory": (  # github.com/pytorch/xla#9524
+        Reason.CUDA_OOM,
+        "RuntimeError: Bad StatusOr access: RESOURCE_EXHAUSTED: XLA:TPU compile permanent error. Ran out of memory in "
+        "memory space vmem. Used 32.42M of 16.00M vmem. Exceeded vmem capacity by 16.42M",
+    ),
+    "open-r1-multimodal-20-some-nccl-operations-failed": (  # github.com/EvolvingLMMs-Lab/open-r1-multimodal#20
+        Reason.NCCL_ERROR,
+        "[rank2]:[E220 01:25:08.728702337 ProcessGroupNCCL.cpp:681] [Rank 2] Some NCCL operations have failed or "
+        "timed out. Due to the asynchronous nature of CUDA kernels, subsequent GPU operations might run on "
+        "corrupted/incomplete data.",
+    ),
+    "deepresearcher-16-exception-detected-by-watchdog": (  # github.com/GAIR-NLP/DeepResearcher#16
+        Reason.NCCL_ERROR,
+        "(WorkerDict pid=63294) [rank3]:[E416 20:40:12.986007770 ProcessGroupNCCL.cpp:1664] [PG 5 Rank 3] Exception "
+        "(either an error or timeout) detected by watchdog at work: 8, last enqueued NCCL work: 10, last completed "
+        "NCCL work: 7.",
+    ),
+    "llamafactory-6269-timeout-at-nccl-work": (  # github.com/hiyouga/LlamaFactory#6269
+        Reason.NCCL_TIMEOUT,
+        "[rank0]:[E1206 18:44:16.994932383 ProcessGroupNCCL.cpp:1709] [PG 1 Rank 0] Timeout at NCCL work: 7753, last "
+        "enqueued NCCL work: 7755, last completed NCCL work: 7752.",
     ),
 }
 
@@ -221,7 +353,8 @@ def _alternatives(regex: str) -> list[str]:
 
 
 def test_every_pattern_branch_is_backed_by_a_real_line() -> None:
-    corpus = [s["text"] for s in SAMPLES] + [captured(n) for n in CAPTURED_LOGS] + [t for _, t in PUBLIC.values()]
+    corpus = [s["text"] for s in SAMPLES + MORE_DEV] + [captured(n) for n in CAPTURED_LOGS]
+    corpus += [t for _, t in PUBLIC.values()]
     lines = [line for text in corpus for line in text.splitlines()]
     unbacked = [
         (row.source, branch)
@@ -490,11 +623,9 @@ def test_cli_on_a_log_file_with_exit_code(tmp_path: Path) -> None:
     log = tmp_path / "empty.log"
     log.write_text("")
     result = run_cli(str(log), "--exit-code", "-9")
-    assert json.loads(result.stdout) == {
-        "status": "oom_or_nccl",
-        "reason": "host_oom",
-        "evidence": "exit code -9 (SIGKILL)",
-    }
+    out = json.loads(result.stdout)
+    assert (out["status"], out["reason"], out["evidence"]) == ("oom_or_nccl", "host_oom", "exit code -9 (SIGKILL)")
+    assert (out["confidence"], out["source"]) == ("low", "classified")
 
 
 def test_cli_on_a_missing_path(tmp_path: Path) -> None:
@@ -530,3 +661,199 @@ def test_enomem_while_importing_under_the_cap_is_host_oom() -> None:
     verdict = classify_text(text, 1)
     assert (verdict.status, verdict.reason) == (Status.OOM_OR_NCCL, Reason.HOST_OOM)
     assert "Cannot allocate memory" in verdict.evidence
+
+
+# --- the development part of shared/failure_logs/more.jsonl (issue 19) ---
+
+# Ambiguous excerpts where the classifier deliberately disagrees with the label (strict: a pass would be news).
+DISPUTED_MORE = {
+    "deeplearningexamples-1386-nccl-shm-segment-onnxruntime-conflict": (
+        "the excerpt shows only NCCL's unhandled system error; the library conflict behind it is not in the text"
+    ),
+    "distrifuser-13-nccl-error-5-invalid-usage-graph-capture": _DUPLICATE_GPU,
+    "gfpgan-154-nccl-invalid-usage": _DUPLICATE_GPU,
+    "humannerf-87-wsl-pci-bus-real-path-nccl-warn": (
+        "NCCL WARN lines are printed by healthy runs too; without a named NCCL failure the run is not stepped down"
+    ),
+    "mmsegmentation-2085-dataloader-killed-by-terminated": "SIGTERM is not the OOM killer's signal",
+    "mujoco-2236-mjx-rematerialization-buried-in-warnings": (
+        "XLA's rematerialization warning is not a failure; the run's own error line is a parse error"
+    ),
+}
+
+
+def _more_param(s: dict) -> object:
+    marks = [pytest.mark.xfail(reason=DISPUTED_MORE[s["id"]], strict=True)] if s["id"] in DISPUTED_MORE else []
+    return pytest.param(s, id=s["id"], marks=marks)
+
+
+@pytest.mark.parametrize("s", [_more_param(s) for s in MORE_DEV])
+def test_more_sample(s: dict) -> None:
+    verdict = classify_text(s["text"], s["exit_code"])
+    assert verdict.reason in FAMILIES[s["label"]], verdict
+    assert verdict.status is LABEL_STATUS[s["label"]]
+    assert verdict.evidence and len(verdict.evidence) <= EVIDENCE_CHARS
+
+
+def test_disputed_more_samples_are_ambiguous_and_never_a_false_step_down_on_a_clear_log() -> None:
+    ambiguous = {s["id"] for s in MORE_DEV if s["ambiguous"]}
+    assert set(DISPUTED_MORE) <= ambiguous
+    for s in MORE_DEV:
+        if s["label"] == "other_error" and not s["ambiguous"]:
+            assert classify_text(s["text"], s["exit_code"]).status is Status.ERROR, s["id"]
+
+
+# --- confidence ---
+
+
+def more(sample_id: str) -> str:
+    return next(s["text"] for s in MORE_DEV if s["id"] == sample_id)
+
+
+@pytest.mark.parametrize(
+    ("text", "exit_code", "reason"),
+    [
+        (more("isaaclab-1389-patch-buffer-after-collision-stack"), None, Reason.CUDA_OOM),
+        (more("mujoco-playground-200-warp-nefc-overflow-njmax"), None, Reason.CUDA_OOM),
+        (more("ale-583-dreamerv2-breakout-killed"), None, Reason.HOST_OOM),
+        (PUBLIC["somiao-pinyin-10-zh-cn-killed"][1], None, Reason.HOST_OOM),
+        ("", -9, Reason.HOST_OOM),
+        ("", 137, Reason.HOST_OOM),
+    ],
+    ids=["physx-patch-buffer", "mujoco-warp-njmax", "bare-killed", "bare-killed-zh-cn", "exit-minus-9", "exit-137"],
+)
+def test_weak_evidence_gives_a_low_confidence_verdict_with_its_basis(
+    text: str, exit_code: int | None, reason: Reason
+) -> None:
+    verdict = classify_text(text, exit_code)
+    assert (verdict.status, verdict.reason, verdict.confidence) == (Status.OOM_OR_NCCL, reason, Confidence.LOW)
+    assert verdict.basis
+
+
+def test_the_kernels_own_evidence_makes_a_bare_kill_certain() -> None:
+    text = more("ale-583-dreamerv2-breakout-killed")
+    counted = classify(Ending(exit_code=-9, log_text=text, oom_kills=1))
+    assert (counted.reason, counted.confidence, counted.basis) == (Reason.HOST_OOM, Confidence.HIGH, "")
+    dmesg = "Out of memory: Killed process 26931 (python) total-vm:36417768kB, anon-rss:15300516kB"
+    in_log = classify_text(f"{text}\n{dmesg}", -9)
+    assert (in_log.reason, in_log.confidence) == (Reason.HOST_OOM, Confidence.HIGH)
+
+
+@pytest.mark.parametrize(
+    "text", [OOM_LINE, sample("stanford-alpaca-207-ncclremoteerror-net-ib"), captured("gloo_peer_closed.log")]
+)
+def test_named_failures_are_certain(text: str) -> None:
+    verdict = classify_text(text, 1)
+    assert (verdict.confidence, verdict.basis) == (Confidence.HIGH, "")
+
+
+def test_verdict_json_carries_the_confidence() -> None:
+    data = as_json(classify_text("", -9))
+    assert data["status"] == "oom_or_nccl" and data["confidence"] == "low" and "SIGKILL" in data["basis"]
+
+
+# --- a launcher that returns 0 after its program died of an exception ---
+
+
+def test_launcher_returning_zero_after_an_uncaught_exception_is_an_error() -> None:
+    verdict = classify_text(more("deepspeed-618-nameerror-launcher-returns-0"), 0)
+    assert (verdict.status, verdict.reason) == (Status.ERROR, Reason.ERROR)
+    assert verdict.evidence == "NameError: name 'garbageeeeee' is not defined"
+
+
+def test_a_traceback_the_program_survived_is_not_an_error_after_exit_zero() -> None:
+    text = more("deepspeed-618-nameerror-launcher-returns-0") + "\nepoch 3 reward 0.9\ntraining done"
+    assert classify_text(text, 0).status is Status.OK
+
+
+# --- the pure part stays pure ---
+
+
+@pytest.mark.parametrize("module", ["ladder.failures.patterns", "ladder.failures.rules", "ladder.failures.scoring"])
+def test_the_classifier_core_imports_no_process_or_thread_machinery(module: str) -> None:
+    code = (
+        f"import sys, {module}\n"
+        "bad = [m for m in ('subprocess', 'psutil', 'pynvml', 'filelock', 'threading') if m in sys.modules]\n"
+        "print(','.join(bad))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.strip() == ""
+
+
+# --- python -m ladder.failures --eval ---
+
+
+def test_cli_eval_prints_the_accuracy_table_and_the_misses(tmp_path: Path) -> None:
+    rows = [
+        {"id": "oom", "label": "cuda_oom", "ambiguous": False, "exit_code": 1, "text": OOM_LINE},
+        {"id": "clear-error", "label": "other_error", "ambiguous": False, "exit_code": None, "text": OOM_LINE},
+        {"id": "port", "label": "port_in_use", "ambiguous": True, "exit_code": None, "text": "all fine"},
+    ]
+    corpus = tmp_path / "mine.jsonl"
+    corpus.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = run_cli("--eval", str(corpus))
+    assert (result.returncode, result.stderr) == (0, "")
+    assert "| all | 3 | 1 / 3 (33%) | 1 / 3 (33%) | 1 |" in result.stdout
+    assert "| unambiguous | 2 | 1 / 2 (50%) | 1 / 2 (50%) | 1 |" in result.stdout
+    assert "- clear-error: label other_error, got oom_or_nccl/cuda_oom  FALSE STEP-DOWN" in result.stdout
+    assert "- port: label port_in_use, got error/error  (ambiguous)" in result.stdout
+    assert "- oom:" not in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("line", "named"),
+    [
+        ('{"id": "x", "label": "cuda", "text": "t"}', "label 'cuda' is not one of"),
+        ('{"id": "x", "label": "cuda_oom"}', "'text' must be a string"),
+        ('{"id": "x", "label": "cuda_oom", "text": "t", "exit_code": "-9"}', "'exit_code' must be an integer"),
+        ("{not json", "not JSON"),
+    ],
+)
+def test_cli_eval_names_the_bad_line(tmp_path: Path, line: str, named: str) -> None:
+    corpus = tmp_path / "bad.jsonl"
+    corpus.write_text('{"id": "ok", "label": "nccl", "text": "t"}\n' + line + "\n")
+    result = run_cli("--eval", str(corpus))
+    assert (result.returncode, result.stdout) == (2, "")
+    assert f"{corpus}:2" in result.stderr and named in result.stderr and "fix:" in result.stderr
+
+
+# --- python -m ladder.failures <trial folder> reports the trial's own verdict ---
+
+
+def ok_trial_killed_by_ladder(folder: Path) -> Path:
+    """A trial whose window ran to its end: ladder killed it (-9) and recorded `ok` (trial.py's verdict.json)."""
+    folder.mkdir()
+    (folder / "stdout.log").write_text("global_step=4096 sps=812\nglobal_step=8192 sps=820\n")
+    (folder / "exit_code.txt").write_text("-9\n")
+    verdict = {"status": "ok", "reason": "", "evidence": "window done, no failure line"}
+    (folder / "verdict.json").write_text(json.dumps(verdict, indent=1) + "\n")
+    return folder
+
+
+def test_cli_reports_the_trials_recorded_verdict_not_ladders_own_kill(tmp_path: Path) -> None:
+    trial = ok_trial_killed_by_ladder(tmp_path / "trial 3")
+    result = run_cli(str(trial))
+    assert (result.returncode, result.stderr) == (0, "")
+    out = json.loads(result.stdout)
+    assert (out["status"], out["reason"], out["source"]) == ("ok", "", "verdict.json")
+    again = json.loads(run_cli(str(trial), "--reclassify").stdout)
+    assert (again["status"], again["reason"], again["source"]) == ("oom_or_nccl", "host_oom", "classified")
+
+
+def test_cli_names_an_unreadable_recorded_verdict(tmp_path: Path) -> None:
+    trial = ok_trial_killed_by_ladder(tmp_path / "trial 4")
+    (trial / "verdict.json").write_text('{"status": "ok", "reas')
+    result = run_cli(str(trial))
+    assert (result.returncode, result.stdout) == (2, "")
+    assert "verdict.json is unreadable" in result.stderr and "--reclassify" in result.stderr
+
+
+def test_the_acceptance_bar_on_every_labelled_unambiguous_row() -> None:
+    """Issue 19's bar (>= 98% right status, >= 90% right reason, no false step-down) on all 134 shared rows that a
+    careful reader labels one way (the held-out part included: it has been measured, so it guards regressions)."""
+    rows = SAMPLES + MORE_DEV + _rows("failure_logs_more_heldout.jsonl")
+    scored = [s for s in scoring.score(rows) if not s.ambiguous]
+    assert len(rows) == 134 and len(scored) == 100
+    assert sum(s.status_right for s in scored) >= 0.98 * len(scored)
+    assert sum(s.reason_right for s in scored) >= 0.90 * len(scored)
+    assert not any(s.false_step_down for s in scoring.score(rows) if not s.ambiguous)

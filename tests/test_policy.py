@@ -303,3 +303,43 @@ def test_the_scaling_bound_never_adds_a_launch_or_changes_the_pick_where_iterati
         assert with_bound[0] <= without[0] and with_bound[1] == without[1], (world, with_bound, without)
         fewer += with_bound[0] < without[0]
     assert fewer > 100  # the bound does save launches in such cases
+
+
+# --- a step-down on weak evidence is confirmed on the same rung once (README: Verdicts) ---
+
+WEAK = "weak"  # a low-confidence oom_or_nccl (a simulator buffer overflow, a bare SIGKILL with no kernel line)
+
+
+def history(*steps: tuple[int, object]) -> list[Attempt]:
+    return [
+        Attempt("default", rung, OOM, confirmed=False) if status == WEAK else Attempt("default", rung, status)
+        for rung, status in steps
+    ]
+
+
+@pytest.mark.parametrize("tuning", [WALK, Tuning()], ids=["walk", "model"])
+@pytest.mark.parametrize(
+    ("steps", "expected"),
+    [
+        ([(256, WEAK)], (Outcome.PENDING, 256)),  # once more on the same rung, not a step down
+        ([(256, WEAK), (256, WEAK)], (Outcome.PENDING, 128)),  # failed twice: it counts
+        ([(256, WEAK), (256, OOM)], (Outcome.PENDING, 128)),
+        ([(256, WEAK), (256, OK)], (Outcome.FOUND, 256)),  # it fits after all
+        ([(256, OOM)], (Outcome.PENDING, 128)),  # proved (the kernel's evidence, a named line): steps down at once
+        ([(256, OOM), (128, WEAK)], (Outcome.PENDING, 128)),
+        ([(256, OOM), (128, WEAK), (128, WEAK), (64, OK)], (Outcome.FOUND, 64)),
+        ([(256, TIMEOUT)], (Outcome.PENDING, 128)),  # a timeout carries no confidence: as before
+    ],
+    ids=["weak-reruns", "weak-twice-steps-down", "weak-then-proved", "weak-then-fits", "proved-steps-down",
+         "weak-below-a-proved-failure", "confirmed-twice-then-fits-below", "timeout-unchanged"],
+)  # fmt: skip
+def test_a_weak_step_down_runs_the_same_rung_once_more(
+    steps: list[tuple[int, object]], expected: tuple[Outcome, int | None], tuning: Tuning
+) -> None:
+    state = walk(RUNGS, "default", history(*steps), tuning)
+    assert (state.outcome, state.rung) == expected
+
+
+def test_the_confirmation_says_why() -> None:
+    decision = next_trial(RUNGS, ["default"], history((256, WEAK)))
+    assert decision is not None and (decision.rung, "weak evidence" in decision.why) == (256, True)

@@ -1,0 +1,84 @@
+"""`python -m ladder.failures`: the verdict of a log file or a trial folder, or the accuracy on a labelled corpus."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from ladder.errors import LadderError
+from ladder.failures import scoring
+from ladder.failures.files import load_ending
+from ladder.failures.rules import as_json, classify
+
+USAGE = """\
+  python -m ladder.failures PATH [--exit-code N] [--reclassify]   the verdict of a log file or a trial folder (JSON)
+  python -m ladder.failures --eval FILE.jsonl                     the accuracy table on a labelled corpus"""
+RECORDED = "verdict.json"  # what a trial recorded when it ended (ladder.trial writes it)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print one JSON verdict for a log file or trial folder, or the accuracy table of a labelled corpus."""
+    parser = argparse.ArgumentParser(prog="python -m ladder.failures", description=main.__doc__, usage=USAGE)
+    parser.add_argument("path", type=Path, nargs="?", help="a log file, or a trial folder")
+    parser.add_argument("--exit-code", type=int, default=None, help="the launcher's exit code (beats exit_code.txt)")
+    parser.add_argument("--eval", type=Path, default=None, metavar="FILE.jsonl", help="a labelled corpus to score")
+    parser.add_argument(
+        "--reclassify", action="store_true", help=f"classify a trial folder's files even where it has its {RECORDED}"
+    )
+    args = parser.parse_args(argv)
+    if (args.path is None) == (args.eval is None):
+        parser.error("give either PATH or --eval FILE.jsonl")
+    try:
+        if args.eval is not None:
+            print(scoring.table(scoring.score(_read_corpus(args.eval))))
+            return 0
+        if not args.path.exists():
+            raise LadderError(f"no such file or folder: {args.path}", "give a log file or a trial folder")
+        recorded = args.path / RECORDED
+        if args.path.is_dir() and recorded.is_file() and not (args.reclassify or args.exit_code is not None):
+            print(json.dumps(_read_recorded(recorded) | {"source": RECORDED}))
+            return 0
+        verdict = classify(load_ending(args.path, args.exit_code))
+    except LadderError as err:
+        print(f"ladder.failures: {err}", file=sys.stderr)
+        return 2
+    print(json.dumps(as_json(verdict) | {"source": "classified"}))
+    return 0
+
+
+def _read_recorded(path: Path) -> dict:
+    """A trial's own verdict, as it recorded it: ladder's stop (a finished window, its kill) is known only there."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise LadderError(f"{path} is unreadable: {err}", "classify the folder's logs with --reclassify") from None
+    if not isinstance(data, dict) or not isinstance(data.get("status"), str):
+        raise LadderError(f"{path} holds no verdict (no 'status')", "classify the folder's logs with --reclassify")
+    return data
+
+
+def _read_corpus(path: Path) -> list[dict]:
+    """The rows of a labelled corpus; a clear error naming the file and line for anything malformed."""
+    if not path.is_file():
+        raise LadderError(f"no such corpus file: {path}", "give a JSON-lines file in shared/failure_logs' format")
+    rows = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        where = f"{path}:{n}"
+        try:
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise ValueError(f"{where}: not JSON ({err})") from None
+            if not isinstance(row, dict):
+                raise ValueError(f"{where}: a row must be a JSON object")
+            scoring.check_row(row, where)
+        except ValueError as err:
+            raise LadderError(str(err), "fix that line (see shared/failure_logs/README.md for the format)") from None
+        rows.append(row)
+    if not rows:
+        raise LadderError(f"{path} holds no rows", "give a JSON-lines file with one labelled excerpt per line")
+    return rows

@@ -1,0 +1,340 @@
+"""Failure classification: the one table of failure patterns, and the rules that name a trial's root cause.
+
+Every way a trial can fail that ladder recognises is a row of `PATTERNS`: a compiled regex, the `Reason` it
+proves and the real output it was written from. Nothing else in ladder matches failure text.
+
+Choosing the root cause among many matched lines (the traps are tested in tests/test_failures.py):
+
+* Each line is named by the first row that matches it (rows are ordered memory, fatal, port, communication,
+  catch-all). A key phrase wrapped onto the next line (``CUDA out of mem`` / ``ory``) still matches.
+* Higher tiers win: memory > fatal program error > port in use > communication failures and unrecognised
+  exceptions. One rank's OOM followed by pages of NCCL/gloo errors from the others is an OOM.
+* Order breaks ties (the earliest line wins), and order demotes memory: a memory line after an NCCL timeout or a
+  fatal error is its consequence (an absurd "Tried to allocate more than 1EB" after a watchdog timeout).
+* Sources, most structured first: torchrun error files (earliest timestamp), per-rank logs (earliest-failing rank
+  where their stamps tell, else memory first), the combined log, the cgroup's OOM kills, the exit code. The first
+  source that shows a failure names it, except that a communication failure or an unrecognised exception yields
+  to a memory failure that a later source shows.
+* After a clean exit (code 0), or a measurement window that ran to its end (ladder stopped the group, so its exit
+  code says nothing), unrecognised exception lines are not failures: only the named ones are.
+
+This module is pure (text and exit facts in, a verdict out); `ladder.failures.files` reads a trial folder and
+`ladder.failures.cli` is `python -m ladder.failures`.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import re
+import signal
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from itertools import accumulate
+
+from ladder.failures.patterns import _KILL, PATTERNS, Pattern, Tier, status_of
+from ladder.records import Confidence, Ending, Reason, Status, Verdict
+
+EVIDENCE_CHARS = 300  # longest evidence kept: a window of the proving line around the match
+
+# A glog-style line prefix (E1002 18:16:40.662, W906 15:02:06.204): month and day, then the time of day.
+_STAMP = re.compile(r"\b[IWEF](\d{3,4}) (\d\d):(\d\d):(\d\d(?:\.\d+)?)\b")
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A failure found in one source: its reason, how strongly it claims the root cause, and the proving line."""
+
+    reason: Reason
+    tier: Tier
+    evidence: str
+    line: int = 0  # index of the line where the match starts
+    stamp: float | None = None  # the line's glog time stamp, where it has one (orders ranks)
+    weak: str = ""  # why this evidence alone leaves the cause open ("" = it proves it)
+    row: Pattern | None = field(default=None, compare=False, repr=False)  # the table's row that named the line
+
+    @property
+    def cuts_off(self) -> bool:
+        """Memory lines after this one are its consequence, not the cause."""
+        return self.reason is Reason.NCCL_TIMEOUT or self.tier is Tier.FATAL
+
+    def verdict(self) -> Verdict:
+        confidence = Confidence.LOW if self.weak else Confidence.HIGH
+        return Verdict(status_of(self.reason), self.reason, self.evidence, confidence, self.weak)
+
+
+# --- one text ---
+
+
+def find_hits(text: str, keep_generic: bool = True) -> list[Hit]:
+    """Every line of `text` that a row of the table names, in order (one hit per line); without `keep_generic`, only
+    the lines whose row counts after a clean ending (a line named by a catch-all or a warning row is no failure)."""
+    lines = text.splitlines()
+    hits = (_line_hit(lines, i, PATTERNS) for i in _candidate_lines(lines, PATTERNS))
+    return [hit for hit in hits if hit and (keep_generic or (hit.row and hit.row.counts_after_a_clean_ending))]
+
+
+def _candidate_lines(lines: Sequence[str], rows: Iterable[Pattern]) -> list[int]:
+    """Lines some row may match, found by scanning the whole text per row (fast); `_line_hit` then decides.
+
+    The text is scanned with its lines joined by newlines and, for keywords wrapped across a line end, with its lines
+    run together; a match marks the lines it touches.
+    """
+    joined, flat = "\n".join(lines), "".join(lines)
+    joined_starts = list(accumulate((len(line) + 1 for line in lines), initial=0))
+    flat_starts = list(accumulate((len(line) for line in lines), initial=0))
+    found: set[int] = set()
+    for row in rows:
+        for text, starts in ((joined, joined_starts), (flat, flat_starts)):
+            for match in row.scanner.finditer(text):
+                first = bisect.bisect_right(starts, match.start()) - 1
+                last = bisect.bisect_right(starts, max(match.start(), match.end() - 1)) - 1
+                found.update(range(first, last + 1))
+    return sorted(found)
+
+
+def _line_hit(lines: Sequence[str], i: int, rows: Iterable[Pattern]) -> Hit | None:
+    line = lines[i]
+    nxt = lines[i + 1] if i + 1 < len(lines) else ""
+    for row in rows:
+        match, text = row.regex.search(line), line
+        if match is None and nxt:
+            match, text = _wrapped(row.regex, line, nxt), line + nxt
+        if match is not None:
+            return Hit(row.reason, row.tier, _clip(text, match.start()), i, _stamp(line), row.weak, row)
+    return None
+
+
+def _wrapped(regex: re.Pattern[str], line: str, nxt: str) -> re.Match[str] | None:
+    """A match that starts on `line` and runs on into `nxt`: a key phrase wrapped by a terminal or a paste."""
+    match = regex.search(line + nxt)
+    return match if match is not None and match.start() < len(line) < match.end() else None
+
+
+def _clip(text: str, start: int) -> str:
+    """The proving line, stripped (of a box's borders too); a long one is cut to a window that keeps the match."""
+    begin = max(0, min(start - 40, len(text) - EVIDENCE_CHARS))
+    return _unboxed(text[begin : begin + EVIDENCE_CHARS])
+
+
+# the borders rich/tyro draw around a message (╭─ title ─╮, │ text │, ╰───╯)
+_BOX = "│┃║╭╮╰╯├┤┬┴┼─━═┌┐└┘╔╗╚╝╠╣"
+
+
+def _unboxed(line: str) -> str:
+    return line.strip(_BOX + " \t\r\n\f\v")
+
+
+def _stamp(line: str) -> float | None:
+    match = _STAMP.search(line)
+    if match is None:
+        return None
+    mmdd, hours, minutes, seconds = match.groups()
+    return int(mmdd) * 86400.0 + int(hours) * 3600 + int(minutes) * 60 + float(seconds)
+
+
+def root_hit(hits: Sequence[Hit]) -> Hit | None:
+    """The root cause among one text's hits: the highest tier, then proving evidence before weak, then the earliest
+    line.
+
+    A memory line after the first NCCL timeout or fatal error is dropped: it is that failure's consequence.
+    """
+    cutoff = next((hit.line for hit in hits if hit.cuts_off), None)
+    kept = [hit for hit in hits if not (hit.tier is Tier.MEMORY and cutoff is not None and hit.line > cutoff)]
+    return max(kept, key=lambda hit: (hit.tier, not hit.weak, -hit.line), default=None)
+
+
+def as_json(verdict: Verdict) -> dict[str, str]:
+    """A verdict as verdict.json and `python -m ladder.failures` show it."""
+    return {"status": str(verdict.status), "reason": str(verdict.reason), "evidence": verdict.evidence,
+            "confidence": str(verdict.confidence), "basis": verdict.basis}  # fmt: skip
+
+
+def classify_text(text: str, exit_code: int | None = None) -> Verdict:
+    """The verdict for one log text and the exit code of the process that wrote it."""
+    return classify(Ending(exit_code=exit_code, log_text=text))
+
+
+# --- the full ending ---
+
+
+def classify(ending: Ending) -> Verdict:
+    """The verdict for a trial's ending: ladder's own stop, then the failure evidence, then the exit code."""
+    stopped = _stopped_verdict(ending.stopped_by)
+    if stopped is not None:
+        return stopped
+    hits = _source_hits(ending)
+    hit = _combine(hits)
+    if hit is None:
+        return _fallback(ending)
+    if hit.weak and any(other.reason is hit.reason and not other.weak for other in hits):
+        hit = replace(hit, weak="")  # another source proves it (the kernel's OOM kill behind a bare `Killed`)
+    return hit.verdict()
+
+
+def _stopped_verdict(stopped_by: str) -> Verdict | None:
+    reason = {"interrupted": Reason.INTERRUPTED, "stalled": Reason.STALLED, "trial_timeout": Reason.TRIAL_TIMEOUT}
+    if stopped_by not in reason:
+        return None
+    return Verdict(status_of(reason[stopped_by]), reason[stopped_by], f"stopped by ladder: {stopped_by}")
+
+
+def _source_hits(ending: Ending) -> list[Hit]:
+    """The root hit of each source, most structured first (a window that ran to its end keeps no exit code)."""
+    done = ending.stopped_by == "window_done"
+    keep_generic = not done and ending.exit_code != 0
+    found = (
+        _error_files_hit(ending.error_files, keep_generic),
+        _rank_logs_hit(ending.rank_logs, keep_generic),
+        root_hit(find_hits(ending.log_text, keep_generic)),
+        _oom_kills_hit(ending.oom_kills),
+        None if done else _exit_hit(ending.exit_code),
+    )
+    return [hit for hit in found if hit is not None]
+
+
+def _combine(hits: Sequence[Hit]) -> Hit | None:
+    """The first source names the cause, unless it shows only a symptom and a later source shows memory."""
+    if not hits:
+        return None
+    if hits[0].tier is Tier.LOW:
+        return next((hit for hit in hits if hit.tier is Tier.MEMORY), hits[0])
+    return hits[0]
+
+
+def _fallback(ending: Ending) -> Verdict:
+    """No failure line anywhere: a clean exit (or a finished window) is OK, anything else a plain error."""
+    done = ending.stopped_by == "window_done"
+    uncaught = "" if done else uncaught_exception(ending.log_text)
+    if uncaught:  # a launcher that returned 0 after its program died of an exception
+        return Verdict(Status.ERROR, Reason.ERROR, _clip(uncaught, 0))
+    if done or ending.exit_code == 0:
+        return Verdict(Status.OK, Reason.NONE, "window done, no failure line" if done else "exit code 0")
+    evidence = _clip(telling_line(ending.log_text), 0)
+    return Verdict(Status.ERROR, Reason.ERROR, evidence or describe_exit(ending.exit_code))
+
+
+# torchrun's own report of a failed child (its traceback, separators, the failures table) says nothing of the cause
+_LAUNCHER_NOISE = re.compile(
+    r"^(?:[=\-]{8,}|Traceback \(most recent|File \"|\^+$|[\w.]+ FAILED$|Failures:|Root Cause|<NO_OTHER_FAILURES>"
+    r"|\[\d+\]:$)"
+    r"|ChildFailedError|elastic/multiprocessing/|^(?:time|host|rank|exitcode|error_file|traceback)\s*:"
+)
+# hints that follow an error and say nothing of it: where to read more, how to see more, how to run help
+_HINT = re.compile(
+    r"^(?:Set the environment variable HYDRA_FULL_ERROR=1|For full helptext|Try '[^']*--help' for help"
+    r"|usage:|To append to your config use|For debugging consider passing|The above exception was the direct cause"
+    r"|During handling of the above exception|Perhaps you meant|Did you mean)",
+    re.IGNORECASE,
+)
+_ERRORISH = re.compile(
+    r"error|exception|fatal|abort|failed|unrecognized|could not|cannot|can't|invalid|no such|not found|missing"
+    r"|required|unknown",
+    re.IGNORECASE,
+)
+_SUGGESTION = re.compile(r"^(?:Perhaps you meant|Did you mean)\b", re.IGNORECASE)
+
+
+_TRACEBACK = "Traceback (most recent call last):"
+_EXCEPTION_LINE = next(p.regex for p in PATTERNS if p.generic and p.reason is Reason.ERROR and "Error|Exception" in
+                       p.regex.pattern)  # fmt: skip
+_TAIL_LINES = 60
+
+
+def uncaught_exception(text: str) -> str:
+    """The exception line that ends a log whose last lines hold a Python traceback: the program died of it, whatever
+    exit code a launcher then returned; '' when the log goes on after its last traceback."""
+    lines = [s for line in text.splitlines()[-_TAIL_LINES:] if (s := line.strip())]
+    if not lines or not any(line.startswith(_TRACEBACK) for line in lines):
+        return ""
+    return lines[-1] if _EXCEPTION_LINE.search(lines[-1]) else ""
+
+
+def telling_line(text: str) -> str:
+    """The line that best says why a run without a known failure line ended: the last error-like line that is
+    not the launcher's own report nor a hint (HYDRA_FULL_ERROR, --help, usage), with a box's borders taken off and
+    the CLI's suggestion that follows it (tyro's "Perhaps you meant:", click's "Did you mean"); else the last line
+    that is none of those, else ''."""
+    lines = [s for line in text.splitlines() if (s := _unboxed(line)) and not _LAUNCHER_NOISE.search(s)]
+    told = [(i, line) for i, line in enumerate(lines) if not _HINT.search(line)]
+    if not told:
+        return ""
+    i, line = next(((i, line) for i, line in reversed(told) if _ERRORISH.search(line)), told[-1])
+    after = lines[i + 1 : i + 3]
+    if after and _SUGGESTION.search(after[0]):  # the suggestion, and its value where it is on the next line
+        line += " " + " ".join(after if after[0].endswith(":") else after[:1])
+    return line
+
+
+def describe_exit(code: int | None) -> str:
+    """`exit code -9 (SIGKILL)`: the code, and the signal it stands for (negative, or a shell's 128 + n)."""
+    if code is None:
+        return "no exit code and no failure line"
+    number = -code if code < 0 else code - 128 if code > 128 else 0
+    try:
+        return f"exit code {code} ({signal.Signals(number).name})"
+    except ValueError:
+        return f"exit code {code}"
+
+
+def _exit_hit(code: int | None) -> Hit | None:
+    """SIGKILL (-9, or 137 from a shell) is how the kernel's OOM killer ends a process (and how others do)."""
+    if code not in (-9, 137):
+        return None
+    return Hit(Reason.HOST_OOM, Tier.MEMORY, describe_exit(code), weak=_KILL)
+
+
+def _oom_kills_hit(count: int) -> Hit | None:
+    if count <= 0:
+        return None
+    return Hit(Reason.HOST_OOM, Tier.MEMORY, f"memory cgroup counted {count} OOM kill(s)")
+
+
+def _rank_logs_hit(logs: dict[int, str], keep_generic: bool) -> Hit | None:
+    """The earliest-failing rank where every failing rank's line has a time stamp; else memory first, then rank."""
+    hits = [hit for _, text in sorted(logs.items()) if (hit := root_hit(find_hits(text, keep_generic)))]
+    if not hits:
+        return None
+    if all(hit.stamp is not None for hit in hits):
+        return min(hits, key=lambda hit: (hit.stamp, -hit.tier))
+    return max(hits, key=lambda hit: hit.tier)
+
+
+_SYMPTOMS = frozenset({Reason.PEER_LOST, Reason.NCCL_ERROR, Reason.NCCL_TIMEOUT})
+
+
+def _error_files_hit(files: Sequence[dict], keep_generic: bool) -> Hit | None:
+    """torchrun's rule: the error file with the earliest timestamp is the root cause. Stamps have 1 s resolution,
+    so within a tie a communication failure is the symptom of the other rank's failure, and memory comes first."""
+    hits = [(_error_stamp(data), hit) for data in files if (hit := _error_file_hit(data, keep_generic))]
+    return min(hits, key=lambda pair: (pair[0], pair[1].reason in _SYMPTOMS, -pair[1].tier))[1] if hits else None
+
+
+def _error_file_hit(data: dict, keep_generic: bool) -> Hit | None:
+    text = _error_text(data)
+    hit = root_hit(find_hits(text, keep_generic))
+    if hit is None and keep_generic and text.strip():
+        return Hit(Reason.ERROR, Tier.LOW, _clip(text.strip().splitlines()[0], 0))
+    return hit
+
+
+def _error_text(data: dict) -> str:
+    """The message and Python call stack of one error file ({"message": {...}} or {"message": "<str>"})."""
+    message = data.get("message")
+    if isinstance(message, str):
+        return message
+    if not isinstance(message, dict):
+        return ""
+    extra = message.get("extraInfo") or {}
+    parts = (message.get("message"), extra.get("py_callstack") if isinstance(extra, dict) else None)
+    return "\n".join(part for part in parts if isinstance(part, str))
+
+
+def _error_stamp(data: dict) -> float:
+    message = data.get("message")
+    extra = message.get("extraInfo") if isinstance(message, dict) else None
+    raw = extra.get("timestamp") if isinstance(extra, dict) else data.get("timestamp")
+    try:
+        return float(raw) if raw is not None else math.inf
+    except (TypeError, ValueError):
+        return math.inf
