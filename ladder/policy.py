@@ -3,6 +3,7 @@
 Facts a walk relies on, for one case, profile and card:
 * a step-down failure (`oom_or_nccl`, `timeout`) at rung N rules out every rung above N (the *ceiling*);
 * a rung that ran (`ok`) proves every rung below it fits (the *floor*); the largest such rung is the profile's pick;
+  one that survived without figures (`unmeasured`) proves the same for memory, but has no value to pick it by;
 * `error` stops the profile (a broken config never steps down); `retry` (port in use) runs the same rung again,
   a bounded number of times; `interrupted` is as if never run.
 Nothing is assumed across profiles (`hiutil` has deeper nets but half the minibatch: neither is known to be
@@ -48,6 +49,8 @@ from ladder.records import Status
 MAX_RETRIES = 3  # launches of one rung that fail for reasons unrelated to it (port in use) before giving up
 
 STEP_DOWN = frozenset({Status.OOM_OR_NCCL, Status.TIMEOUT})
+# A rung that ran survives for memory reasoning (floor, memory fit); only `ok` carries figures (values, descent)
+FITS = frozenset({Status.OK, Status.UNMEASURED})
 
 
 class Outcome(str, enum.Enum):
@@ -334,7 +337,7 @@ def _ceiling(mine: list[Attempt]) -> int | None:
 
 def _floor(mine: list[Attempt]) -> int | None:
     ceiling = _ceiling(mine)
-    fits = [a.rung for a in mine if a.status is Status.OK and (ceiling is None or a.rung < ceiling)]
+    fits = [a.rung for a in mine if a.status in FITS and (ceiling is None or a.rung < ceiling)]
     return max(fits) if fits else None
 
 
@@ -345,7 +348,7 @@ def _left(rungs: Sequence[int], mine: list[Attempt]) -> list[int]:
 
 
 def _points(mine: list[Attempt]) -> list[tuple[int, float]]:
-    return [(a.rung, a.mem_frac) for a in mine if a.status is Status.OK and a.mem_frac is not None]
+    return [(a.rung, a.mem_frac) for a in mine if a.status in FITS and a.mem_frac is not None]
 
 
 def _not_descended(

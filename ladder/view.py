@@ -23,9 +23,9 @@ from ladder.records import Status, TrialRecord
 from ladder.trial import Tick
 
 STYLE = {Status.OK: "green", Status.OOM_OR_NCCL: "red", Status.TIMEOUT: "yellow", Status.ERROR: "bold red",
-         Status.INTERRUPTED: "magenta", Status.RETRY: "yellow"}  # fmt: skip
+         Status.INTERRUPTED: "magenta", Status.RETRY: "yellow", Status.UNMEASURED: "cyan"}  # fmt: skip
 SHORT = {Status.OK: "ok", Status.OOM_OR_NCCL: "oom/nccl", Status.TIMEOUT: "timeout", Status.ERROR: "ERROR",
-         Status.INTERRUPTED: "interrupted", Status.RETRY: "retry"}  # fmt: skip
+         Status.INTERRUPTED: "interrupted", Status.RETRY: "retry", Status.UNMEASURED: "unmeasured"}  # fmt: skip
 
 
 class View(Protocol):
@@ -48,6 +48,17 @@ def trial_line(r: TrialRecord) -> str:
         f"{r.case:<14} {r.variant:<8} {rung:<6} {r.status!s:<12} {r.reason!s:<13} util={util:>6} "
         f"mem={mems:>11} MiB  samples/s={sps:>7}  ({took})"
     )
+
+
+def no_pick_line(case: str, records: Sequence[TrialRecord]) -> str:
+    """The summary's `best:` line when no trial has figures: a rung that survived unmeasured is no "nothing fits"
+    (it fits; it needs a measurement), and the line says what to try."""
+    survived = [r for r in records if r.status is Status.UNMEASURED]
+    if not survived:
+        return f"best: none of the rungs fits for {case}"
+    top = max(survived, key=lambda r: (r.num_envs, r.number))
+    rung = rung_label(top.info.get("knob", "num_envs"), top.num_envs)
+    return f"best: none measured for {case}: {top.variant} {rung} survived but is unmeasured ({top.evidence})"
 
 
 class PlainView:

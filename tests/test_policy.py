@@ -303,3 +303,38 @@ def test_the_scaling_bound_never_adds_a_launch_or_changes_the_pick_where_iterati
         assert with_bound[0] <= without[0] and with_bound[1] == without[1], (world, with_bound, without)
         fewer += with_bound[0] < without[0]
     assert fewer > 100  # the bound does save launches in such cases
+
+
+UNM = Status.UNMEASURED
+
+
+@pytest.mark.parametrize("tuning", [WALK, Tuning()], ids=["walk", "model"])
+@pytest.mark.parametrize(
+    ("history", "expected"),
+    [
+        ([(256, UNM)], (Outcome.FOUND, 256)),
+        ([(256, OOM), (128, UNM)], (Outcome.FOUND, 128)),
+        ([(256, UNM), (128, OK)], (Outcome.FOUND, 256)),
+        ([(256, OOM), (128, UNM), (64, OK)], (Outcome.FOUND, 128)),
+    ],
+    ids=["top-survived", "survived-below-a-failure", "survived-above-a-measured-fit", "below-it-nothing-to-walk"],
+)  # fmt: skip
+def test_an_unmeasured_rung_is_a_fit_for_memory(
+    history: list[tuple[int, Status]], expected: tuple[Outcome, int | None], tuning: Tuning
+) -> None:
+    """It survived, so the rungs below it fit: the walk ends there as at an `ok` rung (its lack of figures is the
+    pick's business, `results.best`, not the walk's)."""
+    state = walk(RUNGS, "default", attempts("default", *history), tuning)
+    assert (state.outcome, state.rung) == expected
+
+
+def test_an_unmeasured_rung_gives_the_memory_fit_a_point_but_no_value_to_beat() -> None:
+    history = [Attempt("default", 256, OOM), Attempt("default", 64, UNM, mem_frac=0.30),
+               Attempt("default", 48, OK, mem_frac=0.25, value=900.0, value_hi=950.0)]  # fmt: skip
+    # two memory points (the unmeasured one among them): the fit (0.10 + 0.003125 x) puts 128 at 50% of the card
+    decision = next_trial(RUNGS, ["default"], history, Tuning())
+    assert decision is not None and decision.rung == 128 and "memory fit" in decision.why
+    # with the descent, what a launch must beat comes from the measured rung only
+    descend = Tuning(descend=True, throughput=True)
+    decision = next_trial(RUNGS, ["default"], history, descend)
+    assert decision is not None and decision.beat is not None and decision.beat >= 900.0
