@@ -208,7 +208,8 @@ def _finish(
     ending = _ending(trial_dir, code, watch.stopped_by, running)
     window = watch.window if watch.stopped_by == "window_done" else None
     figures = stats.figures(samples, watch.points, window, watch.launch_t)
-    verdict = _settled(_with_last_progress(failures.classify(ending), watch.tail), watch, measure, progress, trial_dir)
+    verdict = _settled(_with_last_progress(failures.classify(ending), watch.tail, progress), watch, measure, progress,
+                       trial_dir)  # fmt: skip
     figures |= cap_figures(progress.path) | {"sampler_cpu_s": round(monitor.cpu_s, 3)}
     if watch.cut:
         figures["cut"] = 1.0
@@ -232,12 +233,14 @@ def cap_figures(progress_file: Path) -> dict[str, float]:
     return {"cap_mb": cap, "cap_used_mb": round(used, 1)} if cap and used else {}
 
 
-def _with_last_progress(verdict: Verdict, tail: str) -> Verdict:
-    """A stalled trial's evidence: the last progress line it wrote before it went silent (never ladder's own
-    SIGTERM echoed back: the tail is the one read when ladder decided to stop it)."""
+def _with_last_progress(verdict: Verdict, tail: str, progress: Follow) -> Verdict:
+    """A stalled trial's evidence: the last progress line it wrote before it went silent (the last one its regex
+    matches, for a regex over a log; never ladder's own SIGTERM echoed back: the tail is the one read when ladder
+    decided to stop it)."""
     if verdict.reason is not Reason.STALLED:
         return verdict
-    lines = _own_lines(tail)
+    pattern = getattr(progress.parser, "pattern", None)
+    lines = [line for line in _own_lines(tail) if not isinstance(pattern, re.Pattern) or pattern.search(line)]
     return replace(verdict, evidence=f"{verdict.evidence}; last progress: {lines[-1] if lines else '(none)'}")
 
 

@@ -100,3 +100,26 @@ def test_a_wide_interval_extends_the_window_once_then_says_unstable(tmp_path: Pa
     assert f["window_extended"] == 1.0 and f["unstable"] == 1.0 and f["ci_frac"] > 0.10
     assert f["window_s"] >= 4.0  # the window ran its length twice
     assert 0 <= f["samples_per_s_lo"] < f["samples_per_s"] < f["samples_per_s_hi"]
+
+
+HANGS = """
+import signal, sys, time
+def on_term(signum, frame):
+    print(f"SignalException: Process 1 got signal: {signum}", flush=True)
+    sys.exit(1)
+signal.signal(signal.SIGTERM, on_term)
+for i in range(1, 4):
+    print(f"step {i} samples {i * 1000}", flush=True)
+    time.sleep(0.2)
+print("waiting for the other rank", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_stall_after_progress_is_a_timeout_whose_evidence_is_its_last_progress_line(tmp_path: Path) -> None:
+    spec = TrialSpec(argv=(sys.executable, "-c", HANGS), env={}, launcher=Launcher.DIRECT, progress_file=STDOUT_FILE,
+                     progress_kind=ProgressKind.REGEX, progress_regex=REGEX)  # fmt: skip
+    result = trial.run(spec, tmp_path, uuid.uuid4().hex[:12], conf(stall_timeout_s=2.0, window_s=30.0), HostSampler)
+    assert (result.verdict.status, result.verdict.reason) == (Status.TIMEOUT, Reason.STALLED)
+    assert result.verdict.evidence.endswith("last progress: step 3 samples 3000")
+    assert "got signal" in (tmp_path / STDOUT_FILE).read_text()  # it did echo the SIGTERM; the evidence does not
