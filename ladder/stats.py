@@ -120,10 +120,14 @@ def busy(samples: Sequence[Sample], since_t: float) -> bool:
     """The trainer visibly works since `since_t` (no progress line is proof of a hang): a second of util over
     ACTIVE_UTIL on its devices (or CPUs), or its memory still growing (by more than 2%)."""
     recent = [s for s in samples if s.t >= since_t]
-    if any(u > ACTIVE_UTIL for u in per_second(recent)):
-        return True
-    mems = [s.mem_mb for s in sorted(recent, key=lambda s: s.t)]
-    return len(mems) >= 2 and max(mems[len(mems) // 2 :]) > 1.02 * max(mems[: len(mems) // 2]) > 0
+    for source in {s.source for s in recent}:  # GPU util and host CPU apart: either one working is enough
+        mine = [s for s in recent if s.source == source]
+        if any(u > ACTIVE_UTIL for u in per_second(mine)):
+            return True
+        mems = [s.mem_mb for s in sorted(mine, key=lambda s: s.t)]
+        if len(mems) >= 2 and max(mems[len(mems) // 2 :]) > 1.02 * max(mems[: len(mems) // 2]) > 0:
+            return True
+    return False
 
 
 # ---------------------------------------------------------------- figures

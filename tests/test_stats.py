@@ -96,6 +96,13 @@ def test_busy_is_util_or_growing_memory(utils: list[float], mems: list[float], e
     assert busy(samples, since_t=200.0) is False  # nothing sampled since
 
 
+def test_busy_host_cpu_beside_an_idle_gpu() -> None:
+    """On a GPU machine a first update may be CPU work (env creation): the host samples alone say it works."""
+    gpu = [Sample(100.0 + i, 0, 0.0, 500.0, Source.NVML) for i in range(6)]
+    host = [Sample(100.0 + i, 0, 8.0, 900.0, Source.HOST) for i in range(6)]
+    assert busy(gpu + host, since_t=100.0) and not busy(gpu, since_t=100.0)
+
+
 def test_figures_over_the_window_only() -> None:
     pts = points([1.0] * 10)  # t = 101..110, 640 samples per iteration
     window = Window(104.0, 108.0, gated=True)
