@@ -155,6 +155,9 @@ def _stop_reason(watch: Watch, measure: MeasureConf, started_mono: float) -> str
     if watch.points and silent_s > measure.stall_timeout_s:
         return "stalled"
     if now_mono - started_mono > measure.trial_timeout_s:
+        if watch.extended and watch.window is not None:  # out of time while extended: the window it had stands
+            watch.window = replace(watch.window, end_t=watch.points[-1].t)
+            return "window_done"
         return "trial_timeout"
     # before the first progress line: a slow first update is not a hang while the trainer visibly works
     if not watch.points and silent_s > max(measure.stall_timeout_s, measure.startup_timeout_s):
