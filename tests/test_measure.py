@@ -5,13 +5,16 @@ visibly works is no hang."""
 from __future__ import annotations
 
 import sys
+import time
 import uuid
 from pathlib import Path
 
 from ladder import trial
 from ladder.config import MeasureConf
 from ladder.monitor import HostSampler
+from ladder.progress import Point
 from ladder.records import Reason, Status
+from ladder.stats import Window
 from ladder.workloads.spec import STDOUT_FILE, Launcher, ProgressKind, TrialSpec
 
 REGEX = r"step (?P<iter>\d+) samples (?P<samples>\d+)"
@@ -123,3 +126,16 @@ def test_a_stall_after_progress_is_a_timeout_whose_evidence_is_its_last_progress
     assert (result.verdict.status, result.verdict.reason) == (Status.TIMEOUT, Reason.STALLED)
     assert result.verdict.evidence.endswith("last progress: step 3 samples 3000")
     assert "got signal" in (tmp_path / STDOUT_FILE).read_text()  # it did echo the SIGTERM; the evidence does not
+
+
+def test_out_of_trial_time_while_extended_keeps_the_window_it_had() -> None:
+    """A window extended for its wide interval, then the trial's time runs out: it closes at its last point (the
+    figures say `unstable`), where a window that never held its points leaves the trial unmeasured."""
+    pts = [Point(1000.0 + i, i, 100.0 * i) for i in range(1, 8)]
+    now = time.monotonic()
+    extended = trial.Watch(launch_t=990.0, last_progress_mono=now, points=list(pts), extended=True,
+                           window=Window(1001.0, 1012.0, gated=True))  # fmt: skip
+    assert trial._stop_reason(extended, conf(trial_timeout_s=1.0), started_mono=now - 5.0) == "window_done"
+    assert extended.window == Window(1001.0, 1007.0, gated=True)
+    short = trial.Watch(launch_t=990.0, last_progress_mono=now, points=list(pts), window=Window(1001.0, 1012.0, True))
+    assert trial._stop_reason(short, conf(trial_timeout_s=1.0), started_mono=now - 5.0) == "trial_timeout"
