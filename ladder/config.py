@@ -97,7 +97,8 @@ class MeasureConf:
     stable_tol: float = 0.25  # relative spread (max-min)/median allowed among those k step times
     data_time_max_s: float | None = None  # ... and each of the last k data times under this (seed 003: 0.02)
     warmup_timeout_s: float = 120.0  # open the window anyway (marked ungated) after this long
-    window_s: float = 60.0  # length of the measured window
+    window_s: float = 60.0  # length of the measured window (at least: it also waits for min_window_iters points)
+    min_window_iters: int = 5  # the window closes only once it holds this many progress points (no fit unmeasured)
     sample_hz: float = 10.0  # sampler rate
     stall_timeout_s: float = 120.0  # no progress for this long: kill the trial, status timeout
     startup_timeout_s: float = 300.0  # ... but before the first progress line, wait this long (env creation)
@@ -106,6 +107,7 @@ class MeasureConf:
     repeats: int = 1  # measure each fitting configuration this many times
     max_repeat_spread: float = 0.05  # repeats differing by more (fraction of mean samples/s): unstable
     max_ci_frac: float = 0.10  # a 95% interval wider than this fraction of samples/s: unstable
+    extend_unstable: bool = True  # ... and such a window is first extended once by window_s
 
 
 @dataclass
@@ -294,6 +296,9 @@ def _measure(raw: dict[str, Any]) -> MeasureConf:
     measure = _typed(MeasureConf, raw)
     if measure.repeats < 1:
         raise ConfigError(f"measure.repeats must be >= 1, got {measure.repeats}", "set measure.repeats=1 (or more)")
+    if measure.min_window_iters < 2:
+        raise ConfigError(f"measure.min_window_iters must be >= 2 (a rate needs two points), got "
+                          f"{measure.min_window_iters}", "set measure.min_window_iters=5")  # fmt: skip
     for name in (
         "window_s",
         "sample_hz",

@@ -5,6 +5,7 @@ Facts a walk relies on, for one case, profile and card:
   weak evidence (`Attempt.confirmed` False: a low-confidence verdict) counts only once rung N failed twice, so
   that rung runs once more first;
 * a rung that ran (`ok`) proves every rung below it fits (the *floor*); the largest such rung is the profile's pick;
+  one that survived without figures (`unmeasured`) proves the same for memory, but has no value to pick it by;
 * `error` stops the profile (a broken config never steps down); `retry` (port in use) runs the same rung again,
   a bounded number of times; `interrupted` is as if never run.
 Nothing is assumed across profiles (`hiutil` has deeper nets but half the minibatch: neither is known to be
@@ -50,6 +51,8 @@ from ladder.records import Status
 MAX_RETRIES = 3  # launches of one rung that fail for reasons unrelated to it (port in use) before giving up
 
 STEP_DOWN = frozenset({Status.OOM_OR_NCCL, Status.TIMEOUT})
+# A rung that ran survives for memory reasoning (floor, memory fit); only `ok` carries figures (values, descent)
+FITS = frozenset({Status.OK, Status.UNMEASURED})
 
 
 class Outcome(str, enum.Enum):
@@ -353,7 +356,7 @@ def _to_confirm(mine: list[Attempt]) -> int | None:
 
 def _floor(mine: list[Attempt]) -> int | None:
     ceiling = _ceiling(mine)
-    fits = [a.rung for a in mine if a.status is Status.OK and (ceiling is None or a.rung < ceiling)]
+    fits = [a.rung for a in mine if a.status in FITS and (ceiling is None or a.rung < ceiling)]
     return max(fits) if fits else None
 
 
@@ -364,7 +367,7 @@ def _left(rungs: Sequence[int], mine: list[Attempt]) -> list[int]:
 
 
 def _points(mine: list[Attempt]) -> list[tuple[int, float]]:
-    return [(a.rung, a.mem_frac) for a in mine if a.status is Status.OK and a.mem_frac is not None]
+    return [(a.rung, a.mem_frac) for a in mine if a.status in FITS and a.mem_frac is not None]
 
 
 def _not_descended(

@@ -4,7 +4,9 @@ A pure `Parser` turns the bytes a trainer appended into `Point`s; `Follow` is th
 gained since the last read and feeds it, with the file's modification time (when the newest bytes were written).
 Formats: JSON lines (the proxy's `progress.jsonl`; trainers writing a `metrics.jsonl` with `iter`, `data_time`,
 `iter_time` like seed 003's), MimicKit's `log.txt` (a row every `iters_per_output` iterations; `Wall_Time` in
-hours since training began) and its per-iteration stdout table, and a regex on any log (CleanRL's `SPS: 1234`).
+hours since training began) and its per-iteration stdout table, and a regex on any log, with presets for the
+prints of common trainers (CleanRL, stable-baselines3, rsl_rl / legged_gym / Isaac Lab, rl_games, tqdm bars,
+MimicKit's table).
 Records without a time of their own get one from the file: those that arrive together are spread evenly, by
 iteration, between the previous point and the write. Records whose iteration does not advance are dropped (a
 line every rank prints counts once).
@@ -257,46 +259,122 @@ def _float(text: str) -> float | None:
 
 
 REGEX_GROUPS = ("iter", "samples", "t", "step_time", "data_time", "sps")
+_NUM = r"[\d.]+(?:[eE][+-]?\d+)?"
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A trainer's progress print as regexes: a line matching `emit` ends a record; lines matching one of `fields`
+    (earlier in the same print) give it more groups. Each names the trainer's own printing code it was read from."""
+
+    emit: str
+    fields: tuple[str, ...] = ()
+    samples_from_iter: bool = False  # the count is of samples (a tqdm bar over env steps): samples = iter
+    source: str = ""
+
+
+# fmt: off
 PRESETS = {
-    "cleanrl": r"\bSPS:\s*(?P<sps>\d+(?:\.\d+)?)",  # print("SPS:", int(global_step / (time.time() - start_time)))
+    # cleanrl/ppo*.py: `print("SPS:", int(global_step / (time.time() - start_time)))` once an iteration, and
+    # `print(f"global_step={global_step}, episodic_return=...")` at episode ends: the latest global step before an
+    # SPS line is its count (a lower bound, by less than one batch); without one, SPS (a mean since start) stands
+    "cleanrl": Preset(r"\bSPS:\s*(?P<sps>\d+(?:\.\d+)?)", (r"\bglobal_step=(?P<samples>\d+)",),
+                      source="vwxyzjn/cleanrl cleanrl/ppo.py"),
+    # stable_baselines3/common/logger.py HumanOutputFormat: `|    total_timesteps      | 4096 |` in `time/`, keys
+    # sorted (fps, iterations, time_elapsed, total_timesteps); fps is a mean since learn() began
+    "sb3": Preset(r"^\|\s+total_timesteps\s+\|\s*(?P<samples>\d+)\s*\|",
+                  (r"^\|\s+fps\s+\|\s*(?P<sps>\d+)\s*\|", r"^\|\s+iterations\s+\|\s*(?P<iter>\d+)\s*\|"),
+                  source="stable-baselines3 2.x common/logger.py, on_policy_algorithm.py dump_logs"),
+    # rsl_rl's block per iteration, both generations: 1.x/2.x runners/on_policy_runner.py (legged_gym, Isaac Lab:
+    # `Computation: N steps/s (collection: ...)`, `Total timesteps: N`) and 3.x+ utils/logger.py (`Total steps: N`,
+    # `Steps per second: N`); every block starts `Learning iteration i/n` and ends `Iteration time: X.XXs`
+    "rsl_rl": Preset(rf"^\s*Iteration time:\s*(?P<step_time>{_NUM})s",
+                     (r"Learning iteration (?P<iter>\d+)/", r"^\s*Total (?:time)?steps:\s*(?P<samples>\d+)",
+                      r"^\s*Computation:\s*(?P<sps>\d+) steps/s", r"^\s*Steps per second:\s*(?P<sps>\d+)"),
+                     source="rsl-rl-lib 2.3.0 runners/on_policy_runner.py log(), 5.5.1 utils/logger.py log()"),
+    # rl_games/common/a2c_common.py print_statistics: `fps step: N fps step and policy inference: N fps total: N
+    # epoch: E[/M] frames: F[/M]` once an epoch (fps total: this epoch's frames over its time)
+    "rl_games": Preset(r"fps total:\s*(?P<sps>\d+)\s+epoch:\s*(?P<iter>\d+)(?:/\d+)?\s+frames:\s*(?P<samples>\d+)",
+                       source="rl-games 1.6.5 common/a2c_common.py print_statistics"),
+    # tqdm's bar, redrawn with \r: ` 45%|####5     | 450/1000 [00:12<00:15, 36.52it/s]` or `450it [00:12, 36.52it/s]`
+    "tqdm": Preset(r"(?P<iter>\d+)(?:/\d+|it) \[[\d:]+(?:<[\d:?]+)?(?:,\s*(?P<sps>[\d.]+)it/s)?",
+                   samples_from_iter=True, source="tqdm 4.x std.py format_meter"),
+    # MimicKit's util/logger.py Logger.print_log table, printed by rank 0 after every iteration
+    "mimickit": Preset(r"^\|\s*Samples\s*\|\s*(?P<samples>[\d.eE+]+)\s*\|",
+                       (r"^\|\s*Iteration\s*\|\s*(?P<iter>\d+)\s*\|",),
+                       source="xbpeng/MimicKit mimickit/util/logger.py print_log"),
 }
+# fmt: on
+PRESET_ALIASES = {
+    "stable-baselines3": "sb3",
+    "stable_baselines3": "sb3",
+    "legged_gym": "rsl_rl",
+    "isaaclab": "rsl_rl",
+    "rl-games": "rl_games",
+}  # fmt: skip
+
+
+def preset_for(pattern: str) -> Preset:
+    """A preset by name (or alias), else a one-line regex of the user's; a ConfigError when it cannot serve."""
+    name = PRESET_ALIASES.get(pattern, pattern)
+    preset = PRESETS.get(name, Preset(pattern))
+    fix = f"use a preset ({', '.join(PRESETS)}) or a regex with named groups among: {', '.join(REGEX_GROUPS)}"
+    groups: set[str] = set()
+    for regex in (preset.emit, *preset.fields):
+        try:
+            groups |= set(re.compile(regex).groupindex)
+        except re.error as exc:
+            raise ConfigError(f"progress pattern {pattern!r} does not compile: {exc}", fix) from None
+    unknown = sorted(groups - set(REGEX_GROUPS))
+    if unknown or not re.compile(preset.emit).groupindex:
+        raise ConfigError(f"progress pattern {pattern!r} has groups {sorted(re.compile(preset.emit).groupindex)}", fix)
+    return preset
 
 
 def compile_pattern(pattern: str) -> re.Pattern[str]:
-    """A preset name or a regex whose named groups are among REGEX_GROUPS; a ConfigError otherwise."""
-    fix = f"use a preset ({', '.join(PRESETS)}) or a regex with named groups among: {', '.join(REGEX_GROUPS)}"
-    try:
-        compiled = re.compile(PRESETS.get(pattern, pattern))
-    except re.error as exc:
-        raise ConfigError(f"progress pattern {pattern!r} does not compile: {exc}", fix) from None
-    unknown = sorted(set(compiled.groupindex) - set(REGEX_GROUPS))
-    if unknown or not compiled.groupindex:
-        raise ConfigError(f"progress pattern {pattern!r} has groups {sorted(compiled.groupindex)}", fix)
-    return compiled
+    """The regex that ends a record, for a preset name or a regex whose named groups are among REGEX_GROUPS."""
+    return re.compile(preset_for(pattern).emit)
 
 
 class RegexParser:
-    """One record per matching line. The iteration is group `iter`, else the count of matches; samples are group
-    `samples`, else iteration × `samples_per_iter` (CleanRL prints only a rate: give its batch size here)."""
+    """One record per line matching the preset's (or the user's) `emit` regex, with the groups of the lines before
+    it that match its `fields`. The iteration is group `iter`, else the count of records; samples are group
+    `samples` (a cumulative count, kept from one record to the next: a trainer may print it less often), else
+    iteration × `samples_per_iter`. A trainer that prints only a rate gives `sps` (see stats: it then stands for
+    samples/s, and the figures say so)."""
 
     def __init__(self, pattern: str, samples_per_iter: float | None = None) -> None:
-        self.pattern = compile_pattern(pattern)
+        self.preset = preset_for(pattern)
+        self.pattern = re.compile(self.preset.emit)
+        self._fields = [re.compile(f) for f in self.preset.fields]
         self._lines, self._timeline = _Lines(), _Timeline()
         self._samples_per_iter = samples_per_iter
         self._count = 0
+        self._held: dict[str, str] = {}  # groups of the fields lines since the last record
 
     def feed(self, chunk: bytes, now: float) -> list[Point]:
-        found = (self.pattern.search(line) for line in self._lines.split(chunk))
-        return self._timeline.points([self._raw(m.groupdict()) for m in found if m is not None], now)
+        raws = []
+        for line in self._lines.split(chunk):
+            for regex in self._fields:
+                if (m := regex.search(line)) is not None:
+                    self._held.update({k: v for k, v in m.groupdict().items() if v is not None})
+            if (m := self.pattern.search(line)) is not None:
+                raws.append(self._raw(self._held | {k: v for k, v in m.groupdict().items() if v is not None}))
+                self._held = {k: v for k, v in self._held.items() if k == "samples"}
+        return self._timeline.points(raws, now)
 
-    def _raw(self, groups: dict[str, str | None]) -> Raw:
+    def _raw(self, groups: dict[str, str]) -> Raw:
         def num(name: str) -> float | None:
             value = groups.get(name)
             return None if value is None else _float(value)
 
         self._count += 1
-        it = int(num("iter") or self._count)
-        return Raw(it, _samples(num("samples"), it, self._samples_per_iter), num("t"), num("step_time"),
+        got = num("iter")
+        it = int(got) if got is not None else self._count
+        reported = float(it) if self.preset.samples_from_iter else num("samples")
+        if self._samples_per_iter:  # given, the batch size is exact (a carried count may lag)
+            reported = None
+        return Raw(it, _samples(reported, it, self._samples_per_iter), num("t"), num("step_time"),
                    num("data_time"), (), num("sps"))  # fmt: skip
 
 

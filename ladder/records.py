@@ -22,6 +22,7 @@ class Status(Word):
     ERROR = "error"  # a broken config or program: stop this profile, never step down
     INTERRUPTED = "interrupted"  # the sweep was stopped: rerun this trial on resume
     RETRY = "retry"  # launch trouble unrelated to the rung (port in use): run the same rung again
+    UNMEASURED = "unmeasured"  # it survived (its memory facts stand: the rungs below fit) but has no figures
 
 
 class Reason(Word):
@@ -38,6 +39,8 @@ class Reason(Word):
     TRIAL_TIMEOUT = "trial_timeout"
     INTERRUPTED = "interrupted"
     ERROR = "error"
+    FEW_POINTS = "few_points"  # unmeasured: its window never held `measure.min_window_iters` progress points
+    NO_PROGRESS_MATCH = "no_progress_match"  # error: alive, but no line it printed matched the progress reader
 
 
 class Confidence(Word):

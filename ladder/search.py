@@ -35,7 +35,7 @@ from ladder.monitor import NvmlSampler, nvml_gpu_count
 from ladder.policy import Decision, Outcome
 from ladder.records import Phase, Status
 from ladder.sweep import GROWS_WITH_ENVS, Machine, Paths, Run, Summary, plan, run, workload_of
-from ladder.view import PlainView, make_view, trial_line
+from ladder.view import PlainView, make_view, no_pick_line, trial_line
 
 log = logging.getLogger(__name__)
 
@@ -143,7 +143,7 @@ def print_summary(summary: Summary, paths: Paths, knob: str) -> None:
             where = paths.sweep_dir / r.info.get("trial_dir", "")
             print(f"  error in {r.variant} {rung_label(knob, r.num_envs)}: {r.evidence}\n    see {where}")
     if summary.best is None:
-        print(f"best: none of the rungs fits for {summary.case}")
+        print(no_pick_line(summary.case, summary.records))
     else:
         print("best: " + trial_line(summary.best))
     row = summary.best_row or {}

@@ -17,7 +17,7 @@ import math
 import statistics
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, NamedTuple
 
 from ladder.records import Sample, Source
@@ -99,9 +99,37 @@ def open_window(
     return None
 
 
-def window_closed(window: Window, points: Sequence[Point]) -> bool:
-    """Closed once the trainer has reported past its end (so the rate is bracketed by real points)."""
-    return bool(points) and points[-1].t >= window.end_t
+def window_points(window: Window, points: Sequence[Point]) -> int:
+    """How many progress points the window holds so far (from its start on)."""
+    return sum(1 for p in points if p.t >= window.start_t)
+
+
+def close_window(window: Window, points: Sequence[Point], min_points: int = 1) -> Window | None:
+    """The window, closed at the newest point, once `window_s` has passed (the trainer reported past its end) and
+    it holds at least `min_points` progress points; None while it goes on. It ends at that newest point, so every
+    point that closed it is counted: a trainer that reports rarely is measured over the points it gave."""
+    if not points or points[-1].t < window.end_t or window_points(window, points) < max(1, min_points):
+        return None
+    return replace(window, end_t=points[-1].t)
+
+
+def window_closed(window: Window, points: Sequence[Point], min_points: int = 1) -> bool:
+    """Closed once the trainer has reported past its end and the window holds `min_points` points."""
+    return close_window(window, points, min_points) is not None
+
+
+def busy(samples: Sequence[Sample], since_t: float) -> bool:
+    """The trainer visibly works since `since_t` (no progress line is proof of a hang): a second of util over
+    ACTIVE_UTIL on its devices (or CPUs), or its memory still growing (by more than 2%)."""
+    recent = [s for s in samples if s.t >= since_t]
+    for source in {s.source for s in recent}:  # GPU util and host CPU apart: either one working is enough
+        mine = [s for s in recent if s.source == source]
+        if any(u > ACTIVE_UTIL for u in per_second(mine)):
+            return True
+        mems = [s.mem_mb for s in sorted(mine, key=lambda s: s.t)]
+        if len(mems) >= 2 and max(mems[len(mems) // 2 :]) > 1.02 * max(mems[: len(mems) // 2]) > 0:
+            return True
+    return False
 
 
 # ---------------------------------------------------------------- figures
@@ -225,23 +253,52 @@ def intervals(points: Sequence[Point]) -> list[Interval]:
 
 
 def _rate_figures(points: Sequence[Point], window: Window) -> dict[str, float]:
-    inside = [p for p in points if window.start_t <= p.t <= window.end_t + _last_step(points)]
+    inside = [p for p in points if window.start_t <= p.t <= window.end_t]
     steps = intervals(inside)
     if not steps:
         return {}
     span = sum(s.seconds for s in steps)
     out = {"window_s": round(span, 2), "n_iters": float(sum(s.iters for s in steps)),
            "iters_per_s": round(sum(s.iters for s in steps) / span, 4)}  # fmt: skip
+    reported = [p.sps for p in inside if p.sps is not None]
     if sum(s.samples for s in steps) > 0:
         rate, lo, hi = ratio_interval([s.samples for s in steps], [s.seconds for s in steps])
-        out.update({"samples_per_s": round(rate, 1), "samples_per_s_lo": round(lo, 1),
-                    "samples_per_s_hi": round(hi, 1)})  # fmt: skip
+        out.update(_rate(rate, lo, hi, reported=False))
+    elif reported:  # the trainer prints a rate and no count: its rate stands for samples/s (`rate_reported` 1)
+        out.update(_rate(*mean_interval(reported), reported=True))
     out.update(_median_of("step_time_p50", [t for t in step_times(inside)[1:] if t is not None]))
     out.update(_median_of("data_time_p50", [p.data_time_s for p in inside[1:] if p.data_time_s is not None]))
-    reported = [p.sps for p in inside if p.sps is not None]
     if reported:
         out["sps_reported"] = reported[-1]
     return out
+
+
+def _rate(rate: float, lo: float, hi: float, reported: bool) -> dict[str, float]:
+    """A rate's figures; its interval never below zero (a rate is not negative, whatever the t-interval says)."""
+    return {"samples_per_s": round(rate, 1), "samples_per_s_lo": round(max(0.0, lo), 1),
+            "samples_per_s_hi": round(hi, 1), "rate_reported": 1.0 if reported else 0.0}  # fmt: skip
+
+
+def mean_interval(values: Sequence[float]) -> tuple[float, float, float]:
+    """The mean of `values` with its 95% interval (Student t; unbounded for a single value)."""
+    mean = statistics.fmean(values)
+    if len(values) < 2:
+        return mean, -math.inf, math.inf
+    half = t975(len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
+    return mean, mean - half, mean + half
+
+
+def window_ci_frac(points: Sequence[Point], window: Window) -> float | None:
+    """The samples/s interval's width over `window`, as a fraction of the rate; None without a rate."""
+    return ci_frac(_rate_figures(points, window))
+
+
+def ci_frac(figures: Mapping[str, float]) -> float | None:
+    """The width of the samples/s interval as a fraction of the rate (what `max_ci_frac` bounds); None without."""
+    rate = Rate.of(figures)
+    if rate is None:
+        return None
+    return (rate.hi - rate.lo) / rate.value if rate.value > 0 else math.inf
 
 
 def rate_upper(points: Sequence[Point], start_t: float) -> float | None:
@@ -273,11 +330,6 @@ def t975(df: int) -> float:
         return T975[df - 1]
     z = 1.959964
     return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
-
-
-def _last_step(points: Sequence[Point]) -> float:
-    """Slack so the point that closed the window counts."""
-    return points[-1].step_time_s or 0.0 if points else 0.0
 
 
 def _spread(values: list[float]) -> float:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -19,8 +20,8 @@ from ladder.config import MeasureConf
 from ladder.evidence import Evidence
 from ladder.monitor import Monitor, Sample, Sampler, write_samples
 from ladder.progress import Follow, Point, reader_for
-from ladder.records import Ending, Reason, Verdict
-from ladder.workloads.spec import TrialSpec
+from ladder.records import Ending, Reason, Status, Verdict
+from ladder.workloads.spec import STDOUT_FILE, TrialSpec
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +32,9 @@ TICK_S = 0.1
 KILL_AT_ONCE = frozenset({"out_of_memory", "window_done"})
 LOG_TAIL_BYTES = 256 * 1024
 MIB = 1024 * 1024
+SHOWN_LINES = 3  # lines of the trainer's own output a "no progress matched" verdict shows
+# ladder's own SIGTERM, echoed back by torchrun or the trainer: never the trainer's evidence
+OWN_SIGNAL = re.compile(r"SignalException|got signal: 15\b|Received Signals\.SIGTERM|signal SIGTERM|Terminated$")
 
 
 @dataclass
@@ -44,6 +48,9 @@ class Watch:
     stopped_by: str = ""
     beat: float | None = None  # samples/s this trial must beat to matter; below it, its window closes early
     cut: bool = False  # the window closed early: the trial measured clearly less than `beat`
+    extended: bool = False  # the window was extended once: its samples/s interval was wider than max_ci_frac
+    tail: str = ""  # the progress file's tail when ladder decided to stop it (before its own SIGTERM is echoed)
+    samples: Callable[[], list[Sample]] = list  # the monitor's samples so far (is the trainer visibly busy?)
 
 
 @dataclass(frozen=True)
@@ -86,6 +93,7 @@ def run(
     running = launch.start(spec, trial_dir, trial_id, mem_limit_bytes)
     watch = Watch(launch_t=time.time(), last_progress_mono=running.started_mono, beat=beat)
     monitor = Monitor(make_sampler(running.proc.pid), measure.sample_hz).start()
+    watch.samples = lambda: monitor.samples
     progress = reader_for(str(spec.progress_kind.value), trial_dir / spec.progress_file, spec.progress_regex,
                           spec.progress_samples_per_iter)  # fmt: skip
     evidence = Evidence(trial_dir)
@@ -108,6 +116,7 @@ def _watch(
         _take_progress(watch, progress)
         watch.stopped_by = _stop_reason(watch, measure, running.started_mono) or _out_of_memory(evidence, running)
         if watch.stopped_by:
+            watch.tail = _tail(progress.path)
             return
         tick()
         time.sleep(TICK_S)
@@ -140,16 +149,37 @@ def _stop_reason(watch: Watch, measure: MeasureConf, started_mono: float) -> str
         rule = stats.Rule(measure.warmup_iters, measure.stable_k, measure.stable_tol, measure.data_time_max_s)
         watch.window = stats.open_window(watch.points, watch.launch_t, time.time(), measure.window_s, rule,
                                          measure.warmup_timeout_s)  # fmt: skip
-    if watch.window is not None and stats.window_closed(watch.window, watch.points):
+    if watch.window is not None and _window_done(watch, measure):
         return "window_done"
     if watch.window is not None and watch.beat is not None and _beaten(watch, watch.beat):
         return "window_done"
-    limit_s = measure.stall_timeout_s if watch.points else max(measure.stall_timeout_s, measure.startup_timeout_s)
-    if now_mono - watch.last_progress_mono > limit_s:
+    silent_s = now_mono - watch.last_progress_mono
+    if watch.points and silent_s > measure.stall_timeout_s:
         return "stalled"
     if now_mono - started_mono > measure.trial_timeout_s:
+        if watch.extended and watch.window is not None:  # out of time while extended: the window it had stands
+            watch.window = replace(watch.window, end_t=watch.points[-1].t)
+            return "window_done"
         return "trial_timeout"
+    # before the first progress line: a slow first update is not a hang while the trainer visibly works
+    if not watch.points and silent_s > max(measure.stall_timeout_s, measure.startup_timeout_s):
+        return "" if stats.busy(watch.samples(), time.time() - measure.stall_timeout_s) else "stalled"
     return ""
+
+
+def _window_done(watch: Watch, measure: MeasureConf) -> bool:
+    """The window holds `min_window_iters` points and `window_s` has passed; once, a rate whose interval is wider
+    than `max_ci_frac` extends it by another `window_s` (`measure.extend_unstable`)."""
+    assert watch.window is not None
+    closed = stats.close_window(watch.window, watch.points, measure.min_window_iters)
+    if closed is None:
+        return False
+    wide = (stats.window_ci_frac(watch.points, closed) or 0.0) > measure.max_ci_frac
+    if wide and measure.extend_unstable and not watch.extended:
+        watch.window, watch.extended = replace(watch.window, end_t=closed.end_t + measure.window_s), True
+        return False
+    watch.window = closed
+    return True
 
 
 def _out_of_memory(evidence: Evidence, running: launch.Running) -> str:
@@ -182,11 +212,14 @@ def _finish(
     ending = _ending(trial_dir, code, watch.stopped_by, running)
     window = watch.window if watch.stopped_by == "window_done" else None
     figures = stats.figures(samples, watch.points, window, watch.launch_t)
-    verdict = _with_cgroup_oom(_with_last_progress(failures.classify(ending), progress.path), running, watch.stopped_by)
+    verdict = _settled(_with_last_progress(failures.classify(ending), watch.tail, progress), watch, measure, progress,
+                       trial_dir)  # fmt: skip
+    verdict = _with_cgroup_oom(verdict, running, watch.stopped_by)
     figures |= cap_figures(progress.path) | cgroup_figures(running.cgroup_usage)
     figures |= {"sampler_cpu_s": round(monitor.cpu_s, 3)}
     if watch.cut:
         figures["cut"] = 1.0
+    figures |= _interval_verdict(figures, measure, watch.extended)
     duration = round(time.monotonic() - running.started_mono, 2)
     return Result(verdict, figures, code, duration, len(left), stats.source_of(samples), watch.stopped_by)
 
@@ -227,12 +260,57 @@ def _with_cgroup_oom(verdict: Verdict, running: launch.Running, stopped_by: str)
     return Verdict(failures.status_of(Reason.HOST_OOM), Reason.HOST_OOM, found + also)
 
 
-def _with_last_progress(verdict: Verdict, progress_file: Path) -> Verdict:
-    """A stalled trial's evidence: the last progress line it wrote before it went silent."""
+def _with_last_progress(verdict: Verdict, tail: str, progress: Follow) -> Verdict:
+    """A stalled trial's evidence: the last progress line it wrote before it went silent (the last one its regex
+    matches, for a regex over a log; never ladder's own SIGTERM echoed back: the tail is the one read when ladder
+    decided to stop it)."""
     if verdict.reason is not Reason.STALLED:
         return verdict
-    lines = [line.strip() for line in _tail(progress_file).splitlines() if line.strip()]
+    pattern = getattr(progress.parser, "pattern", None)
+    lines = [line for line in _own_lines(tail) if not isinstance(pattern, re.Pattern) or pattern.search(line)]
     return replace(verdict, evidence=f"{verdict.evidence}; last progress: {lines[-1] if lines else '(none)'}")
+
+
+def _settled(verdict: Verdict, watch: Watch, measure: MeasureConf, progress: Follow, trial_dir: Path) -> Verdict:
+    """What only the watch knows: a trainer that printed but never a line the reader matched is a setting to fix
+    (error, never a step-down); one that survived without enough window points is `unmeasured`, not `ok`."""
+    survived = verdict.status is Status.OK or verdict.reason in (Reason.STALLED, Reason.TRIAL_TIMEOUT)
+    if not watch.points and survived:
+        printed = _own_lines(_tail(trial_dir / STDOUT_FILE))
+        if printed or verdict.status is Status.OK:
+            shown = " | ".join(line[:200] for line in printed[-SHOWN_LINES:]) or "(nothing)"
+            return Verdict(Status.ERROR, Reason.NO_PROGRESS_MATCH,
+                           f"no line matched {_reader(progress)}: fix the progress setting (workload.progress_regex or "
+                           f"a preset, workload.progress_file); its last lines: {shown}")  # fmt: skip
+        return verdict
+    done = watch.stopped_by == "window_done"
+    if verdict.status is Status.OK and not done or verdict.reason is Reason.TRIAL_TIMEOUT and watch.points:
+        held = stats.window_points(watch.window, watch.points) if watch.window is not None else 0
+        return Verdict(Status.UNMEASURED, Reason.FEW_POINTS,
+                       f"survived, but its window held {held} progress point(s) of the {measure.min_window_iters} "
+                       f"needed: no figures; try a longer measure.trial_timeout_s (now {measure.trial_timeout_s:g} s) "
+                       f"or a trainer setting that prints progress more often")  # fmt: skip
+    return verdict
+
+
+def _interval_verdict(figures: dict[str, float], measure: MeasureConf, extended: bool) -> dict[str, float]:
+    """Every measured rate says whether its interval is narrow enough (`unstable` 1: wider than max_ci_frac)."""
+    frac = stats.ci_frac(figures)
+    if frac is None:
+        return {}
+    out = {"ci_frac": round(frac, 4) if frac != float("inf") else 1e9, "unstable": float(frac > measure.max_ci_frac)}
+    return out | ({"window_extended": 1.0} if extended else {})
+
+
+def _reader(progress: Follow) -> str:
+    pattern = getattr(progress.parser, "pattern", None)
+    what = f"the regex {pattern.pattern!r}" if isinstance(pattern, re.Pattern) else type(progress.parser).__name__
+    return f"{what} in {progress.path.name}"
+
+
+def _own_lines(text: str) -> list[str]:
+    """The non-blank lines of a log tail, less ladder's own stop echoed back."""
+    return [s for line in text.splitlines() if (s := line.strip()) and not OWN_SIGNAL.search(s)]
 
 
 def _ending(trial_dir: Path, code: int, stopped_by: str, running: launch.Running) -> Ending:

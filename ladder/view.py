@@ -23,9 +23,9 @@ from ladder.records import Source, Status, TrialRecord
 from ladder.trial import Tick
 
 STYLE = {Status.OK: "green", Status.OOM_OR_NCCL: "red", Status.TIMEOUT: "yellow", Status.ERROR: "bold red",
-         Status.INTERRUPTED: "magenta", Status.RETRY: "yellow"}  # fmt: skip
+         Status.INTERRUPTED: "magenta", Status.RETRY: "yellow", Status.UNMEASURED: "cyan"}  # fmt: skip
 SHORT = {Status.OK: "ok", Status.OOM_OR_NCCL: "oom/nccl", Status.TIMEOUT: "timeout", Status.ERROR: "ERROR",
-         Status.INTERRUPTED: "interrupted", Status.RETRY: "retry"}  # fmt: skip
+         Status.INTERRUPTED: "interrupted", Status.RETRY: "retry", Status.UNMEASURED: "unmeasured"}  # fmt: skip
 
 
 class View(Protocol):
@@ -56,6 +56,15 @@ def capped(f: dict[str, float]) -> str:
     card = f" cap={f['cap_used_mb']:.0f}/{f['cap_mb']:.0f} MiB" if f.get("cap_used_mb") and f.get("cap_mb") else ""
     host = f" cgroup={f['cgroup_peak_mb']:.0f}/{f['cgroup_limit_mb']:.0f} MiB" if f.get("cgroup_limit_mb") else ""
     return card + host
+def no_pick_line(case: str, records: Sequence[TrialRecord]) -> str:
+    """The summary's `best:` line when no trial has figures: a rung that survived unmeasured is no "nothing fits"
+    (it fits; it needs a measurement), and the line says what to try."""
+    survived = [r for r in records if r.status is Status.UNMEASURED]
+    if not survived:
+        return f"best: none of the rungs fits for {case}"
+    top = max(survived, key=lambda r: (r.num_envs, r.number))
+    rung = rung_label(top.info.get("knob", "num_envs"), top.num_envs)
+    return f"best: none measured for {case}: {top.variant} {rung} survived but is unmeasured ({top.evidence})"
 
 
 class PlainView:

@@ -317,6 +317,9 @@ def history(*steps: tuple[int, object]) -> list[Attempt]:
     ]
 
 
+UNM = Status.UNMEASURED
+
+
 @pytest.mark.parametrize("tuning", [WALK, Tuning()], ids=["walk", "model"])
 @pytest.mark.parametrize(
     ("steps", "expected"),
@@ -343,3 +346,35 @@ def test_a_weak_step_down_runs_the_same_rung_once_more(
 def test_the_confirmation_says_why() -> None:
     decision = next_trial(RUNGS, ["default"], history((256, WEAK)))
     assert decision is not None and (decision.rung, "weak evidence" in decision.why) == (256, True)
+
+
+@pytest.mark.parametrize("tuning", [WALK, Tuning()], ids=["walk", "model"])
+@pytest.mark.parametrize(
+    ("history", "expected"),
+    [
+        ([(256, UNM)], (Outcome.FOUND, 256)),
+        ([(256, OOM), (128, UNM)], (Outcome.FOUND, 128)),
+        ([(256, UNM), (128, OK)], (Outcome.FOUND, 256)),
+        ([(256, OOM), (128, UNM), (64, OK)], (Outcome.FOUND, 128)),
+    ],
+    ids=["top-survived", "survived-below-a-failure", "survived-above-a-measured-fit", "below-it-nothing-to-walk"],
+)  # fmt: skip
+def test_an_unmeasured_rung_is_a_fit_for_memory(
+    history: list[tuple[int, Status]], expected: tuple[Outcome, int | None], tuning: Tuning
+) -> None:
+    """It survived, so the rungs below it fit: the walk ends there as at an `ok` rung (its lack of figures is the
+    pick's business, `results.best`, not the walk's)."""
+    state = walk(RUNGS, "default", attempts("default", *history), tuning)
+    assert (state.outcome, state.rung) == expected
+
+
+def test_an_unmeasured_rung_gives_the_memory_fit_a_point_but_no_value_to_beat() -> None:
+    history = [Attempt("default", 256, OOM), Attempt("default", 64, UNM, mem_frac=0.30),
+               Attempt("default", 48, OK, mem_frac=0.25, value=900.0, value_hi=950.0)]  # fmt: skip
+    # two memory points (the unmeasured one among them): the fit (0.10 + 0.003125 x) puts 128 at 50% of the card
+    decision = next_trial(RUNGS, ["default"], history, Tuning())
+    assert decision is not None and decision.rung == 128 and "memory fit" in decision.why
+    # with the descent, what a launch must beat comes from the measured rung only
+    descend = Tuning(descend=True, throughput=True)
+    decision = next_trial(RUNGS, ["default"], history, descend)
+    assert decision is not None and decision.beat is not None and decision.beat >= 900.0

@@ -124,6 +124,43 @@ def test_cleanrl_sps_lines_with_the_batch_size() -> None:
     assert points[-1].sps == 1698  # CleanRL's own SPS (a mean since its start), kept for reference
 
 
+def test_cleanrl_without_a_batch_size_counts_its_global_steps() -> None:
+    """No batch size: each SPS line counts the latest `global_step=` printed before it (none yet: 0)."""
+    points = read_all(DATA / "cleanrl_stdout.log", "regex", "cleanrl")
+    assert len(points) == 20
+    assert [p.samples for p in points[:6]] == [0.0, 0.0, 1442.0, 1442.0, 1442.0, 2779.0]
+    assert points[-1].samples == 8949.0 and points[-1].sps == 1698
+
+
+# Real output of each trainer (tests/data/progress/README.md says how each was made): the preset gives the
+# trainer's cumulative count as samples, its own iteration where it prints one, and its printed rate as `sps`.
+PRESET_CASES = {
+    "sb3": ("sb3_ppo_stdout.log", list(range(1, 9)), [256.0 * i for i in range(1, 9)], 583.0, None),
+    "stable-baselines3": ("sb3_ppo_stdout.log", list(range(1, 9)), [256.0 * i for i in range(1, 9)], 583.0, None),
+    "rsl_rl": ("rsl_rl_5.5.1_stdout.log", [0, 1, 2], [98304.0, 196608.0, 294912.0], 94888.0, 1.04),
+    "legged_gym": ("rsl_rl_2.3.0_stdout.log", [0, 1, 2], [98304.0, 196608.0, 294912.0], 94888.0, 1.04),
+    "rl_games": ("rl_games_1.6.5_stdout.log", [1, 2, 3, 4, 5], [65536.0 * i for i in range(1, 6)], 93623.0, None),
+    "mimickit": ("mimickit_stdout.log", list(range(12)), [(i + 1) * MIMICKIT_PER_ITER for i in range(12)], None, None),
+}
+
+
+@pytest.mark.parametrize("preset", list(PRESET_CASES))
+def test_presets_on_real_trainer_output(preset: str) -> None:
+    name, iters, samples, last_sps, last_step = PRESET_CASES[preset]
+    points = read_all(DATA / name, "regex", preset)
+    assert [p.iter for p in points] == iters
+    assert [p.samples for p in points] == samples
+    assert points[-1].sps == last_sps
+    assert points[-1].step_time_s == last_step
+
+
+def test_tqdm_preset_counts_the_bar_redrawn_with_carriage_returns() -> None:
+    points = read_all(DATA / "tqdm_stderr.log", "regex", "tqdm")
+    assert [p.iter for p in points] == list(range(41))  # the second bar starts again at 0: not an advance
+    assert [p.samples for p in points] == [float(i) for i in range(41)]
+    assert all(p.sps is not None and p.sps > 0 for p in points[1:])
+
+
 def test_regex_counts_a_line_every_rank_prints_once(tmp_path: Path) -> None:
     path, t0 = tmp_path / "stdout.log", 2_000_000_000.0
     reader = reader_for("regex", path, r"it (?P<iter>\d+) samples (?P<samples>\d+)")

@@ -22,6 +22,7 @@ from ladder.results import (
     columns,
     median_repeats,
     merge_rows,
+    objective_value,
     pick,
     read_tsv,
     to_beat,
@@ -217,3 +218,15 @@ def test_trials_tsv_one_row_per_trial(tmp_path: Path) -> None:
     got = [(r["num_envs"], r["status"], r["reason"]) for r in rows]
     assert got == [("256", "oom_or_nccl", "host_oom"), ("128", "ok", "")]
     assert rows[1]["min_avg_util"] == "33" and rows[0]["min_avg_util"] == ""
+
+
+def test_an_unmeasured_trial_never_becomes_the_pick_by_figures() -> None:
+    """It survived (status `unmeasured`) but has no window figures that count: a smaller measured rung is the
+    pick, and with nothing measured there is no pick."""
+    survived = replace(rec("default", 128, Status.UNMEASURED, 80.0), reason=Reason.FEW_POINTS)
+    measured = rec("default", 64, Status.OK, 50.0)
+    for objective in ("min_avg_util", "samples_per_s"):
+        assert objective_value(survived, objective) is None
+        got = best([survived, measured], objective)
+        assert got is not None and got.num_envs == 64
+        assert best([survived], objective) is None

@@ -10,6 +10,8 @@ from ladder.stats import (
     Rate,
     Rule,
     Window,
+    busy,
+    close_window,
     figures,
     open_window,
     ratio_interval,
@@ -50,6 +52,55 @@ def test_window_closes_when_progress_passes_its_end() -> None:
     window = Window(pts[2].t, pts[2].t + 2.0, gated=True)
     assert not window_closed(window, pts[:6])
     assert window_closed(window, pts[:7])
+
+
+def test_a_window_closes_only_with_enough_points_and_counts_the_one_that_closed_it() -> None:
+    """A trainer reporting every 5 s against a 2 s window: the first point past the end is not enough; the window
+    goes on until it holds `min_points`, and then ends at (and counts) the point that closed it."""
+    pts = points([5.0] * 6)  # t = 105, 110, ..., 130
+    window = Window(pts[0].t, pts[0].t + 2.0, gated=True)
+    assert close_window(window, pts[:2], min_points=4) is None  # past its end, but 2 points
+    closed = close_window(window, pts[:4], min_points=4)
+    assert closed == Window(pts[0].t, pts[3].t, gated=True)
+    f = figures([], pts[:4], closed, launch_t=100.0)
+    assert f["n_iters"] == 3 and f["samples_per_s"] == pytest.approx(640.0 / 5.0)
+
+
+def test_a_rate_interval_is_never_below_zero() -> None:
+    """Three wildly different steps: the t-interval's lower end is negative; a rate's is clipped at zero."""
+    pts = [Point(100.0, 1, 0.0), Point(101.0, 2, 5000.0), Point(111.0, 3, 5100.0), Point(111.5, 4, 9000.0)]
+    rate, lo, _ = ratio_interval([5000.0, 100.0, 3900.0], [1.0, 10.0, 0.5])
+    assert lo < 0 < rate
+    f = figures([], pts, Window(100.0, 111.5, gated=True), launch_t=100.0)
+    assert f["samples_per_s_lo"] == 0.0 < f["samples_per_s"] < f["samples_per_s_hi"]
+
+
+def test_a_printed_rate_stands_for_samples_per_s_where_no_count_is_printed() -> None:
+    pts = [Point(100.0 + i, i, 0.0, sps=s) for i, s in enumerate([900.0, 1000.0, 1100.0, 1000.0], start=1)]
+    f = figures([], pts, Window(101.0, 104.0, gated=True), launch_t=100.0)
+    assert f["rate_reported"] == 1.0 and f["samples_per_s"] == 1000.0
+    assert 0 < f["samples_per_s_lo"] < 1000.0 < f["samples_per_s_hi"]
+    counted = figures([], points([1.0] * 4), Window(101.0, 104.0, gated=True), launch_t=100.0)
+    assert counted["rate_reported"] == 0.0
+
+
+@pytest.mark.parametrize(
+    ("utils", "mems", "expected"),
+    [([0.5] * 8, [800.0] * 8, False), ([0.0, 0.0, 60.0, 80.0, 0.0, 0.0, 0.0, 0.0], [800.0] * 8, True),
+     ([0.5] * 8, [800.0, 820.0, 900.0, 1000.0, 1200.0, 1300.0, 1400.0, 1500.0], True)],
+    ids=["idle", "cpu-busy", "memory-growing"],
+)  # fmt: skip
+def test_busy_is_util_or_growing_memory(utils: list[float], mems: list[float], expected: bool) -> None:
+    samples = [Sample(100.0 + i, 0, u, m, Source.HOST) for i, (u, m) in enumerate(zip(utils, mems, strict=True))]
+    assert busy(samples, since_t=100.0) is expected
+    assert busy(samples, since_t=200.0) is False  # nothing sampled since
+
+
+def test_busy_host_cpu_beside_an_idle_gpu() -> None:
+    """On a GPU machine a first update may be CPU work (env creation): the host samples alone say it works."""
+    gpu = [Sample(100.0 + i, 0, 0.0, 500.0, Source.NVML) for i in range(6)]
+    host = [Sample(100.0 + i, 0, 8.0, 900.0, Source.HOST) for i in range(6)]
+    assert busy(gpu + host, since_t=100.0) and not busy(gpu, since_t=100.0)
 
 
 def test_figures_over_the_window_only() -> None:

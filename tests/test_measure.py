@@ -1,0 +1,141 @@
+"""A fit needs a measurement (`trial.run` on small real programs): the window waits for its points, a trainer that
+prints too rarely is `unmeasured`, one whose lines never match is a setting to fix, and a slow first update that
+visibly works is no hang."""
+
+from __future__ import annotations
+
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from ladder import trial
+from ladder.config import MeasureConf
+from ladder.monitor import HostSampler
+from ladder.progress import Point
+from ladder.records import Reason, Status
+from ladder.stats import Window
+from ladder.workloads.spec import STDOUT_FILE, Launcher, ProgressKind, TrialSpec
+
+REGEX = r"step (?P<iter>\d+) samples (?P<samples>\d+)"
+
+# Prints a progress line every `period` seconds (after `first` seconds of work: busy, or asleep), then sleeps.
+TRAINER = """
+import sys, time
+first, period, busy = float(sys.argv[1]), float(sys.argv[2]), sys.argv[3] == "busy"
+jitter = len(sys.argv) > 4  # every other line comes ten times later
+print("starting: building the envs", flush=True)
+end = time.time() + first
+while time.time() < end:
+    if busy:
+        sum(i * i for i in range(20000))
+    else:
+        time.sleep(0.05)
+i = 0
+while True:
+    i += 1
+    print(f"step {i} samples {i * 1000}", flush=True)
+    time.sleep(period * (10 if jitter and i % 2 else 1))
+"""
+
+
+def run(tmp_path: Path, argv: tuple[str, ...], measure: MeasureConf, regex: str = REGEX) -> trial.Result:
+    spec = TrialSpec(argv=(sys.executable, "-c", TRAINER, *argv), env={}, launcher=Launcher.DIRECT,
+                     progress_file=STDOUT_FILE, progress_kind=ProgressKind.REGEX, progress_regex=regex)  # fmt: skip
+    return trial.run(spec, tmp_path, uuid.uuid4().hex[:12], measure, HostSampler)
+
+
+def conf(**kw: float) -> MeasureConf:
+    base = {"warmup_iters": 1, "stable_k": 2, "stable_tol": 5.0, "warmup_timeout_s": 60.0, "window_s": 1.0,
+            "min_window_iters": 4, "startup_timeout_s": 60.0, "stall_timeout_s": 60.0, "trial_timeout_s": 60.0,
+            "kill_grace_s": 2.0, "sample_hz": 5.0}  # fmt: skip
+    return MeasureConf(**{**base, **kw})  # type: ignore[arg-type]
+
+
+def test_the_window_waits_for_its_points_and_counts_the_one_that_closed_it(tmp_path: Path) -> None:
+    """A line every 1.5 s against a 1 s window: it closes only once it holds 4 points, and its rate spans them."""
+    result = run(tmp_path, ("0", "1.5", "idle"), conf())
+    assert result.verdict.status is Status.OK and result.stopped_by == "window_done"
+    f = result.figures
+    assert f["n_iters"] >= 3  # 4 points: 3 intervals, the last one the point after window_s
+    assert f["samples_per_s"] > 0 and f["samples_per_s_lo"] >= 0 and f["rate_reported"] == 0.0
+    assert "ci_frac" in f and "unstable" in f
+
+
+def test_a_trainer_that_prints_too_rarely_is_unmeasured_never_ok(tmp_path: Path) -> None:
+    result = run(tmp_path, ("0", "4", "idle"), conf(trial_timeout_s=7.0, min_window_iters=5))
+    verdict = result.verdict
+    assert (verdict.status, verdict.reason) == (Status.UNMEASURED, Reason.FEW_POINTS)
+    assert "measure.trial_timeout_s" in verdict.evidence and "of the 5 needed" in verdict.evidence
+    assert "samples_per_s" not in result.figures
+
+
+def test_a_trainer_whose_lines_never_match_is_a_setting_to_fix(tmp_path: Path) -> None:
+    pattern = r"iteration=(?P<iter>\d+)"
+    result = run(tmp_path, ("0", "0.2", "idle"), conf(startup_timeout_s=2.0, stall_timeout_s=2.0), regex=pattern)
+    verdict = result.verdict
+    assert (verdict.status, verdict.reason) == (Status.ERROR, Reason.NO_PROGRESS_MATCH)
+    assert repr(pattern) in verdict.evidence and "step " in verdict.evidence  # the regex, and what it did print
+    assert "signal" not in verdict.evidence.lower()  # never ladder's own SIGTERM echoed back
+
+
+def test_a_slow_first_update_that_visibly_works_is_not_a_hang(tmp_path: Path) -> None:
+    """12 s of CPU work before the first line, against a 3 s start-up limit: it waits, and then measures."""
+    result = run(tmp_path, ("12", "0.3", "busy"), conf(startup_timeout_s=3.0, stall_timeout_s=3.0))
+    assert result.verdict.status is Status.OK and result.stopped_by == "window_done"
+    assert result.figures["window_start_s"] > 3.0
+
+
+def test_a_silent_idle_start_is_stopped_at_the_start_up_limit(tmp_path: Path) -> None:
+    """Asleep and printing nothing the reader matches: stopped once start-up is over, as a setting to fix."""
+    result = run(tmp_path, ("600", "1", "idle"), conf(startup_timeout_s=3.0, stall_timeout_s=3.0))
+    assert result.stopped_by == "stalled"
+    assert (result.verdict.status, result.verdict.reason) == (Status.ERROR, Reason.NO_PROGRESS_MATCH)
+    assert "starting: building the envs" in result.verdict.evidence
+
+
+def test_a_wide_interval_extends_the_window_once_then_says_unstable(tmp_path: Path) -> None:
+    """Lines 0.15 s and 1.5 s apart: the rate's interval is far wider than max_ci_frac; the window goes on once
+    more by window_s, and the figures then carry the verdict."""
+    result = run(tmp_path, ("0", "0.15", "idle", "jitter"), conf(window_s=2.0))
+    assert result.verdict.status is Status.OK and result.stopped_by == "window_done"
+    f = result.figures
+    assert f["window_extended"] == 1.0 and f["unstable"] == 1.0 and f["ci_frac"] > 0.10
+    assert f["window_s"] >= 4.0  # the window ran its length twice
+    assert 0 <= f["samples_per_s_lo"] < f["samples_per_s"] < f["samples_per_s_hi"]
+
+
+HANGS = """
+import signal, sys, time
+def on_term(signum, frame):
+    print(f"SignalException: Process 1 got signal: {signum}", flush=True)
+    sys.exit(1)
+signal.signal(signal.SIGTERM, on_term)
+for i in range(1, 4):
+    print(f"step {i} samples {i * 1000}", flush=True)
+    time.sleep(0.2)
+print("waiting for the other rank", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_stall_after_progress_is_a_timeout_whose_evidence_is_its_last_progress_line(tmp_path: Path) -> None:
+    spec = TrialSpec(argv=(sys.executable, "-c", HANGS), env={}, launcher=Launcher.DIRECT, progress_file=STDOUT_FILE,
+                     progress_kind=ProgressKind.REGEX, progress_regex=REGEX)  # fmt: skip
+    result = trial.run(spec, tmp_path, uuid.uuid4().hex[:12], conf(stall_timeout_s=2.0, window_s=30.0), HostSampler)
+    assert (result.verdict.status, result.verdict.reason) == (Status.TIMEOUT, Reason.STALLED)
+    assert result.verdict.evidence.endswith("last progress: step 3 samples 3000")
+    assert "got signal" in (tmp_path / STDOUT_FILE).read_text()  # it did echo the SIGTERM; the evidence does not
+
+
+def test_out_of_trial_time_while_extended_keeps_the_window_it_had() -> None:
+    """A window extended for its wide interval, then the trial's time runs out: it closes at its last point (the
+    figures say `unstable`), where a window that never held its points leaves the trial unmeasured."""
+    pts = [Point(1000.0 + i, i, 100.0 * i) for i in range(1, 8)]
+    now = time.monotonic()
+    extended = trial.Watch(launch_t=990.0, last_progress_mono=now, points=list(pts), extended=True,
+                           window=Window(1001.0, 1012.0, gated=True))  # fmt: skip
+    assert trial._stop_reason(extended, conf(trial_timeout_s=1.0), started_mono=now - 5.0) == "window_done"
+    assert extended.window == Window(1001.0, 1007.0, gated=True)
+    short = trial.Watch(launch_t=990.0, last_progress_mono=now, points=list(pts), window=Window(1001.0, 1012.0, True))
+    assert trial._stop_reason(short, conf(trial_timeout_s=1.0), started_mono=now - 5.0) == "trial_timeout"
