@@ -22,7 +22,9 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Override, ValueType
+from hydra.core.utils import JobReturn, JobStatus
 from hydra.errors import HydraException
+from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
@@ -131,6 +133,27 @@ def _version(package: str) -> str:
         return ""
 
 
+# the order in which a multirun's codes win, worst first: a sweep cut short or a bug says more than any answer; a
+# job that could not start, or a broken configuration, must be fixed before any case's answer can be trusted
+WORST_FIRST = (ExitCode.INTERRUPTED, ExitCode.CRASH, ExitCode.BAD_SETTINGS, ExitCode.BROKEN_CONFIG,
+               ExitCode.NO_RUNG_FITS, ExitCode.PICK_FOUND)  # fmt: skip
+EXIT_FILE = "ladder_exit_code"  # a multirun job's code, in its Hydra job folder, for the multirun's own exit
+
+
+def outcome(summary: Summary) -> ExitCode:
+    """A finished sweep's code: a broken configuration (a profile stopped on `error`) whether or not another
+    profile found a pick, since the walk is incomplete until it is fixed; else no rung fits; else a pick found."""
+    if any(w.outcome is Outcome.ERROR for w in summary.walks) or any(r.status is Status.ERROR for r in summary.records):
+        return ExitCode.BROKEN_CONFIG
+    return ExitCode.NO_RUNG_FITS if summary.best is None else ExitCode.PICK_FOUND
+
+
+def worst(codes: list[int]) -> int:
+    """The code a multirun exits with: the worst of its jobs' by `WORST_FIRST` (an unknown code counts as a crash)."""
+    rank = {int(c): i for i, c in enumerate(WORST_FIRST)}
+    return min(codes, key=lambda c: rank.get(c, rank[ExitCode.CRASH]), default=ExitCode.PICK_FOUND)
+
+
 def print_summary(summary: Summary, paths: Paths, knob: str) -> None:
     print()
     for w in summary.walks:
@@ -142,13 +165,21 @@ def print_summary(summary: Summary, paths: Paths, knob: str) -> None:
         if r.status is Status.ERROR:
             where = paths.sweep_dir / r.info.get("trial_dir", "")
             print(f"  error in {r.variant} {rung_label(knob, r.num_envs)}: {r.evidence}\n    see {where}")
-    if summary.best is None:
-        print(f"best: none of the rungs fits for {summary.case}")
-    else:
+    code = outcome(summary)
+    if summary.best is not None:
         print("best: " + trial_line(summary.best))
+    elif code is ExitCode.BROKEN_CONFIG:
+        print(f"best: none for {summary.case}: a broken configuration stopped the walk (fix it, see the error above; "
+              f"stepping num_envs down will not help)")  # fmt: skip
+    else:
+        print(f"best: none of the rungs fits for {summary.case}")
     row = summary.best_row or {}
+    if row.get("tie"):
+        print(f"tie: {row['tie']}")
     if row.get("class"):
         print(f"class: {row['class']} -> {row.get('action', '')}")
+    if code is ExitCode.BROKEN_CONFIG and summary.best is not None:
+        print("note: a profile stopped on a broken configuration; the pick is among the others (fix it and resume)")
     if summary.resumed:
         print(f"({summary.resumed} finished trial(s) reused from sweep storage, not run again)")
     print(f"best_by_case.tsv: {paths.best_tsv}")
@@ -231,18 +262,44 @@ def execute(settings: Settings) -> int:
         raise
     view.close()
     print_summary(summary, paths, settings.knob)
-    return 0
+    return outcome(summary)
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
-def main(cfg: DictConfig) -> None:
+def main(cfg: DictConfig) -> int:
+    """One case. A single run exits with its code; a multirun's job returns it (`ExitCodes` gathers them), unless
+    it was interrupted, which stops the multirun at once."""
     try:
         code = execute(_one_sweep_per_multirun(settings_from(cfg, known_cases())))
     except LadderError as exc:
         print(f"ladder: {exc}", file=sys.stderr)
         code = ExitCode.BAD_SETTINGS
-    if code:
+    multirun = HydraConfig.initialized() and HydraConfig.get().mode is RunMode.MULTIRUN
+    if code and (not multirun or code == ExitCode.INTERRUPTED):
         sys.exit(code)
+    return int(code)
+
+
+class ExitCodes(Callback):
+    """Hydra callback (conf/config.yaml `hydra.callbacks`): each multirun job's code goes to its job folder, and
+    the multirun exits with the worst of them (`worst`), once every job has ended."""
+
+    codes: list[int] = []  # filled in the launching process at the multirun's end
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: object) -> None:
+        for old in Path(config.hydra.sweep.dir).glob(f"**/{EXIT_FILE}"):  # a folder reused from an earlier multirun
+            old.unlink(missing_ok=True)
+
+    def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs: object) -> None:
+        if config.hydra.mode != RunMode.MULTIRUN:
+            return
+        completed = job_return.status is JobStatus.COMPLETED
+        code = job_return.return_value if completed and isinstance(job_return.return_value, int) else ExitCode.CRASH
+        (Path(config.hydra.runtime.output_dir) / EXIT_FILE).write_text(f"{int(code)}\n")
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: object) -> None:
+        files = Path(config.hydra.sweep.dir).glob(f"**/{EXIT_FILE}")
+        ExitCodes.codes = [int(f.read_text()) for f in files if f.read_text().strip().lstrip("-").isdigit()]
 
 
 register()
@@ -252,3 +309,7 @@ if __name__ == "__main__":
         print("ladder: " + "\n".join(bad), file=sys.stderr)
         sys.exit(ExitCode.BAD_SETTINGS)
     main()
+    # a single run has exited already unless its code was 0; a multirun's codes are on the callback's class, in the
+    # module Hydra imported by name (`ladder.search`, not this `__main__`)
+    registered = sys.modules.get("ladder.search")
+    sys.exit(worst(registered.ExitCodes.codes if registered else []))
