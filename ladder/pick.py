@@ -20,6 +20,7 @@ value does. A value equal to the best's is always a tie.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Generic, NamedTuple, TypeVar
@@ -71,7 +72,8 @@ def choose(candidates: Sequence[Candidate[T]], other: str = "other") -> Choice[T
     """The pick among `candidates` by the module's rule; `other` names the tie-breaking figure in the answer."""
     if not candidates:
         return None
-    top = max(candidates, key=lambda c: (c.value, c.envs))
+    # the best value (more envs first); of equal ones, the widest interval below, so the ties are its ties
+    top = max(candidates, key=lambda c: (c.value, c.envs, -c.lo if c.lo is not None else -math.inf))
     group = [c for c in candidates if c is top or tied(c, top)]
     use_other = all(c.other is not None for c in group)
     winner = max(group, key=lambda c: (c.envs, c.other if use_other else 0.0, c.value))  # type: ignore[arg-type]

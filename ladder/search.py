@@ -151,7 +151,8 @@ def outcome(summary: Summary) -> ExitCode:
 def worst(codes: list[int]) -> int:
     """The code a multirun exits with: the worst of its jobs' by `WORST_FIRST` (an unknown code counts as a crash)."""
     rank = {int(c): i for i, c in enumerate(WORST_FIRST)}
-    return min(codes, key=lambda c: rank.get(c, rank[ExitCode.CRASH]), default=ExitCode.PICK_FOUND)
+    known = [c if c in rank else ExitCode.CRASH for c in codes]
+    return min(known, key=lambda c: rank[c], default=ExitCode.PICK_FOUND)
 
 
 def print_summary(summary: Summary, paths: Paths, knob: str) -> None:
