@@ -8,13 +8,19 @@ import statistics
 import subprocess
 import sys
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
+from hydra import compose, initialize_config_dir
 
-from ladder import pick
+from ladder import pick, store, sweep
+from ladder.catalog import CONF_DIR
+from ladder.config import register, settings_from
+from ladder.decide import HIUTIL_TRIED
 from ladder.monitor import Sample, Source
 from ladder.pick import Candidate
 from ladder.records import Phase, Reason, Status, TrialRecord
+from ladder.results import read_tsv
 from ladder.stats import figures, t975, util_spread
 
 OK, OOM, ERR, TIMEOUT, INT = Status.OK, Status.OOM_OR_NCCL, Status.ERROR, Status.TIMEOUT, Status.INTERRUPTED
@@ -250,3 +256,29 @@ def test_a_noisier_window_has_a_wider_util_spread() -> None:
     noisy = [Sample(float(t), 0, 50.0 + 10 * (t % 2), 1.0) for t in range(30)]
     spread_steady, spread_noisy = util_spread(steady), util_spread(noisy)
     assert spread_steady is not None and spread_noisy is not None and spread_noisy > spread_steady
+
+
+# ---------------------------------------------------------------- the sweep's conclusion
+
+
+def test_the_sweep_writes_a_tie_its_break_and_advice_that_agrees_with_the_pick(tmp_path: Path) -> None:
+    """Issue 16's loaded machine, as stored trials: the sweep's conclusion picks default e64 by samples/s, says it
+    was a tie, and does not tell a pick that beat hiutil to try hiutil."""
+    register()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        s = settings_from(compose(config_name="config", overrides=["case=amp_pi_plus", f"output_root={tmp_path}"]))
+    paths = sweep.Paths("tie", tmp_path / "case_gpu_bench_tie")
+    storage = store.open_storage(None, paths.sweep_dir)
+    study = store.open_study(storage, s.case.name, paths.sweep)
+    card = {"gpu_name": "NVIDIA GeForce RTX 4090", "gpu_mem_total": "24564", "n_gpus": "2", "source": "nvml"}
+    for variant, util, spread, rate in (("hiutil", 47.1, 3.1, 800.0), ("default", 46.9, 2.8, 1212.0)):
+        figs = {"min_avg_util": util, "util_spread": spread, "samples_per_s": rate, "max_mem0": 4000.0}
+        record = replace(rec(variant, 64, **figs), info=card)
+        store.add_finished(study, record, ("default", "hiutil"), util)
+    ctx = sweep.Run(s, paths, None, None, study, storage, None)  # type: ignore[arg-type]
+    summary = sweep._conclude(ctx, 0)
+    assert summary.best is not None and summary.best.variant == "default"
+    (row,) = read_tsv(paths.best_tsv)
+    assert (row["variant"], row["num_envs"], row["util_spread"]) == ("default", "64", "2.8")
+    assert row["tie"] == "tied on min_avg_util with hiutil e64 (within the measured noise); broken by samples_per_s"
+    assert (row["class"], row["action"]) == ("balanced", HIUTIL_TRIED)
