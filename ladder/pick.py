@@ -10,17 +10,17 @@ The sweep asks this module, and only this one, which of a case's trials count an
 - `mem_frac`: peak memory as a share of what the cap allows; `to_beat`: what a launch must reach to become the pick;
 - `median_repeats`: a configuration measured several times as its median repeat.
 
-The pick rule (`choose`): the highest value of the objective. A candidate whose value is within the measured noise
-of the best's is tied with it: its value reaches the bottom of the best's 95% interval, or the top of its own
-interval reaches the best's value (samples/s: its interval; util: `util_spread` either side). Among the best and
-its ties, more envs wins (the ladder's aim, the largest stable `num_envs`); at equal envs, the other figure
-(`OTHER`: util for samples/s and samples/s for util) breaks the tie where every tied candidate has it, else the
-value does. A value equal to the best's is always a tie.
+The pick rule (`choose`): the highest value of the objective. A candidate within the measured noise of the best
+value is tied with it: the top of its 95% interval reaches the best value (samples/s: its interval; util: its value
+plus `util_spread`). Among the best and its ties, more envs wins (the ladder's aim, the largest stable `num_envs`);
+at equal envs, the other figure (`OTHER`: util for samples/s and samples/s for util) breaks the tie where every
+tied candidate has it, else the value does, then the narrower interval. A value equal to the best's is always a
+tie. The tie is judged by the candidate's interval, not the best's, so that `to_beat` holds: a trial whose interval
+lies wholly below what it must beat can never become the pick, and the walk may cut it short.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Generic, NamedTuple, TypeVar
@@ -40,8 +40,7 @@ class Candidate(Generic[T]):
     value: float  # the objective
     envs: int
     item: T
-    lo: float | None = None  # the objective's measured 95% interval (None: none measured)
-    hi: float | None = None
+    hi: float | None = None  # the top of the objective's measured 95% interval (None: none measured)
     other: float | None = None  # the figure that breaks a tie (OTHER)
 
 
@@ -72,11 +71,10 @@ def choose(candidates: Sequence[Candidate[T]], other: str = "other") -> Choice[T
     """The pick among `candidates` by the module's rule; `other` names the tie-breaking figure in the answer."""
     if not candidates:
         return None
-    # the best value (more envs first); of equal ones, the widest interval below, so the ties are its ties
-    top = max(candidates, key=lambda c: (c.value, c.envs, -c.lo if c.lo is not None else -math.inf))
+    top = max(candidates, key=lambda c: (c.value, c.envs))
     group = [c for c in candidates if c is top or tied(c, top)]
     use_other = all(c.other is not None for c in group)
-    winner = max(group, key=lambda c: (c.envs, c.other if use_other else 0.0, c.value))  # type: ignore[arg-type]
+    winner = max(group, key=lambda c: (c.envs, c.other if use_other else 0.0, c.value, -_top(c)))  # type: ignore[arg-type]
     rest = tuple(c.item for c in group if c is not winner)
     if not rest:
         return Choice(winner.item)
@@ -85,11 +83,13 @@ def choose(candidates: Sequence[Candidate[T]], other: str = "other") -> Choice[T
     return Choice(winner.item, rest, by)
 
 
+def _top(c: Candidate) -> float:
+    return c.hi if c.hi is not None else c.value
+
+
 def tied(c: Candidate, top: Candidate) -> bool:
     """Is `c` within the measured noise of the best value `top`?"""
-    return (
-        c.value >= top.value or (c.hi is not None and c.hi >= top.value) or (top.lo is not None and c.value >= top.lo)
-    )
+    return c.value >= top.value or (c.hi is not None and c.hi >= top.value)
 
 
 def pick(scored: Sequence[tuple[float, float | None, int, T]]) -> T | None:
@@ -125,8 +125,8 @@ def candidates(records: Sequence[TrialRecord], objective: str) -> list[Candidate
     out = []
     for r in median_repeats(records, objective):
         if (value := objective_value(r, objective)) is not None:
-            lo, hi = interval(r, objective)
-            out.append(Candidate(value, r.num_envs, r, lo, hi, r.figures.get(OTHER.get(objective, ""))))
+            other = r.figures.get(OTHER.get(objective, ""))
+            out.append(Candidate(value, r.num_envs, r, interval(r, objective)[1], other))
     return out
 
 

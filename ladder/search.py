@@ -3,6 +3,7 @@
 Composes conf/ into typed settings, finds the machine (GPUs through NVML, else CPU ranks), runs the sweep,
 and prints one line per trial and the case's best row. Ctrl-C or SIGTERM stops the running trial's whole
 process group, records it `interrupted`, and exits non-zero; the same command with `sweep=<name>` resumes.
+The exit code says how the sweep ended (`ExitCode`; README "Exit codes"); a multirun exits with its worst job's.
 """
 
 from __future__ import annotations
@@ -170,7 +171,8 @@ def print_summary(summary: Summary, paths: Paths, knob: str) -> None:
     if summary.best is not None:
         print("best: " + trial_line(summary.best))
     elif code is ExitCode.BROKEN_CONFIG:
-        print(f"best: none for {summary.case}: a broken configuration stopped the walk (fix it, see the error above; "
+        broken = ", ".join(w.profile for w in summary.walks if w.outcome is Outcome.ERROR) or "the walk"
+        print(f"best: none for {summary.case}: a broken configuration stopped {broken} (fix it, see the error above; "
               f"stepping num_envs down will not help)")  # fmt: skip
     else:
         print(f"best: none of the rungs fits for {summary.case}")
