@@ -143,7 +143,8 @@ EXIT_FILE = "ladder_exit_code"  # a multirun job's code, in its Hydra job folder
 
 def outcome(summary: Summary) -> ExitCode:
     """A finished sweep's code: a broken configuration (a profile stopped on `error`) whether or not another
-    profile found a pick, since the walk is incomplete until it is fixed; else no rung fits; else a pick found."""
+    profile found a pick, since the walk is incomplete until it is fixed; else a pick found; else no rung fits
+    (also where rungs fit but none was measured by the objective: there is no answer either)."""
     if any(w.outcome is Outcome.ERROR for w in summary.walks) or any(r.status is Status.ERROR for r in summary.records):
         return ExitCode.BROKEN_CONFIG
     return ExitCode.NO_RUNG_FITS if summary.best is None else ExitCode.PICK_FOUND
@@ -156,7 +157,7 @@ def worst(codes: list[int]) -> int:
     return min(known, key=lambda c: rank[c], default=ExitCode.PICK_FOUND)
 
 
-def print_summary(summary: Summary, paths: Paths, knob: str) -> None:
+def print_summary(summary: Summary, paths: Paths, knob: str, objective: str = "min_avg_util") -> None:
     print()
     for w in summary.walks:
         at = f" at {rung_label(knob, w.rung)}" if w.rung else ""
@@ -174,6 +175,9 @@ def print_summary(summary: Summary, paths: Paths, knob: str) -> None:
         broken = ", ".join(w.profile for w in summary.walks if w.outcome is Outcome.ERROR) or "the walk"
         print(f"best: none for {summary.case}: a broken configuration stopped {broken} (fix it, see the error above; "
               f"stepping num_envs down will not help)")  # fmt: skip
+    elif fits := [w.profile for w in summary.walks if w.outcome is Outcome.FOUND]:
+        print(f"best: none measured for {summary.case}: {', '.join(fits)} fit, but no trial that fits gave a figure "
+              f"for the objective ({objective}); see its trial folders")  # fmt: skip
     else:
         print(f"best: none of the rungs fits for {summary.case}")
     row = summary.best_row or {}
@@ -264,7 +268,7 @@ def execute(settings: Settings) -> int:
         view.close()
         raise
     view.close()
-    print_summary(summary, paths, settings.knob)
+    print_summary(summary, paths, settings.knob, settings.objective)
     return outcome(summary)
 
 
