@@ -44,9 +44,9 @@ from ladder.records import Status, TrialRecord
 
 SEED_HEAD = ("case", "method", "variant", "num_envs", "status", "min_avg_util")
 BEST_TAIL = (
+    "util_spread", "tie",  # the noise of min_avg_util; the pick's tie within the noise and what broke it
     "samples_per_s", "samples_per_s_lo", "samples_per_s_hi", "p50_util", "active_s", "idle_s", "avg_active_util",
     "step_time_p50", "data_time_p50", "window_s", "gated", "n_samples", "unstable", "repeat_spread", "repeats",
-    "util_spread", "tie",
     "cap_used_mb", "cap_mb", "class", "action", "reason", "evidence", "gpu_name", "gpu_mem_total", "n_gpus", "driver",
     "torch", "source", "workload", "workload_version", "width_factor", "emulate_gpu_mem_gb", "phase", "trials", "sweep",
     "host", "finished_at", "trial_dir",
