@@ -4,6 +4,7 @@ advice matches: real runs of the proxy demo under its emulated card, a missing p
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import textwrap
@@ -14,6 +15,7 @@ import pytest
 from ladder.errors import ExitCode
 from ladder.results import read_tsv
 from ladder.search import WORST_FIRST, worst
+from tests.helpers import wait_for
 
 TINY = ["device=cpu", "profile=[default]", "measure.window_s=2", "measure.warmup_iters=2", "measure.stable_tol=0.5"]
 STEP_DOWN = "step num_envs down"
@@ -145,3 +147,19 @@ def test_worst_of_a_multiruns_codes(codes: list[int], expected: int) -> None:
 
 def test_every_exit_code_has_a_place_in_the_order() -> None:
     assert sorted(WORST_FIRST) == sorted(ExitCode)
+
+
+def test_an_interrupted_multirun_stops_at_once_and_exits_130(tmp_path: Path) -> None:
+    """SIGTERM during the first job: its trial is recorded `interrupted`, the second job never starts."""
+    long = [o for o in TINY if not o.startswith("measure.window_s=")] + ["measure.window_s=600"]
+    argv = [sys.executable, "-m", "ladder.search", "-m", "case=amp_pi_plus,add_pi_plus", *long, "ladder.rungs=[64]",
+            "sweep=cut", f"output_root={tmp_path}/out", f"hydra.sweep.dir={tmp_path}/multirun"]  # fmt: skip
+    proc = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    trial = tmp_path / "out" / "case_gpu_bench_cut" / "trials" / "amp_pi_plus" / "default_e64_probe_1"
+    progress = trial / "progress.jsonl"
+    wait_for(lambda: progress.exists() and b'"iter"' in progress.read_bytes(), timeout_s=240)
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == ExitCode.INTERRUPTED, out
+    assert trials(tmp_path, "cut") == [("default", "64", "interrupted")]
+    assert not (tmp_path / "out" / "case_gpu_bench_cut" / "trials" / "add_pi_plus").exists()
