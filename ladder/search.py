@@ -24,7 +24,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Override, ValueType
 from hydra.core.utils import JobReturn, JobStatus
-from hydra.errors import HydraException
+from hydra.errors import ConfigCompositionException, HydraException, OverrideParseException
 from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig
@@ -315,7 +315,14 @@ if __name__ == "__main__":
     if bad := check_choices(sys.argv[1:]):
         print("ladder: " + "\n".join(bad), file=sys.stderr)
         sys.exit(ExitCode.BAD_SETTINGS)
-    main()
+    try:
+        main()
+    except SystemExit as stop:  # Hydra reported an override that does not compose (a misspelt key, a bad value)
+        if stop.code == 1 and isinstance(stop.__context__, (ConfigCompositionException, OverrideParseException)):
+            print("ladder: fix the override named above (see `python -m ladder.search --cfg job` for the keys)",
+                  file=sys.stderr)  # fmt: skip
+            sys.exit(ExitCode.BAD_SETTINGS)
+        raise
     # a single run has exited already unless its code was 0; a multirun's codes are on the callback's class, in the
     # module Hydra imported by name (`ladder.search`, not this `__main__`)
     registered = sys.modules.get("ladder.search")

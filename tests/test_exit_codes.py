@@ -112,6 +112,39 @@ def test_bad_settings_exit_2_and_launch_nothing(tmp_path: Path, override: str, m
     assert not list((tmp_path / "out").glob("case_gpu_bench_*"))
 
 
+@pytest.mark.parametrize(
+    "override",
+    ["workload.widht_factor=0.1", "measure.window_s=abc", "ladder.rungs=[64"],
+    ids=["misspelt-key", "bad-value", "unparsable"],
+)
+def test_an_override_that_does_not_compose_exits_2(tmp_path: Path, override: str) -> None:
+    done = search(tmp_path, "device=cpu", override, timeout_s=120)
+    assert done.returncode == ExitCode.BAD_SETTINGS, done.stdout + done.stderr
+    assert "ladder: fix the override named above" in done.stderr
+    assert not (tmp_path / "out").exists()
+
+
+# ladder.search run as `python -m`, with a bug put into the sweep: what a crash inside ladder exits with
+CRASHING = textwrap.dedent(
+    """
+    import runpy, sys
+    import ladder.sweep
+    def broken(*args, **kwargs):
+        raise ZeroDivisionError("a bug inside the sweep")
+    ladder.sweep.run = broken
+    runpy.run_module("ladder.search", run_name="__main__", alter_sys=True)
+    """
+)
+
+
+def test_a_crash_inside_ladder_exits_1_not_bad_settings(tmp_path: Path) -> None:
+    argv = [sys.executable, "-c", CRASHING, "case=amp_pi_plus", "device=cpu", "ladder.rungs=[64]",
+            f"output_root={tmp_path}/out"]  # fmt: skip
+    done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == ExitCode.CRASH, done.stdout + done.stderr
+    assert "ZeroDivisionError: a bug inside the sweep" in done.stderr and "ladder: fix" not in done.stderr
+
+
 def test_a_multirun_exits_with_its_worst_job_after_every_job_ran(tmp_path: Path) -> None:
     """amp_pi_plus finds no rung (3), add_pi_plus is broken (4): both run, both rows land, the multirun exits 4."""
     (tmp_path / "trainer.py").write_text(TWO_CASES)
