@@ -8,15 +8,19 @@ card's total, so the same table holds on any card. Rules apply in order, first m
 | VRAM-bound mixed     | peak memory ≥ vram_frac of the card (util ~45-55%)      | keep the rung, stability first  |
 | compute-heavy        | min_avg_util ≥ compute_util                             | keep it running                 |
 | throughput/env-bound | peak memory < low_mem_frac of the card, util < low_util | two single-GPU trials instead   |
-| balanced             | anything else                                           | try the hiutil profile          |
+| balanced             | anything else                                           | try the hiutil profile (*)      |
 
-A row whose status is not `ok` is `unstable` (seed 001: frequent OOM/NCCL → step down first); a row without
-util or card memory is `unclassified`.
+A row whose status is `error` is a `broken configuration`: its action is to fix it, with the evidence line and the
+trial folder, never to step down (a lower rung fails the same way). Any other row whose status is not `ok` is
+`unstable` (seed 001: frequent OOM/NCCL → step down first); a row without util or card memory is `unclassified`.
+
+(*) The action agrees with the pick: a `balanced` pick that is itself a hiutil profile is told to keep it, and one whose
+case already measured a hiutil profile (`tried`) is told that it did not beat it, never to try it again.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from ladder.errors import ConfigError
@@ -29,6 +33,7 @@ class CaseClass(Word):
     BALANCED = "balanced"
     THROUGHPUT = "throughput/env-bound"
     UNSTABLE = "unstable"
+    BROKEN = "broken configuration"
     UNCLASSIFIED = "unclassified"
 
 
@@ -38,8 +43,12 @@ ACTIONS = {
     CaseClass.BALANCED: "try the hiutil profile",
     CaseClass.THROUGHPUT: "run two single-GPU trials side by side instead of one dual-GPU trial",
     CaseClass.UNSTABLE: "no stable rung: step num_envs down (a lower ladder) before tuning anything else",
+    CaseClass.BROKEN: "fix the configuration (stepping num_envs down will not help)",
     CaseClass.UNCLASSIFIED: "card memory or util unknown: measure on a GPU (or set workload.emulate_gpu_mem_gb)",
 }
+HIUTIL = "hiutil"  # the profile family the balanced class's action names (hiutil, hiutil40, ...)
+HIUTIL_PICKED = "the pick is already a hiutil profile: keep it running"
+HIUTIL_TRIED = "the hiutil profile was measured and did not beat this pick: keep it"
 
 
 @dataclass(frozen=True)
@@ -80,12 +89,29 @@ def _class(util: float, mem_frac: float, t: Thresholds) -> CaseClass:
     return CaseClass.BALANCED
 
 
-def classify_row(row: Mapping[str, str], thresholds: Thresholds = Thresholds()) -> tuple[CaseClass, str]:
+def classify_row(
+    row: Mapping[str, str], thresholds: Thresholds = Thresholds(), tried: Collection[str] = ()
+) -> tuple[CaseClass, str]:
     """The class and action for a best_by_case.tsv row (its `status`, `min_avg_util`, `max_memN`, `gpu_mem_total`).
     Where the trainer reported its use of an emulated card (`cap_used_mb` of `cap_mb`), that is compared instead:
-    the same quantity the cap limits (on CPU, `max_memN` is RSS, libraries included)."""
+    the same quantity the cap limits (on CPU, `max_memN` is RSS, libraries included). `tried`: the profiles the
+    case's walk measured, so that a balanced pick is never told to try one it already beat."""
+    if row.get("status") == "error":
+        return CaseClass.BROKEN, broken_action(row)
     if row.get("status") != "ok":
         return CaseClass.UNSTABLE, ACTIONS[CaseClass.UNSTABLE]
+    cls, action = _classify_ok(row, thresholds)
+    return cls, _agreeing(cls, action, row.get("variant", ""), tried)
+
+
+def broken_action(row: Mapping[str, str]) -> str:
+    """Fix the configuration: what proved it broken, and where its trial's files are."""
+    evidence, where = row.get("evidence") or "", row.get("trial_dir") or ""
+    return ("fix the configuration" + (f": {evidence}" if evidence else "") + (f" (see {where})" if where else "")
+            + "; stepping num_envs down will not help")  # fmt: skip
+
+
+def _classify_ok(row: Mapping[str, str], thresholds: Thresholds) -> tuple[CaseClass, str]:
     util, card = _float(row.get("min_avg_util")), _float(row.get("gpu_mem_total"))
     used, cap = _float(row.get("cap_used_mb")), _float(row.get("cap_mb"))
     if util is not None and used is not None and cap:
@@ -94,6 +120,16 @@ def classify_row(row: Mapping[str, str], thresholds: Thresholds = Thresholds()) 
     if util is None or card is None or not mems:
         return CaseClass.UNCLASSIFIED, ACTIONS[CaseClass.UNCLASSIFIED]
     return classify(util, max(mems), card, thresholds)
+
+
+def _agreeing(cls: CaseClass, action: str, variant: str, tried: Collection[str]) -> str:
+    if cls is not CaseClass.BALANCED:
+        return action
+    if variant.startswith(HIUTIL):
+        return HIUTIL_PICKED
+    if any(p.startswith(HIUTIL) for p in tried):
+        return HIUTIL_TRIED
+    return action
 
 
 def _float(text: str | None) -> float | None:

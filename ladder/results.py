@@ -1,4 +1,5 @@
-"""TSV rows and columns, the best pick per case, the merge rule, and the writers (atomic, under a file lock).
+"""TSV rows and columns, the best row per case (the pick: ladder/pick.py), the merge rule, and the writers
+(atomic, under a file lock).
 
 `best_by_case.tsv` keeps the seed's leading columns (`case method variant num_envs status min_avg_util max_mem0
 max_mem1 ...`) so the seed's own one-liners read it unchanged; `trials.tsv` has one row per trial. Each best row
@@ -27,15 +28,16 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
+from ladder.pick import REPEAT_FIGURES, best, median_repeats, objective_value, pick, to_beat  # noqa: F401
 from ladder.records import Status, TrialRecord
 
 SEED_HEAD = ("case", "method", "variant", "num_envs", "status", "min_avg_util")
 BEST_TAIL = (
+    "util_spread", "tie",  # the noise of min_avg_util; the pick's tie within the noise and what broke it
     "samples_per_s", "samples_per_s_lo", "samples_per_s_hi", "p50_util", "active_s", "idle_s", "avg_active_util",
     "step_time_p50", "data_time_p50", "window_s", "gated", "n_samples", "unstable", "repeat_spread", "repeats",
     "cgroup_peak_mb", "cgroup_limit_mb",  # the memory a host_mem_limit_gb cap limits (the trial's cgroup), and the cap
@@ -49,70 +51,17 @@ TRIAL_TAIL = (
     "width_factor", "emulate_gpu_mem_gb", "port", "host", "sweep",
 )  # fmt: skip
 MERGE_KEY = ("case", "gpu_name", "gpu_mem_total", "n_gpus")  # rows for one case on different hardware coexist
-REPEAT_FIGURES = ("repeats", "unstable", "repeat_spread", "ci_frac")  # about all repeats of a configuration
 Records = Sequence[TrialRecord] | Callable[[], Sequence[TrialRecord]]
-T = TypeVar("T")
-
-
-def objective_value(record: TrialRecord, objective: str) -> float | None:
-    return record.figures.get(objective) if record.status is Status.OK else None
-
-
-def best(records: Sequence[TrialRecord], objective: str) -> TrialRecord | None:
-    """The case's best ok trial by `objective` (`pick`'s rule), repeats taken as their median (`median_repeats`)."""
-    scored = [(v, r.figures.get(f"{objective}_hi"), r.num_envs, r) for r in median_repeats(records, objective)
-              if (v := objective_value(r, objective)) is not None]  # fmt: skip
-    return pick(scored)
-
-
-def median_repeats(records: Sequence[TrialRecord], objective: str) -> list[TrialRecord]:
-    """A configuration measured several times (`measure.repeats`: same profile, rung and phase, each ok) as one
-    record: its median repeat by `objective` (the lower middle one for an even count), so that the best of n
-    repeats never stands for the configuration, carrying the repeat verdict over all of them (`REPEAT_FIGURES`, from
-    the last repeat, which saw them all). Every other record stays; the order of first appearance is kept."""
-    groups: dict[tuple[str, int, str], list[TrialRecord]] = {}
-    slots: list[TrialRecord | tuple[str, int, str]] = []
-    for record in records:
-        if objective_value(record, objective) is None:
-            slots.append(record)
-            continue
-        key = (record.variant, record.num_envs, str(record.phase))
-        if key not in groups:
-            groups[key] = []
-            slots.append(key)
-        groups[key].append(record)
-    return [slot if isinstance(slot, TrialRecord) else _median_of(groups[slot], objective) for slot in slots]
-
-
-def _median_of(repeats: list[TrialRecord], objective: str) -> TrialRecord:
-    if len(repeats) == 1:
-        return repeats[0]
-    ranked = sorted(repeats, key=lambda r: (objective_value(r, objective), r.number))
-    median, last = ranked[(len(ranked) - 1) // 2], max(repeats, key=lambda r: r.number)
-    verdict = {k: v for k, v in last.figures.items() if k in REPEAT_FIGURES}
-    return replace(median, figures={**median.figures, **verdict})
-
-
-def pick(scored: Sequence[tuple[float, float | None, int, T]]) -> T | None:
-    """The best of (value, top of its measured interval or None, num_envs, item): the highest value; ties go to
-    the larger num_envs, and a larger num_envs whose interval reaches the best value is a tie too."""
-    if not scored:
-        return None
-    value, _, envs, top = max(scored, key=lambda x: (x[0], x[2]))
-    tied = [(n, v, item) for v, hi, n, item in scored if n > envs and (hi if hi is not None else v) >= value]
-    return max(tied, key=lambda x: (x[0], x[1]))[2] if tied else top
-
-
-def to_beat(value: float, hi: float | None, envs: int, rung: int) -> float:
-    """What a trial at `rung` must reach (the top of its interval) to become the pick over the best so far
-    (`value`, `hi`, `envs`): its value, for as many envs or more; for fewer, the top of its interval, since the
-    best would tie back. Below this, by `pick`'s rule, it cannot become the pick, whatever comes later."""
-    return max(value, hi if hi is not None else value) if rung < envs else value
 
 
 def best_row(record: TrialRecord, n_trials: int) -> dict[str, str]:
+    """The case's row. An `error` trial stands only for a case that has nothing else (`pick.fallback`): its row
+    says `error` with the evidence and the trial folder, and carries no `num_envs` and no figures, since the rung
+    that broke is no answer (readers that take `num_envs` of non-`ok` rows find it empty)."""
     row = trial_row(record)
     row["trials"] = str(n_trials)
+    if record.status is Status.ERROR:
+        row = {k: v for k, v in row.items() if k not in record.figures} | {"num_envs": ""}
     return row
 
 

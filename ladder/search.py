@@ -3,6 +3,7 @@
 Composes conf/ into typed settings, finds the machine (GPUs through NVML, else CPU ranks), runs the sweep,
 and prints one line per trial and the case's best row. Ctrl-C or SIGTERM stops the running trial's whole
 process group, records it `interrupted`, and exits non-zero; the same command with `sweep=<name>` resumes.
+The exit code says how the sweep ended (`ExitCode`; README "Exit codes"); a multirun exits with its worst job's.
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Override, ValueType
-from hydra.errors import HydraException
+from hydra.core.utils import JobReturn, JobStatus
+from hydra.errors import ConfigCompositionException, HydraException, OverrideParseException
+from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
@@ -131,7 +134,30 @@ def _version(package: str) -> str:
         return ""
 
 
-def print_summary(summary: Summary, paths: Paths, knob: str) -> None:
+# the order in which a multirun's codes win, worst first: a sweep cut short or a bug says more than any answer; a
+# job that could not start, or a broken configuration, must be fixed before any case's answer can be trusted
+WORST_FIRST = (ExitCode.INTERRUPTED, ExitCode.CRASH, ExitCode.BAD_SETTINGS, ExitCode.BROKEN_CONFIG,
+               ExitCode.NO_RUNG_FITS, ExitCode.PICK_FOUND)  # fmt: skip
+EXIT_FILE = "ladder_exit_code"  # a multirun job's code, in its Hydra job folder, for the multirun's own exit
+
+
+def outcome(summary: Summary) -> ExitCode:
+    """A finished sweep's code: a broken configuration (a profile stopped on `error`) whether or not another
+    profile found a pick, since the walk is incomplete until it is fixed; else a pick found; else no rung fits
+    (also where rungs fit but none was measured by the objective: there is no answer either)."""
+    if any(w.outcome is Outcome.ERROR for w in summary.walks) or any(r.status is Status.ERROR for r in summary.records):
+        return ExitCode.BROKEN_CONFIG
+    return ExitCode.NO_RUNG_FITS if summary.best is None else ExitCode.PICK_FOUND
+
+
+def worst(codes: list[int]) -> int:
+    """The code a multirun exits with: the worst of its jobs' by `WORST_FIRST` (an unknown code counts as a crash)."""
+    rank = {int(c): i for i, c in enumerate(WORST_FIRST)}
+    known = [c if c in rank else ExitCode.CRASH for c in codes]
+    return min(known, key=lambda c: rank[c], default=ExitCode.PICK_FOUND)
+
+
+def print_summary(summary: Summary, paths: Paths, knob: str, objective: str = "min_avg_util") -> None:
     print()
     for w in summary.walks:
         at = f" at {rung_label(knob, w.rung)}" if w.rung else ""
@@ -142,13 +168,27 @@ def print_summary(summary: Summary, paths: Paths, knob: str) -> None:
         if r.status is Status.ERROR:
             where = paths.sweep_dir / r.info.get("trial_dir", "")
             print(f"  error in {r.variant} {rung_label(knob, r.num_envs)}: {r.evidence}\n    see {where}")
-    if summary.best is None:
-        print(no_pick_line(summary.case, summary.records))
-    else:
+    code = outcome(summary)
+    if summary.best is not None:
         print("best: " + trial_line(summary.best))
+    elif code is ExitCode.BROKEN_CONFIG:
+        broken = ", ".join(w.profile for w in summary.walks if w.outcome is Outcome.ERROR) or "the walk"
+        print(f"best: none for {summary.case}: a broken configuration stopped {broken} (fix it, see the error above; "
+              f"stepping num_envs down will not help)")  # fmt: skip
+    elif any(r.status is Status.UNMEASURED for r in summary.records):
+        print(no_pick_line(summary.case, summary.records))
+    elif fits := [w.profile for w in summary.walks if w.outcome is Outcome.FOUND]:
+        print(f"best: none measured for {summary.case}: {', '.join(fits)} fit, but no trial that fits gave a figure "
+              f"for the objective ({objective}); see its trial folders")  # fmt: skip
+    else:
+        print(f"best: none of the rungs fits for {summary.case}")
     row = summary.best_row or {}
+    if row.get("tie"):
+        print(f"tie: {row['tie']}")
     if row.get("class"):
         print(f"class: {row['class']} -> {row.get('action', '')}")
+    if code is ExitCode.BROKEN_CONFIG and summary.best is not None:
+        print("note: a profile stopped on a broken configuration; the pick is among the others (fix it and resume)")
     if summary.resumed:
         print(f"({summary.resumed} finished trial(s) reused from sweep storage, not run again)")
     print(f"best_by_case.tsv: {paths.best_tsv}")
@@ -230,19 +270,45 @@ def execute(settings: Settings) -> int:
         view.close()
         raise
     view.close()
-    print_summary(summary, paths, settings.knob)
-    return 0
+    print_summary(summary, paths, settings.knob, settings.objective)
+    return outcome(summary)
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
-def main(cfg: DictConfig) -> None:
+def main(cfg: DictConfig) -> int:
+    """One case. A single run exits with its code; a multirun's job returns it (`ExitCodes` gathers them), unless
+    it was interrupted, which stops the multirun at once."""
     try:
         code = execute(_one_sweep_per_multirun(settings_from(cfg, known_cases())))
     except LadderError as exc:
         print(f"ladder: {exc}", file=sys.stderr)
         code = ExitCode.BAD_SETTINGS
-    if code:
+    multirun = HydraConfig.initialized() and HydraConfig.get().mode is RunMode.MULTIRUN
+    if code and (not multirun or code == ExitCode.INTERRUPTED):
         sys.exit(code)
+    return int(code)
+
+
+class ExitCodes(Callback):
+    """Hydra callback (conf/config.yaml `hydra.callbacks`): each multirun job's code goes to its job folder, and
+    the multirun exits with the worst of them (`worst`), once every job has ended."""
+
+    codes: list[int] = []  # filled in the launching process at the multirun's end
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: object) -> None:
+        for old in Path(config.hydra.sweep.dir).glob(f"**/{EXIT_FILE}"):  # a folder reused from an earlier multirun
+            old.unlink(missing_ok=True)
+
+    def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs: object) -> None:
+        if config.hydra.mode != RunMode.MULTIRUN:
+            return
+        completed = job_return.status is JobStatus.COMPLETED
+        code = job_return.return_value if completed and isinstance(job_return.return_value, int) else ExitCode.CRASH
+        (Path(config.hydra.runtime.output_dir) / EXIT_FILE).write_text(f"{int(code)}\n")
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: object) -> None:
+        files = Path(config.hydra.sweep.dir).glob(f"**/{EXIT_FILE}")
+        ExitCodes.codes = [int(f.read_text()) for f in files if f.read_text().strip().lstrip("-").isdigit()]
 
 
 register()
@@ -251,4 +317,15 @@ if __name__ == "__main__":
     if bad := check_choices(sys.argv[1:]):
         print("ladder: " + "\n".join(bad), file=sys.stderr)
         sys.exit(ExitCode.BAD_SETTINGS)
-    main()
+    try:
+        main()
+    except SystemExit as stop:  # Hydra reported an override that does not compose (a misspelt key, a bad value)
+        if stop.code == 1 and isinstance(stop.__context__, (ConfigCompositionException, OverrideParseException)):
+            print("ladder: fix the override named above (see `python -m ladder.search --cfg job` for the keys)",
+                  file=sys.stderr)  # fmt: skip
+            sys.exit(ExitCode.BAD_SETTINGS)
+        raise
+    # a single run has exited already unless its code was 0; a multirun's codes are on the callback's class, in the
+    # module Hydra imported by name (`ladder.search`, not this `__main__`)
+    registered = sys.modules.get("ladder.search")
+    sys.exit(worst(registered.ExitCodes.codes if registered else []))

@@ -185,7 +185,23 @@ def _util_figures(samples: Sequence[Sample]) -> dict[str, float]:
     out["active_frac"] = round(len(active) / len(seconds), 3)
     if active:
         out["avg_active_util"] = round(statistics.fmean(active), 2)  # the seed's both_avg_active
+    if (spread := util_spread(samples)) is not None:
+        out["util_spread"] = round(spread, 2)
     return out
+
+
+def util_spread(samples: Sequence[Sample]) -> float | None:
+    """The noise of `min_avg_util`: the half-width of the 95% interval (Student t) of the mean util of the device
+    whose mean is lowest, from that device's per-second means (seconds are not independent under a steady load,
+    so this is a floor on the noise, not a bound); None under two seconds of samples."""
+    by_index = _by_index(samples, lambda s: s.util)
+    if not by_index:
+        return None
+    low = min(by_index, key=lambda i: statistics.fmean(by_index[i]))
+    seconds = per_second([s for s in samples if s.index == low])
+    if len(seconds) < 2:
+        return None
+    return t975(len(seconds) - 1) * statistics.stdev(seconds) / math.sqrt(len(seconds))
 
 
 def per_second(samples: Sequence[Sample]) -> list[float]:

@@ -12,7 +12,7 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -21,6 +21,7 @@ import optuna
 from filelock import FileLock
 
 from ladder import catalog, decide, launch, lease, policy, preflight, results, reuse, stats, store, trial
+from ladder import pick as rules
 from ladder.config import MeasureConf, Settings
 from ladder.monitor import Sampler, sampler_for
 from ladder.records import Phase, Status, TrialRecord
@@ -200,21 +201,10 @@ def _to_confirm(ctx: Run) -> policy.Decision | None:
     """With `confirm_s`, the probes' pick runs that long; a pick whose confirmation has passed needs none."""
     if not ctx.settings.confirm_s:
         return None
-    records = store.records(ctx.study)
-    pick = results.best(_usable(records), ctx.settings.objective)
-    if pick is None or any(_same(r, pick) and r.phase is Phase.CONFIRM for r in records):
+    pick = rules.to_confirm(store.records(ctx.study), ctx.settings.objective)
+    if pick is None:
         return None
     return policy.Decision(pick.variant, pick.num_envs, f"confirm the pick for {ctx.settings.confirm_s:.0f} s")
-
-
-def _usable(records: list[TrialRecord]) -> list[TrialRecord]:
-    """Probe records whose rung no confirmation has failed."""
-    failed = [r for r in records if r.phase is Phase.CONFIRM and r.status is not Status.OK]
-    return [r for r in records if r.phase is Phase.PROBE and not any(_same(r, f) for f in failed)]
-
-
-def _same(a: TrialRecord, b: TrialRecord) -> bool:
-    return (a.variant, a.num_envs) == (b.variant, b.num_envs)
 
 
 def _measure(ctx: Run, decision: policy.Decision, phase: Phase, held: lease.Lease | None) -> None:
@@ -341,56 +331,36 @@ def _conclude(ctx: Run, resumed: int) -> Summary:
     records = [r for r in every if r.phase is Phase.PROBE]
     attempts, tuning = _attempts(every, settings.objective), _tuning(settings)
     walks = tuple(policy.walk(settings.rungs, p.name, attempts, tuning) for p in settings.profiles)
-    pick = _confirmed(every, settings) if settings.confirm_s else results.best(records, settings.objective)
-    row_source = pick or _last_failure(records)
+    choice = rules.choose_best(records, settings.objective)
+    pick = rules.confirmed(every, settings.objective) if settings.confirm_s else choice.item if choice else None
+    tie = _tie(choice, settings.objective) if choice and pick is choice.item else ""
+    row_source = pick or rules.fallback(records)
     row = None
     if row_source is not None:
-        row = classified(results.best_row(row_source, len(records)), settings)
+        measured = {r.variant for r in records if r.status is Status.OK}
+        row = classified(results.best_row(row_source, len(records)) | ({"tie": tie} if tie else {}), settings, measured)
         results.write_best(ctx.paths.best_tsv, [row])
     return Summary(settings.case.name, pick, row, walks, tuple(every), resumed)
 
 
-def _confirmed(records: list[TrialRecord], settings: Settings) -> TrialRecord | None:
-    """The pick's confirmation: its long window's figures, never mixed with the probe's."""
-    pick = results.best(_usable(records), settings.objective)
-    confirms = [r for r in records if pick and _same(r, pick) and r.phase is Phase.CONFIRM and r.status is Status.OK]
-    return confirms[-1] if confirms else None
+def _tie(choice: rules.Choice[TrialRecord], objective: str) -> str:
+    """What the pick was tied with, within the objective's measured noise, and what broke the tie."""
+    if not choice.tied:
+        return ""
+    others = ", ".join(f"{r.variant} e{r.num_envs}" for r in choice.tied)
+    return f"tied on {objective} with {others} (within the measured noise); broken by {choice.by}"
 
 
-def classified(row: dict[str, str], settings: Settings) -> dict[str, str]:
-    """The best row with the decision table's class and action."""
+def classified(row: dict[str, str], settings: Settings, measured: Collection[str] = ()) -> dict[str, str]:
+    """The best row with the decision table's class and action (agreeing with the profiles the walk measured)."""
     t = settings.decide
-    cls, action = decide.classify_row(row, decide.Thresholds(t.vram_frac, t.compute_util, t.low_util, t.low_mem_frac))
+    thresholds = decide.Thresholds(t.vram_frac, t.compute_util, t.low_util, t.low_mem_frac)
+    cls, action = decide.classify_row(row, thresholds, measured)
     return row | {"class": str(cls), "action": action}
 
 
-def _last_failure(records: list[TrialRecord]) -> TrialRecord | None:
-    """With no rung fitting, the case's row says how its lowest attempt ended (the seed keeps such rows)."""
-    failed = [r for r in records if r.status is not Status.INTERRUPTED]
-    return min(failed, key=lambda r: (r.num_envs, -r.number)) if failed else None
-
-
 def _attempts(records: list[TrialRecord], objective: str) -> list[policy.Attempt]:
-    """What the walk knows: every probe, and every confirmation that failed (its rung then fails for the walk)."""
-    return [policy.Attempt(r.variant, r.num_envs, r.status, mem_frac(r), results.objective_value(r, objective),
-                           r.figures.get(f"{objective}_hi")) for r in results.median_repeats(records, objective)
-            if r.phase is Phase.PROBE or r.status is not Status.OK]  # fmt: skip
-
-
-def mem_frac(record: TrialRecord) -> float | None:
-    """Peak memory as a fraction of what the cap allows, in the cap's own units; None where they are unknown.
-
-    The trainer's own figure (`cap_used_mb` against `cap_mb`: what an emulated card limits) comes first; NVML's
-    device memory against the card's total serves on a real GPU. Host RSS against an emulated cap is not the same
-    quantity, so it gives no fraction and the memory model stays off."""
-    f = record.figures
-    if f.get("cap_mb"):
-        return f["cap_used_mb"] / f["cap_mb"] if "cap_used_mb" in f else None
-    total = float(record.info.get("gpu_mem_total") or 0)
-    mems = [v for k, v in f.items() if k.startswith("max_mem") and k[7:].isdigit()]
-    if record.info.get("source") == "nvml" and total and mems and not record.info.get("emulate_gpu_mem_gb"):
-        return max(mems) / total
-    return None
+    return [policy.Attempt(*fact) for fact in rules.attempts(records, objective)]
 
 
 def _preflight(settings: Settings, machine: Machine) -> preflight.Preflight | None:

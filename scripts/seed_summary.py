@@ -6,7 +6,8 @@
 The seed's one-liner prints, for the newest `<root>/case_gpu_bench_*/best_by_case.tsv`, every `ok` row sorted by
 `min_avg_util`: case, method, util, peak memory (max over GPUs), variant and num_envs. This prints the same
 fields, then the row's class and action from the decision table (ladder/decide.py), then the rows that are not
-`ok` (status and reason). It reads the TSV with ladder's own reader.
+`ok` (status and reason, class and action: a case whose trials all ended `error` has a row without num_envs whose
+action is to fix the configuration, with its evidence and trial folder). It reads the TSV with ladder's own reader.
 """
 
 from __future__ import annotations

@@ -9,7 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from ladder.decide import ACTIONS, CaseClass, Thresholds, classify, classify_row, validate
+from ladder.decide import (
+    ACTIONS,
+    HIUTIL_PICKED,
+    HIUTIL_TRIED,
+    CaseClass,
+    Thresholds,
+    classify,
+    classify_row,
+    validate,
+)
 from ladder.errors import ConfigError
 from ladder.results import write_best
 
@@ -134,3 +143,81 @@ def test_an_emulated_card_is_judged_by_what_its_cap_limits() -> None:
            "cap_mb": "614"}  # fmt: skip
     assert classify_row(row)[0] is CaseClass.COMPUTE_HEAVY
     assert classify_row({k: v for k, v in row.items() if not k.startswith("cap_")})[0] is CaseClass.VRAM_BOUND
+
+
+def broken_row() -> dict[str, str]:
+    """A case whose only trials were `error`s, as results.best_row writes it: no num_envs, no figures."""
+    return {"case": "amp_pi_plus", "method": "amp", "variant": "default", "num_envs": "", "status": "error",
+            "reason": "error", "evidence": "FileNotFoundError: [Errno 2] No such file or directory: 'trainr.py'",
+            "trial_dir": "trials/amp_pi_plus/default_e256_probe_1", "gpu_mem_total": "24564"}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        ({}, CaseClass.BROKEN),
+        ({"evidence": ""}, CaseClass.BROKEN),
+        ({"status": "oom_or_nccl", "num_envs": "256"}, CaseClass.UNSTABLE),
+        ({"status": "timeout", "num_envs": "256"}, CaseClass.UNSTABLE),
+    ],
+    ids=["error", "error-without-evidence", "oom", "timeout"],
+)
+def test_a_broken_configuration_is_told_to_fix_it_never_to_step_down(values: dict, expected: CaseClass) -> None:
+    r = broken_row() | values
+    cls, action = classify_row(r)
+    assert cls is expected
+    if cls is CaseClass.BROKEN:
+        assert action.startswith("fix the configuration") and ACTIONS[CaseClass.UNSTABLE] not in action
+        assert r["trial_dir"] in action and (r["evidence"] or "fix the configuration (") in action
+    else:
+        assert action == ACTIONS[CaseClass.UNSTABLE]
+
+
+BALANCED_ROW = {"status": "ok", "min_avg_util": "50.9", "max_mem0": "4000", "gpu_mem_total": "24564"}
+
+
+@pytest.mark.parametrize(
+    ("variant", "tried", "action"),
+    [
+        ("default", (), ACTIONS[CaseClass.BALANCED]),
+        ("default", ("default",), ACTIONS[CaseClass.BALANCED]),
+        ("default", ("default", "hiutil"), HIUTIL_TRIED),
+        ("default", ("default", "hiutil40"), HIUTIL_TRIED),
+        ("hiutil", ("default", "hiutil"), HIUTIL_PICKED),
+        ("hiutil", (), HIUTIL_PICKED),
+        ("hiutil40", ("hiutil40",), HIUTIL_PICKED),
+    ],
+    ids=["default-alone", "default-only-measured", "hiutil-lost", "hiutil40-lost", "hiutil-picked",
+         "hiutil-picked-untold", "hiutil40-picked"],
+)  # fmt: skip
+def test_the_balanced_action_agrees_with_the_pick(variant: str, tried: tuple[str, ...], action: str) -> None:
+    cls, got = classify_row(BALANCED_ROW | {"variant": variant}, Thresholds(), tried)
+    assert (cls, got) == (CaseClass.BALANCED, action)
+    assert "try the hiutil profile" not in got or not variant.startswith("hiutil")
+
+
+@pytest.mark.parametrize("variant", ["default", "hiutil"])
+@pytest.mark.parametrize(
+    "values",
+    [{}, {"unstable": "1"}, {"min_avg_util": "20", "max_mem0": "1000"}, {"min_avg_util": "70"},
+     {"max_mem0": "24500"}, {"gpu_mem_total": ""}, {"cap_used_mb": "600", "cap_mb": "614"}],
+    ids=["balanced", "flagged-unstable", "throughput", "compute", "vram", "unclassified", "emulated-full"],
+)  # fmt: skip
+def test_an_ok_pick_is_never_told_to_step_down(values: dict[str, str], variant: str) -> None:
+    cls, action = classify_row(BALANCED_ROW | {"variant": variant} | values, Thresholds(), ("default", "hiutil"))
+    assert cls not in (CaseClass.UNSTABLE, CaseClass.BROKEN)
+    assert "step num_envs down" not in action and "fix the configuration" not in action
+
+
+def test_seed_readers_on_a_case_with_only_errors(tmp_path: Path) -> None:
+    """The seed's one-liner leaves the error row out (it is not ok); seed_summary says to fix the configuration,
+    and no reader finds a num_envs that looks like an answer."""
+    sweep = tmp_path / "output" / "train" / "case_gpu_bench_20260101_000000"
+    error = broken_row() | {"class": str(CaseClass.BROKEN), "action": classify_row(broken_row())[1]}
+    write_best(sweep / "best_by_case.tsv", [*seed_rows()[:1], error])
+    seed = run_in(tmp_path, sys.executable, str(DATA / "seed_001_command_a.txt")).stdout.splitlines()
+    assert [line.split()[0] for line in seed] == [SEED_ROWS[0][0]]
+    out = run_in(tmp_path, sys.executable, str(ROOT / "scripts" / "seed_summary.py")).stdout.splitlines()
+    assert out[-1].startswith("amp_pi_plus amp status error error class broken configuration action fix the "
+                              "configuration: FileNotFoundError")  # fmt: skip
+    assert "trials/amp_pi_plus/default_e256_probe_1" in out[-1] and " e " not in out[-1]
