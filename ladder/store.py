@@ -29,11 +29,12 @@ import sqlalchemy.exc
 from optuna.distributions import CategoricalDistribution, IntDistribution
 from optuna.exceptions import UpdateFinishedTrialError
 from optuna.storages import BaseStorage, JournalStorage
-from optuna.storages.journal import JournalFileBackend
 from optuna.trial import FrozenTrial, TrialState
 
+from ladder import fault
 from ladder import heartbeat as hb
 from ladder.errors import StorageError
+from ladder.journal import SafeJournal
 from ladder.records import Phase, Reason, Status, TrialRecord
 
 log = logging.getLogger(__name__)
@@ -64,7 +65,7 @@ def open_storage(url: str | None, sweep_dir: Path) -> BaseStorage:
     if url:
         return _open_url(url)
     sweep_dir.mkdir(parents=True, exist_ok=True)
-    return JournalStorage(JournalFileBackend(str(sweep_dir / JOURNAL)))
+    return JournalStorage(SafeJournal(str(sweep_dir / JOURNAL)))
 
 
 def open_storage_at(where: str) -> BaseStorage:
@@ -73,7 +74,7 @@ def open_storage_at(where: str) -> BaseStorage:
     if path.is_dir():
         path = path / JOURNAL
     if path.is_file():
-        return JournalStorage(JournalFileBackend(str(path)))
+        return JournalStorage(SafeJournal(str(path)))
     if "://" not in where:
         raise StorageError(f"no journal file or storage URL at {where}", "give a sweep folder, journal.log or a URL")
     return _open_url(where)
@@ -117,6 +118,7 @@ def add_finished(study: optuna.Study, record: TrialRecord, variants: tuple[str, 
         distributions={"variant": _variants(study, record.variant, variants), "num_envs": NUM_ENVS},
         user_attrs=_attrs(record),
     )
+    fault.point("reuse.copy")
     _create(study, template, record.variant)
 
 
@@ -150,6 +152,7 @@ def heartbeat(study: optuna.Study, trial: optuna.Trial, every_s: float = hb.HEAR
 def finish(study: optuna.Study, trial: optuna.Trial, record: TrialRecord, value: float | None) -> None:
     """Record the outcome and end the trial. If another sweep already took it for abandoned (its heartbeat went
     stale) the storage keeps `interrupted` and the walk runs it again; the trial folder keeps this outcome."""
+    fault.point("trial.before_finish")
     try:
         for key, attr in _attrs(record).items():
             trial.set_user_attr(key, attr)

@@ -60,7 +60,7 @@ def test_eight_processes_merging_into_one_file_lose_no_row(tmp_path: Path) -> No
     out, go = tmp_path / "shared" / "best_by_case.tsv", tmp_path / "go"
     expected = WRITERS * ROWS_EACH
     argv = [[sys.executable, "-c", WRITER, str(out), str(go), f"w{i}", str(ROWS_EACH)] for i in range(WRITERS)]
-    procs = [subprocess.Popen(a, stderr=subprocess.PIPE, text=True) for a in argv]
+    procs = [subprocess.Popen(a, stderr=subprocess.PIPE, text=True, umask=0o022) for a in argv]
     reader = subprocess.Popen([sys.executable, "-c", READER, str(out), str(expected)], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True)  # fmt: skip
     go.touch()
@@ -71,9 +71,9 @@ def test_eight_processes_merging_into_one_file_lose_no_row(tmp_path: Path) -> No
     assert int(seen.split()[0]) == expected
     rows = read_tsv(out)
     assert sorted(r["case"] for r in rows) == sorted(f"w{i}_{k}" for i in range(WRITERS) for k in range(ROWS_EACH))
-    assert [p.name for p in out.parent.iterdir()] == ["best_by_case.tsv.lock", "best_by_case.tsv"] or sorted(
-        p.name for p in out.parent.iterdir()
-    ) == ["best_by_case.tsv", "best_by_case.tsv.lock"]  # no temp file left behind
+    # no temp file left behind; the lock is hidden; others can read the result (umask 022 in the writers)
+    assert sorted(p.name for p in out.parent.iterdir()) == [".best_by_case.tsv.lock", "best_by_case.tsv"]
+    assert out.stat().st_mode & 0o777 == 0o644
 
 
 def row(case: str, gpu: str, status: str, e: int, at: str, host: str) -> dict[str, str]:

@@ -15,6 +15,7 @@ import pytest
 
 from ladder.records import Phase, Reason, Status, TrialRecord
 from ladder.results import (
+    lock_path,
     SEED_HEAD,
     best,
     best_row,
@@ -185,7 +186,7 @@ def _held(path: Path) -> bool:
     """Whether another process would find the lock taken now."""
     probe = subprocess.run([sys.executable, "-c", "import sys; from filelock import FileLock, Timeout\n"
                             "try:\n    FileLock(sys.argv[1], timeout=0).acquire()\nexcept Timeout:\n    sys.exit(3)",
-                            str(path) + ".lock"])  # fmt: skip
+                            lock_path(path)])  # fmt: skip
     return probe.returncode == 3
 
 
