@@ -70,6 +70,7 @@ def check_best(path: Path, storage: BaseStorage, row_of: RowOf) -> Rebuilt | Non
     """A sweep's best_by_case.tsv that cannot be read is set aside and rebuilt from storage (before any trial
     launches, so a damaged file never costs a sweep's work); None when it reads whole (or is absent)."""
     with FileLock(results.lock_path(path)):
+        results.remove_stale_temps(path)
         try:
             results.read_tsv(path)
             return None
@@ -79,6 +80,19 @@ def check_best(path: Path, storage: BaseStorage, row_of: RowOf) -> Rebuilt | Non
     rebuilt = rebuild_best(path, storage, row_of, damaged, moved)
     log.warning("%s", describe(path, rebuilt))
     return rebuilt
+
+
+def check_trials(path: Path, load: Callable[[], Sequence[TrialRecord]]) -> None:
+    """A sweep's trials.tsv, written again from storage as it starts: a damaged one is set aside first, and a
+    write its last run did not finish (killed between writing and renaming) is not missed when nothing is left
+    to run."""
+    with FileLock(results.lock_path(path)):
+        results.remove_stale_temps(path)
+        try:
+            results.read_tsv(path)
+        except results.TsvError as exc:
+            log.warning("%s; set aside as %s and written again from storage", exc.problem, results.set_aside(path).name)
+    results.write_trials(path, load)
 
 
 def rebuild_best(

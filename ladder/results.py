@@ -255,6 +255,15 @@ def lock_path(path: Path) -> str:
     return str(path.with_name(f".{path.name}.lock"))
 
 
+def remove_stale_temps(path: Path) -> int:
+    """Remove the temp files of writes to `path` that never got renamed (a writer killed in between); call it
+    holding `path`'s lock, under which no live writer has one. Returns how many."""
+    stale = [p for p in path.parent.glob(f".{path.name}.*") if p.name != Path(lock_path(path)).name]
+    for temp in stale:
+        temp.unlink(missing_ok=True)
+    return len(stale)
+
+
 def atomic_write(path: Path, text: str) -> None:
     """`text` lands at `path` whole or not at all, with the mode a new file gets under the umask (0644 under 022),
     as other users on a shared filesystem expect of a results file."""

@@ -113,6 +113,7 @@ def run(settings: Settings, paths: Paths, machine: Machine, view: View) -> Summa
     storage = store.open_storage(settings.storage, paths.sweep_dir)
     study = store.open_study(storage, settings.case.name, paths.sweep)
     merge.check_best(paths.best_tsv, storage, lambda every: best_of(every, settings)[1])  # before any trial
+    merge.check_trials(paths.trials_tsv, lambda: store.sweep_records(storage, paths.sweep))
     ctx = Run(settings, paths, machine, workload_of(settings), study, storage, view)
     if abandoned := store.mark_abandoned(study, settings.stale_after_s):
         log.info("%d trial(s) left running by a stopped sweep are marked interrupted and will run again", abandoned)

@@ -15,12 +15,12 @@ import pytest
 
 from ladder.records import Phase, Reason, Status, TrialRecord
 from ladder.results import (
-    lock_path,
     SEED_HEAD,
     best,
     best_row,
     code_version,
     columns,
+    lock_path,
     median_repeats,
     merge_rows,
     pick,
