@@ -101,7 +101,7 @@ def rebuild_best(
     """best_by_case.tsv at OUT from the sweeps' storages: the sweeps named in `damaged` (the old file's bytes) and
     those `storage` holds (only `sweep`, if given), each from `storage` or its own sweep folder beside OUT's."""
     salvaged = salvage(damaged)
-    named = {r.get("sweep", "") for r in salvaged} | _sweeps_in(storage, sweep)
+    named = named_sweeps(damaged) | _sweeps_in(storage, sweep)
     rows, found, kept, lost = [], [], [], []
     for name in sorted(named - {""}):
         where = _storage_of(name, storage, out.parent.parent)
@@ -125,6 +125,17 @@ def salvage(damaged: bytes) -> list[dict[str, str]]:
     head = lines[0].split("\t")
     whole = [ln for ln in lines[1:-1] if "\ufffd" not in ln and "\x00" not in ln and ln.count("\t") == len(head) - 1]
     return list(csv.DictReader(io.StringIO("\n".join([lines[0], *whole]) + "\n"), delimiter="\t"))
+
+
+def named_sweeps(damaged: bytes) -> set[str]:
+    """Every sweep a damaged TSV's rows name where their `sweep` field can still be read, whole rows or not."""
+    lines = damaged.decode("utf-8", "replace").split("\n")
+    head = lines[0].split("\t")
+    if "sweep" not in head:
+        return set()
+    at = head.index("sweep")
+    fields = (ln.split("\t") for ln in lines[1:])
+    return {f[at] for f in fields if len(f) > at + 1 and "\ufffd" not in f[at] and "\x00" not in f[at]} - {""}
 
 
 def describe(path: Path, rebuilt: Rebuilt) -> str:
