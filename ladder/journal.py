@@ -18,8 +18,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from filelock import FileLock
 from optuna.storages.journal import JournalFileBackend
-from optuna.storages.journal._file import get_lock_file
+from optuna.storages.journal._file import BaseJournalFileLock, get_lock_file
 
 from ladder import fault
 from ladder.errors import StorageError
@@ -40,11 +41,27 @@ class JournalCorrupt(StorageError):
                          "in a side file, and checks that the journal replays)")  # fmt: skip
 
 
+class FlockLock(BaseJournalFileLock):
+    """The journal's writers' lock as an OS file lock on the hidden `.journal.log.lock`: the kernel releases it when
+    its holder dies, so a writer killed mid-append never stalls the next one (Optuna's own symlink lock names no
+    owner and is broken only after a 30 s grace period, even while a slow writer still holds it)."""
+
+    def __init__(self, journal: Path) -> None:
+        self._lock = FileLock(str(journal.with_name(f".{journal.name}.lock")))
+
+    def acquire(self) -> bool:
+        self._lock.acquire()
+        return True
+
+    def release(self) -> None:
+        self._lock.release()
+
+
 class SafeJournal(JournalFileBackend):
     """Optuna's file backend that never appends after an unreadable tail and names the line it cannot read."""
 
     def __init__(self, file_path: str) -> None:
-        super().__init__(file_path)
+        super().__init__(file_path, FlockLock(Path(file_path)))
         self.path = Path(file_path)
 
     def read_logs(self, log_number_from: int) -> Generator[dict[str, Any], None, None]:

@@ -29,7 +29,7 @@ from tests.helpers import wait_for
 FAST = ["case=amp_pi_plus", "profile=[default]", "ladder.rungs=[256,64]", "measure.window_s=3",
         "measure.warmup_iters=2", "measure.stable_tol=0.5", "device=cpu"]  # fmt: skip
 TRIAL_KEY = ("case", "method", "variant", "num_envs", "phase", "status", "reason")  # not timing or figures
-BEST_KEY = ("case", "method", "variant", "num_envs", "phase", "status", "reason", "class", "trials", "sweep")
+BEST_KEY = ("case", "method", "variant", "num_envs", "phase", "status", "reason", "class", "sweep")
 
 pytestmark = pytest.mark.faults  # long (real sweeps): `-m "not faults"` leaves them out locally; CI runs them
 
@@ -89,6 +89,8 @@ def assert_like_clean(root: Path, sweep: str, clean: Clean) -> None:
     here = folder(root, sweep)
     assert trial_rows(here / "trials.tsv") == clean.trials
     assert best_rows(here / "best_by_case.tsv", sweep, "ref") == clean.best
+    # `trials` counts the case's probes, the interrupted ones too: as many as trials.tsv lists
+    assert [r["trials"] for r in read_tsv(here / "best_by_case.tsv")] == [str(len(read_tsv(here / "trials.tsv")))]
     assert read_tsv(from_storage(here, "trials", root)) == read_tsv(here / "trials.tsv")
     assert read_tsv(from_storage(here, "best", root)) == read_tsv(here / "best_by_case.tsv")
     wait_for(lambda: not left_over(root), timeout_s=30)

@@ -406,7 +406,8 @@ def test_repair_of_a_whole_journal_changes_nothing(tmp_path: Path) -> None:
     before = journal.read_bytes()
     done = subprocess.run([sys.executable, "-m", "ladder.repair", str(tmp_path)], capture_output=True, text=True)
     assert done.returncode == 0 and "nothing to repair" in done.stdout
-    assert journal.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["journal.log"]
+    assert journal.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".journal.log.lock", "journal.log"]  # no side file
 
 
 # ---------------------------------------------------------------- the storage password off the command line
