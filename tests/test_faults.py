@@ -155,12 +155,17 @@ def test_sigkill_while_a_reused_trial_is_copied(clean: Clean, tmp_path: Path) ->
 
 
 def test_sigkill_of_one_of_two_processes_sharing_a_case(clean: Clean, tmp_path: Path) -> None:
-    # the first trial's heartbeat append kills whichever process launched it; the other takes the case over
-    doomed = search(tmp_path, "two", fault_at="journal.after_append:4")
+    # the first process dies as it records its first trial's outcome (the 5th append: the trial ran), while the
+    # second, started once that trial was begun, waits for it; the second then takes the case over
+    doomed = search(tmp_path, "two", fault_at="journal.after_append:5")
+    journal = folder(tmp_path, "two") / "journal.log"
+    wait_for(lambda: journal.exists() and b'{"op_code":4,' in journal.read_bytes(), timeout_s=120)
     other = search(tmp_path, "two")
     out_doomed, _ = doomed.communicate(timeout=400)
     out_other, _ = other.communicate(timeout=400)
-    assert other.returncode == 0 and doomed.returncode in (-signal.SIGKILL, 0), out_doomed + out_other
+    assert doomed.returncode == -signal.SIGKILL, out_doomed
+    assert other.returncode == 0, out_other
+    assert "waiting for its outcome" in out_other and "marked interrupted" in out_other, out_other
     code, out = run(tmp_path, "two")
     assert code == 0, out
     assert_like_clean(tmp_path, "two", clean)
