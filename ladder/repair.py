@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from optuna.storages.journal._file import get_lock_file
+
 from ladder import store
 from ladder.errors import LadderError, StorageError
 from ladder.journal import SafeJournal, readable, side_file
@@ -70,7 +72,8 @@ def parse(lines: Sequence[bytes]) -> list[Line]:
 def plan(lines: Sequence[Line]) -> Plan:
     """The records to keep (ids renumbered past lost creates) and the lines set aside, with why."""
     lost_creates = _lost_creates(lines)
-    result, trial_map, study_map = Plan(), _id_map(lines, lost_creates), _study_map(lines)
+    study_map = _study_map(lines)
+    result, trial_map = Plan(), _id_map(lines, lost_creates, study_map)
     for line in lines:
         if line.record is None:
             result.set_aside.append((line.number, "unreadable", line.text.decode("utf-8", "backslashreplace")))
@@ -116,39 +119,45 @@ def _first_unexplained(lines: Sequence[Line], creates: set[int]) -> int | None:
     return None
 
 
-def _id_map(lines: Sequence[Line], lost: set[int]) -> dict[int, int | None]:
-    """Old trial id -> new id (None: its create was lost). A record never names a trial created after it (creates
-    are appended before anything about them), so one map serves every line."""
+def _id_map(lines: Sequence[Line], lost: set[int], studies: dict[int, int | None]) -> dict[int, int | None]:
+    """Old trial id -> new id (None: its create was lost, or its study's). A record never names a trial created
+    after it (creates are appended before anything about them), so one map serves every line."""
     mapping: dict[int, int | None] = {}
     new = 0
     for i, line in enumerate(lines):
         if i in lost:
             mapping[len(mapping)] = None
         elif line.record is not None and line.op == CREATE_TRIAL:
+            if studies.get(int(line.record.get("study_id", -1))) is None:
+                mapping[len(mapping)] = None
+            else:
+                mapping[len(mapping)], new = new, new + 1
+    return mapping
+
+
+def _study_map(lines: Sequence[Line]) -> dict[int, int | None]:
+    """Old study id -> new (None: its create was lost, as its fragment shows). A create of a name already made
+    takes no id (Optuna ignores it)."""
+    names: set[str] = set()
+    mapping: dict[int, int | None] = {}
+    new = 0
+    for line in lines:
+        if line.record is None and line.op == CREATE_STUDY:
+            mapping[len(mapping)] = None
+        elif line.record is not None and line.op == CREATE_STUDY and line.record.get("study_name") not in names:
+            names.add(str(line.record.get("study_name")))
             mapping[len(mapping)], new = new, new + 1
     return mapping
 
 
-def _study_map(lines: Sequence[Line]) -> dict[int, int]:
-    """Old study id -> new: a lost study create loses its study (not renumbered: its trials are set aside)."""
-    names: set[str] = set()
-    ids: dict[int, int] = {}
-    for line in lines:
-        if line.record is not None and line.op == CREATE_STUDY and line.record.get("study_name") not in names:
-            names.add(line.record.get("study_name"))
-            ids[len(ids)] = len(ids)
-    return ids
-
-
-def _renumber(record: dict[str, Any], trials: dict[int, int | None], studies: dict[int, int]) -> dict | None:
+def _renumber(record: dict[str, Any], trials: dict[int, int | None], studies: dict[int, int | None]) -> dict | None:
     out = dict(record)
-    if record.get("op_code") in TRIAL_OPS:
-        new = trials.get(int(record.get("trial_id", -1)))
-        if new is None:
-            return None
-        out["trial_id"] = new
-    if record.get("op_code") in STUDY_OPS and int(record.get("study_id", -1)) not in studies:
-        return None
+    for key, ops, ids in (("trial_id", TRIAL_OPS, trials), ("study_id", STUDY_OPS, studies)):
+        if record.get("op_code") in ops:
+            new = ids.get(int(record.get(key, -1)))
+            if new is None:
+                return None
+            out[key] = new
     return out
 
 
@@ -160,10 +169,7 @@ def repair(folder: Path) -> tuple[int, int, Path | None]:
     path = folder / store.JOURNAL if folder.is_dir() else folder
     if not path.is_file():
         raise StorageError(f"no journal at {path}", "give a sweep folder that holds journal.log")
-    backend = SafeJournal(str(path))
-    from optuna.storages.journal._file import get_lock_file
-
-    with get_lock_file(backend._lock):
+    with get_lock_file(SafeJournal(str(path))._lock):
         lines = path.read_bytes().splitlines(keepends=True)
         result = plan(parse(lines))
         if not result.set_aside:

@@ -420,3 +420,22 @@ def test_a_password_moves_between_the_url_and_the_environment() -> None:
     assert store.with_password(bare, {store.PASSWORD_VAR: "p@ss"}) == "postgresql://u:p%40ss@h:5432/db?sslmode=require"
     assert store.with_password(url, {store.PASSWORD_VAR: "other"}) == url  # the URL's own password wins
     assert store.with_password(bare, {}) == bare
+
+
+def test_repair_past_a_lost_study_create_keeps_the_other_studys_trials(tmp_path: Path) -> None:
+    storage = store.open_storage(None, tmp_path)
+    for case in ("amp_pi_plus", "add_pi_plus"):
+        study = store.open_study(storage, case, "s")
+        for i in range(2):
+            trial = study.ask()
+            trial.set_user_attr("k", f"{case}{i}")
+            study.tell(trial, float(i))
+    journal = tmp_path / store.JOURNAL
+    lines = journal.read_bytes().splitlines(keepends=True)
+    journal.write_bytes(b"".join([b'{"op_code":0,"wor\n', *lines[1:]]))  # the first study's create, torn
+    assert subprocess.run([sys.executable, "-m", "ladder.repair", str(tmp_path)], capture_output=True).returncode == 0
+    storage = store.open_storage_at(str(tmp_path))
+    assert optuna.get_all_study_names(storage) == ["s/add_pi_plus"]
+    kept = optuna.load_study(study_name="s/add_pi_plus", storage=storage).get_trials(deepcopy=False)
+    assert [(t.number, t.value, t.user_attrs) for t in kept] == [(0, 0.0, {"k": "add_pi_plus0"}),
+                                                                (1, 1.0, {"k": "add_pi_plus1"})]  # fmt: skip
