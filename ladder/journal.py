@@ -4,7 +4,8 @@ Optuna's `JournalFileBackend` reads past a torn last line (a write cut short: no
 right after it, gluing the next record onto the fragment; that line, and every read after it, then fails. Here,
 before each append (under the journal's own lock), an unreadable tail (a torn last line, or a last line that is
 not JSON) is moved aside into `journal.log.torn-<stamp>` next to the journal, with one warning line; the records
-before it are untouched. An unreadable line with readable records after it is not guessed at: reading stops with a
+before it are untouched (a last record that is whole but for its newline gets the newline back instead). An
+unreadable line with readable records after it is not guessed at: reading stops with a
 `JournalCorrupt` naming the file, the line and the fix (`python -m ladder.repair <sweep folder>`).
 """
 
@@ -113,6 +114,11 @@ def set_tail_aside(path: Path) -> Path | None:
         fh.seek(start)
         tail = fh.read()
     if readable(tail):
+        return None
+    if readable(tail + b"\n"):  # the record is whole, only its newline was cut off: keep it
+        with open(path, "ab") as fh:
+            fh.write(b"\n")
+        log.warning("%s: its last record had lost its newline; the newline is restored", path)
         return None
     side = side_file(path, "torn")
     side.write_bytes(tail)

@@ -439,3 +439,12 @@ def test_repair_past_a_lost_study_create_keeps_the_other_studys_trials(tmp_path:
     kept = optuna.load_study(study_name="s/add_pi_plus", storage=storage).get_trials(deepcopy=False)
     assert [(t.number, t.value, t.user_attrs) for t in kept] == [(0, 0.0, {"k": "add_pi_plus0"}),
                                                                 (1, 1.0, {"k": "add_pi_plus1"})]  # fmt: skip
+
+
+def test_a_whole_last_record_that_lost_only_its_newline_is_kept(tmp_path: Path) -> None:
+    journal, _ = _journal_with_trials(tmp_path, 2)
+    journal.write_bytes(journal.read_bytes()[:-1])  # the second trial's state, complete but for its newline
+    assert [v for _, v, _ in _values(tmp_path)] == [0.0, None]  # Optuna does not read it yet
+    _journal_with_trials(tmp_path, 1)
+    assert [v for _, v, _ in _values(tmp_path)] == [0.0, 1.0, 0.0]
+    assert not list(tmp_path.glob("journal.log.torn-*"))
