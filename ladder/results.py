@@ -27,11 +27,13 @@ from __future__ import annotations
 
 import csv
 import io
+import os
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from ladder.errors import StorageError
 from ladder.pick import REPEAT_FIGURES, best, median_repeats, objective_value, pick, to_beat  # noqa: F401
 from ladder.records import Status, TrialRecord
 
@@ -101,11 +103,50 @@ def to_tsv(rows: Sequence[dict[str, str]], cols: Sequence[str]) -> str:
     return buf.getvalue()
 
 
+class TsvError(StorageError):
+    """A TSV that cannot be read as one: bytes that are not UTF-8, NUL bytes, a row cut short or with extra
+    fields, a last line with no newline (a write cut short). Carries the path."""
+
+    def __init__(self, path: Path, what: str) -> None:
+        self.path = path
+        fix = (f"move it aside; `python -m ladder.merge --best-from-storage {path.parent} {path}` rebuilds a "
+               "best_by_case.tsv from the sweeps' storage, `--trials-from-storage` a trials.tsv")  # fmt: skip
+        super().__init__(f"{path} is damaged: {what}", fix)
+
+
 def read_tsv(path: Path) -> list[dict[str, str]]:
+    """The rows of a TSV ladder wrote ([] when there is none); `TsvError` when it is damaged."""
     if not path.exists():
         return []
-    with open(path, newline="") as fh:
-        return list(csv.DictReader(fh, delimiter="\t"))
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise TsvError(path, f"bytes that are not UTF-8 at offset {exc.start}") from None
+    if "\x00" in text:
+        raise TsvError(path, f"a NUL byte at line {text.count(chr(10), 0, text.index(chr(0))) + 1}")
+    if text and not text.endswith("\n"):
+        raise TsvError(path, "its last line has no newline (a write cut short)")
+    return _rows(path, text)
+
+
+def _rows(path: Path, text: str) -> list[dict[str, str]]:
+    try:
+        rows = list(csv.DictReader(io.StringIO(text, newline=""), delimiter="\t"))
+    except csv.Error as exc:
+        raise TsvError(path, str(exc)) from None
+    for number, row in enumerate(rows, start=2):
+        if None in row or None in row.values():
+            raise TsvError(path, f"line {number} has {'more' if None in row else 'fewer'} fields than the header")
+    return rows
+
+
+def set_aside(path: Path) -> Path:
+    """Rename a damaged file to `<name>.damaged-<UTC stamp>` beside it; returns the new path."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+    moved = path.with_name(f"{path.name}.damaged-{stamp}")
+    os.replace(path, moved)
+    return moved
 
 
 def merge_rows(existing: Sequence[dict[str, str]], incoming: Sequence[dict[str, str]]) -> list[dict[str, str]]:
@@ -158,7 +199,14 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())[:300]
 
 
-EFFECTS = ("write_best", "write_trials", "atomic_write", "code_version")  # in ladder.outputs
+EFFECTS = (
+    "write_best",
+    "write_trials",
+    "atomic_write",
+    "code_version",
+    "lock_path",
+    "remove_stale_temps",
+)  # in ladder.outputs
 
 
 def __getattr__(name: str) -> Any:

@@ -9,11 +9,13 @@ The exit code says how the sweep ended (`ExitCode`; README "Exit codes"); a mult
 from __future__ import annotations
 
 import dataclasses
+import errno
 import logging
 import os
 import signal
 import socket
 import sys
+from collections.abc import MutableMapping
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
@@ -44,6 +46,7 @@ log = logging.getLogger(__name__)
 
 CUT_SAVES = 0.75  # dry-run estimate: the share of the window a descent step cut short does not run
 STARTUP_GUESS_S = 10.0  # dry-run estimate: launch to first evidence (torchrun ~3-4 s, imports, env creation)
+UNWRITABLE = (errno.EROFS, errno.EACCES, errno.EPERM)  # a place ladder may not write (a missing one: unwritable_root)
 WARMUP_GUESS_S = 15.0  # dry-run estimate: warm-up until the window opens
 
 
@@ -283,6 +286,12 @@ def main(cfg: DictConfig) -> int:
     except LadderError as exc:
         print(f"ladder: {exc}", file=sys.stderr)
         code = ExitCode.BAD_SETTINGS
+    except OSError as exc:
+        if exc.errno not in UNWRITABLE or not exc.filename:
+            raise
+        print(f"ladder: cannot write {exc.filename} ({exc.strerror}); fix: make it writable, or set "
+              "output_root=<a folder you can write>", file=sys.stderr)  # fmt: skip
+        code = ExitCode.BAD_SETTINGS
     multirun = HydraConfig.initialized() and HydraConfig.get().mode is RunMode.MULTIRUN
     if code and (not multirun or code == ExitCode.INTERRUPTED):
         sys.exit(code)
@@ -311,11 +320,56 @@ class ExitCodes(Callback):
         ExitCodes.codes = [int(f.read_text()) for f in files if f.read_text().strip().lstrip("-").isdigit()]
 
 
+def hide_password(argv: list[str], environ: MutableMapping[str, str]) -> list[str]:
+    """`storage=<url with a password>` on the command line becomes the URL without it, the password going to
+    `$LADDER_STORAGE_PASSWORD` (`store.PASSWORD_VAR`), so Hydra never holds it: `--cfg job`, `--info` and its error
+    messages print the URL as `user@host`."""
+    out = []
+    for arg in argv:
+        key, eq, value = arg.partition("=")
+        if eq and key.lstrip("+~") == "storage" and "://" in value:
+            value, password = store.without_password(value)
+            if password is not None:
+                environ[store.PASSWORD_VAR] = password
+            arg = f"{key}={value}"
+        out.append(arg)
+    return out
+
+
+def unwritable_root(overrides: list[str]) -> str:
+    """A one-line problem with where the run would write (`output_root`, under which Hydra makes its run folder),
+    found before Hydra touches it; "" when it can be written. The folder is made, as the run would make it."""
+    roots = [v for k, _, v in (a.partition("=") for a in overrides) if k.lstrip("+~") == "output_root"]
+    root = roots[-1] if roots else str(_default_root())
+    if "${" in root or not root:
+        return ""  # an interpolation: Hydra resolves it, and says so if it cannot
+    try:
+        Path(root).mkdir(parents=True, exist_ok=True)
+        if not os.access(root, os.W_OK | os.X_OK):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), root)
+    except OSError as exc:
+        return (f"cannot write under output_root={root} ({exc.strerror or exc}); "
+                "fix: set output_root=<a folder you can write>, e.g. output_root=$HOME/ladder-output")  # fmt: skip
+    return ""
+
+
+def _default_root() -> str:
+    from omegaconf import OmegaConf
+
+    from ladder.catalog import CONF_DIR
+
+    return str(OmegaConf.load(CONF_DIR / "config.yaml").get("output_root", ""))
+
+
 register()
 
 if __name__ == "__main__":
     if bad := check_choices(sys.argv[1:]):
         print("ladder: " + "\n".join(bad), file=sys.stderr)
+        sys.exit(ExitCode.BAD_SETTINGS)
+    sys.argv = [sys.argv[0], *hide_password(sys.argv[1:], os.environ)]
+    if problem := unwritable_root(sys.argv[1:]):
+        print(f"ladder: {problem}", file=sys.stderr)
         sys.exit(ExitCode.BAD_SETTINGS)
     try:
         main()

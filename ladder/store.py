@@ -18,9 +18,10 @@ decided at the same moment launch only the older trial, and the other decides ag
 from __future__ import annotations
 
 import logging
+import os
 import time
 import urllib.parse
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -29,11 +30,12 @@ import sqlalchemy.exc
 from optuna.distributions import CategoricalDistribution, IntDistribution
 from optuna.exceptions import UpdateFinishedTrialError
 from optuna.storages import BaseStorage, JournalStorage
-from optuna.storages.journal import JournalFileBackend
 from optuna.trial import FrozenTrial, TrialState
 
+from ladder import fault
 from ladder import heartbeat as hb
 from ladder.errors import StorageError
+from ladder.journal import SafeJournal
 from ladder.records import Phase, Reason, Status, TrialRecord
 
 log = logging.getLogger(__name__)
@@ -44,6 +46,7 @@ SWEEP_PREFIX = "case_gpu_bench_"  # sweep folders are <output_root>/case_gpu_ben
 SECRET_KEYS = ("password", "passwd", "pwd", "secret", "token")
 TERMINAL = (TrialState.COMPLETE, TrialState.FAIL)
 SCHEMA_RACE_TRIES, SCHEMA_RACE_WAIT_S = 6, 0.25  # a fresh database's tables created by several processes at once
+PASSWORD_VAR = "LADDER_STORAGE_PASSWORD"  # a storage URL's password, kept off the command line and Hydra's printouts
 TURN_POLL_S = 1.0  # how often a process waiting for another's trial of the same study looks again
 
 
@@ -60,11 +63,29 @@ def redact(url: str | None) -> str:
     return head + ("?" + urllib.parse.urlencode(pairs, safe="*/:") if query else "")
 
 
+def without_password(url: str) -> tuple[str, str | None]:
+    """The URL less its password (user@host), and the password (None if it had none)."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.password is None:
+        return url, None
+    user, _, host = parts.netloc.rpartition("@")
+    return url.replace(parts.netloc, f"{user.split(':', 1)[0]}@{host}", 1), urllib.parse.unquote(parts.password)
+
+
+def with_password(url: str, environ: Mapping[str, str] = os.environ) -> str:
+    """The URL with `$LADDER_STORAGE_PASSWORD` as its password, where it names a user but no password."""
+    parts, password = urllib.parse.urlsplit(url), environ.get(PASSWORD_VAR)
+    if not password or "://" not in url or parts.username is None or parts.password is not None:
+        return url
+    user, _, host = parts.netloc.rpartition("@")
+    return url.replace(parts.netloc, f"{user}:{urllib.parse.quote(password, safe='')}@{host}", 1)
+
+
 def open_storage(url: str | None, sweep_dir: Path) -> BaseStorage:
     if url:
         return _open_url(url)
     sweep_dir.mkdir(parents=True, exist_ok=True)
-    return JournalStorage(JournalFileBackend(str(sweep_dir / JOURNAL)))
+    return JournalStorage(SafeJournal(str(sweep_dir / JOURNAL)))
 
 
 def open_storage_at(where: str) -> BaseStorage:
@@ -73,7 +94,7 @@ def open_storage_at(where: str) -> BaseStorage:
     if path.is_dir():
         path = path / JOURNAL
     if path.is_file():
-        return JournalStorage(JournalFileBackend(str(path)))
+        return JournalStorage(SafeJournal(str(path)))
     if "://" not in where:
         raise StorageError(f"no journal file or storage URL at {where}", "give a sweep folder, journal.log or a URL")
     return _open_url(where)
@@ -117,6 +138,7 @@ def add_finished(study: optuna.Study, record: TrialRecord, variants: tuple[str, 
         distributions={"variant": _variants(study, record.variant, variants), "num_envs": NUM_ENVS},
         user_attrs=_attrs(record),
     )
+    fault.point("reuse.copy")
     _create(study, template, record.variant)
 
 
@@ -150,6 +172,7 @@ def heartbeat(study: optuna.Study, trial: optuna.Trial, every_s: float = hb.HEAR
 def finish(study: optuna.Study, trial: optuna.Trial, record: TrialRecord, value: float | None) -> None:
     """Record the outcome and end the trial. If another sweep already took it for abandoned (its heartbeat went
     stale) the storage keeps `interrupted` and the walk runs it again; the trial folder keeps this outcome."""
+    fault.point("trial.before_finish")
     try:
         for key, attr in _attrs(record).items():
             trial.set_user_attr(key, attr)
@@ -246,6 +269,7 @@ def _last_activity(folder: Path) -> float:
 def _open_url(url: str) -> BaseStorage:
     """Optuna's RDB storage creates its tables on first use; on PostgreSQL two processes doing so at once can fail
     with a unique violation (CREATE TABLE is not safe against itself), so that error is retried a few times."""
+    url = with_password(url)
     for attempt in range(1, SCHEMA_RACE_TRIES + 1):
         try:
             return optuna.storages.get_storage(url)

@@ -20,7 +20,7 @@ from pathlib import Path
 import optuna
 from filelock import FileLock
 
-from ladder import catalog, decide, launch, lease, policy, preflight, results, reuse, stats, store, trial
+from ladder import catalog, decide, launch, lease, merge, policy, preflight, results, reuse, stats, store, trial
 from ladder import pick as rules
 from ladder.config import MeasureConf, Settings
 from ladder.monitor import Sampler, sampler_for
@@ -113,6 +113,8 @@ def plan(run: Run, decision: policy.Decision, trial_dir: Path, port: int) -> Tri
 def run(settings: Settings, paths: Paths, machine: Machine, view: View) -> Summary:
     storage = store.open_storage(settings.storage, paths.sweep_dir)
     study = store.open_study(storage, settings.case.name, paths.sweep)
+    merge.check_best(paths.best_tsv, storage, lambda every: best_of(every, settings)[1])  # before any trial
+    merge.check_trials(paths.trials_tsv, lambda: store.sweep_records(storage, paths.sweep))
     ctx = Run(settings, paths, machine, workload_of(settings), study, storage, view)
     if abandoned := store.mark_abandoned(study, settings.stale_after_s):
         log.info("%d trial(s) left running by a stopped sweep are marked interrupted and will run again", abandoned)
@@ -328,9 +330,18 @@ def _record(
 def _conclude(ctx: Run, resumed: int) -> Summary:
     settings = ctx.settings
     every = store.records(ctx.study)
-    records = [r for r in every if r.phase is Phase.PROBE]
     attempts, tuning = _attempts(every, settings.objective), _tuning(settings)
     walks = tuple(policy.walk(settings.rungs, p.name, attempts, tuning) for p in settings.profiles)
+    pick, row = best_of(every, settings)
+    if row is not None:
+        results.write_best(ctx.paths.best_tsv, [row])
+    return Summary(settings.case.name, pick, row, walks, tuple(every), resumed)
+
+
+def best_of(every: list[TrialRecord], settings: Settings) -> tuple[TrialRecord | None, dict[str, str] | None]:
+    """The case's pick and its best_by_case.tsv row (class and action included), from its records alone: what a
+    sweep writes at its end, and what `ladder.merge --best-from-storage` rebuilds from storage."""
+    records = [r for r in every if r.phase is Phase.PROBE]
     choice = rules.choose_best(records, settings.objective)
     pick = rules.confirmed(every, settings.objective) if settings.confirm_s else choice.item if choice else None
     tie = _tie(choice, settings.objective) if choice and pick is choice.item else ""
@@ -339,8 +350,7 @@ def _conclude(ctx: Run, resumed: int) -> Summary:
     if row_source is not None:
         measured = {r.variant for r in records if r.status is Status.OK}
         row = classified(results.best_row(row_source, len(records)) | ({"tie": tie} if tie else {}), settings, measured)
-        results.write_best(ctx.paths.best_tsv, [row])
-    return Summary(settings.case.name, pick, row, walks, tuple(every), resumed)
+    return pick, row
 
 
 def _tie(choice: rules.Choice[TrialRecord], objective: str) -> str:

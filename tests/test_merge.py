@@ -8,6 +8,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from ladder import results, store
 from ladder.records import Phase, Reason, Status, TrialRecord
 from ladder.results import read_tsv, write_best
@@ -60,7 +62,7 @@ def test_eight_processes_merging_into_one_file_lose_no_row(tmp_path: Path) -> No
     out, go = tmp_path / "shared" / "best_by_case.tsv", tmp_path / "go"
     expected = WRITERS * ROWS_EACH
     argv = [[sys.executable, "-c", WRITER, str(out), str(go), f"w{i}", str(ROWS_EACH)] for i in range(WRITERS)]
-    procs = [subprocess.Popen(a, stderr=subprocess.PIPE, text=True) for a in argv]
+    procs = [subprocess.Popen(a, stderr=subprocess.PIPE, text=True, umask=0o022) for a in argv]
     reader = subprocess.Popen([sys.executable, "-c", READER, str(out), str(expected)], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True)  # fmt: skip
     go.touch()
@@ -71,9 +73,9 @@ def test_eight_processes_merging_into_one_file_lose_no_row(tmp_path: Path) -> No
     assert int(seen.split()[0]) == expected
     rows = read_tsv(out)
     assert sorted(r["case"] for r in rows) == sorted(f"w{i}_{k}" for i in range(WRITERS) for k in range(ROWS_EACH))
-    assert [p.name for p in out.parent.iterdir()] == ["best_by_case.tsv.lock", "best_by_case.tsv"] or sorted(
-        p.name for p in out.parent.iterdir()
-    ) == ["best_by_case.tsv", "best_by_case.tsv.lock"]  # no temp file left behind
+    # no temp file left behind; the lock is hidden; others can read the result (umask 022 in the writers)
+    assert sorted(p.name for p in out.parent.iterdir()) == [".best_by_case.tsv.lock", "best_by_case.tsv"]
+    assert out.stat().st_mode & 0o777 == 0o644
 
 
 def row(case: str, gpu: str, status: str, e: int, at: str, host: str) -> dict[str, str]:
@@ -186,3 +188,73 @@ def test_trials_tsv_from_postgresql_never_shows_the_password(tmp_path: Path, pg_
     password = pg_url.split(":")[2].split("@")[0]
     assert store.redact(pg_url) in done.stdout
     assert password not in done.stdout + done.stderr + (tmp_path / "trials.tsv").read_text()
+
+
+# ---------------------------------------------------------------- damaged files, rebuilt from storage
+
+DAMAGE = {
+    "truncated_mid_row": lambda b: b[: len(b) - 30],
+    "random_bytes": lambda b: bytes(range(128, 256)) * 4,
+    "nul": lambda b: b[:40] + b"\x00" + b[40:],
+    "extra_field": lambda b: b[: b.index(b"\n") + 1] + b[b.index(b"\n") + 1 :].replace(b"\n", b"\tx\n"),
+    "no_newline": lambda b: b[:-1],
+}
+
+
+@pytest.mark.parametrize("damage", list(DAMAGE), ids=list(DAMAGE))
+def test_read_tsv_names_a_damaged_file_instead_of_crashing(tmp_path: Path, damage: str) -> None:
+    path = tmp_path / "best_by_case.tsv"
+    write_best(path, [row("amp_pi_plus", "cpu", "ok", 64, "2026-01-01T00:00:00", "a"),
+                      row("add_pi_plus", "cpu", "ok", 32, "2026-01-01T00:00:00", "a")])  # fmt: skip
+    path.write_bytes(DAMAGE[damage](path.read_bytes()))
+    with pytest.raises(results.TsvError, match=f"{path} is damaged") as err:
+        read_tsv(path)
+    assert "--best-from-storage" in str(err.value)
+
+
+def test_a_header_alone_reads_as_no_rows(tmp_path: Path) -> None:
+    results.write_trials(tmp_path / "trials.tsv", [])
+    assert read_tsv(tmp_path / "trials.tsv") == []
+
+
+@pytest.mark.parametrize(("umask", "mode"), [(0o022, 0o644), (0o027, 0o640), (0o077, 0o600)], ids=str)
+def test_results_files_follow_the_umask(tmp_path: Path, umask: int, mode: int) -> None:
+    a, _ = machine_files(tmp_path)
+    done = subprocess.run([sys.executable, "-m", "ladder.merge", str(tmp_path / "merged.tsv"), str(a)], umask=umask,
+                          capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    fill(tmp_path / "sweep")
+    done = subprocess.run([sys.executable, "-m", "ladder.merge", "--trials-from-storage", str(tmp_path / "sweep"),
+                           str(tmp_path / "trials.tsv")], umask=umask, capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert {p.name: p.stat().st_mode & 0o777 for p in tmp_path.glob("*.tsv")} == {
+        "merged.tsv": mode,
+        "trials.tsv": mode,
+    }
+
+
+def test_a_damaged_best_by_case_is_rebuilt_from_storage_keeping_other_hosts_readable_rows(tmp_path: Path) -> None:
+    here = tmp_path / "output" / "train" / "case_gpu_bench_s"
+    best = here / "best_by_case.tsv"
+    fill(here)
+    assert python("-m", "ladder.merge", "--best-from-storage", str(here), str(best)).returncode == 0
+    ours = read_tsv(best)
+    assert [(r["case"], r["num_envs"], r["status"], r["sweep"]) for r in ours] == [
+        ("add_pi_plus", "64", "ok", "s"), ("amp_pi_plus", "64", "ok", "s")]  # fmt: skip
+    far = {**ours[0], "case": "zz_case", "sweep": "far", "host": "elsewhere"}  # another host's sweep, merged in
+    write_best(best, [far])
+    whole = best.read_bytes()
+    cut = whole.index(b"\n") + 10
+    best.write_bytes(whole[:cut] + b"\x00\xff" + whole[cut:])  # a row of ours damaged, the other host's intact
+    done = python("-m", "ladder.merge", "--best-from-storage", str(here), str(best))
+    assert done.returncode == 0, done.stderr
+    got = read_tsv(best)
+    assert got[:2] == ours and [(k, v, far[k]) for k, v in got[2].items() if v != far[k]] == []
+    assert read_tsv(best) == [*ours, far]
+    assert "from the storage of sweep(s) s" in done.stdout and "rows of far kept as read" in done.stdout
+    best.write_bytes(whole[:-20])  # the other host's row cut short: nothing of it can be read, nor rebuilt here
+    done = python("-m", "ladder.merge", "--best-from-storage", str(here), str(best))
+    assert done.returncode == 0, done.stderr
+    assert read_tsv(best) == ours
+    assert "LOST: the rows of far" in done.stdout
+    assert len(list(here.glob("best_by_case.tsv.damaged-*"))) == 2

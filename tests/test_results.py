@@ -20,6 +20,7 @@ from ladder.results import (
     best_row,
     code_version,
     columns,
+    lock_path,
     median_repeats,
     merge_rows,
     objective_value,
@@ -186,7 +187,7 @@ def _held(path: Path) -> bool:
     """Whether another process would find the lock taken now."""
     probe = subprocess.run([sys.executable, "-c", "import sys; from filelock import FileLock, Timeout\n"
                             "try:\n    FileLock(sys.argv[1], timeout=0).acquire()\nexcept Timeout:\n    sys.exit(3)",
-                            str(path) + ".lock"])  # fmt: skip
+                            lock_path(path)])  # fmt: skip
     return probe.returncode == 3
 
 

@@ -233,3 +233,47 @@ def test_sweeps_reusing_one_earlier_sweep_at_one_moment_copy_each_trial_once(
     records = store.sweep_records(store.open_storage(None, paths.sweep_dir), "again")
     assert sorted((r.variant, r.num_envs) for r in records) == [("default", 64), ("default", 256)]
     assert all(r.info["reused_from"].startswith("first#") for r in records)
+
+
+# ---------------------------------------------------------------- unwritable places, and no password printed
+
+
+def _ladder(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "ladder.search", "device=cpu", *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+
+
+@contextlib.contextmanager
+def read_only_mount(where: Path):
+    """A read-only tmpfs at `where` (root only), so that writes fail with EROFS as on a read-only share."""
+    where.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a read-only tmpfs needs root")
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(where)], capture_output=True)
+    if done.returncode:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", str(where)], check=True)
+
+
+@pytest.mark.parametrize("kind", ["missing_under_proc", "read_only_mount"])
+def test_an_unwritable_output_root_is_one_line_naming_it_and_the_fix(tmp_path: Path, kind: str) -> None:
+    with contextlib.ExitStack() as stack:
+        ro = kind == "read_only_mount"
+        root = str(stack.enter_context(read_only_mount(tmp_path / "ro"))) if ro else "/proc/nope"
+        before = sorted(p.name for p in tmp_path.iterdir())
+        done = _ladder(tmp_path, f"output_root={root}/out", "sweep=x")
+        assert done.returncode == 2, done.stderr
+        assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+        assert f"output_root={root}/out" in done.stderr and "fix: set output_root=" in done.stderr
+        assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing written anywhere else
+
+
+def test_hydra_never_prints_a_storage_password(tmp_path: Path) -> None:
+    for cfg in ("job", "all"):
+        done = _ladder(tmp_path, "storage=postgresql://u:s3kr1t@db.example/ladder", "--cfg", cfg)
+        assert done.returncode == 0, done.stderr
+        assert "storage: postgresql://u@db.example/ladder" in done.stdout
+        assert "s3kr1t" not in done.stdout + done.stderr

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import os
 import signal
 import subprocess
@@ -313,3 +314,137 @@ def test_a_new_profile_in_an_old_sweep_on_a_database_is_a_clear_error(tmp_path: 
     with pytest.raises(StorageError, match="profile 'hiutil40' is not among the profiles") as err:
         store.begin(study, "hiutil40", 64, ("default", "hiutil", "hiutil40"), {})
     assert "sweep=<another name>" in err.value.fix
+
+
+# ---------------------------------------------------------------- the journal file: torn and garbled lines
+
+
+def _journal_with_trials(tmp_path: Path, n: int) -> tuple[Path, optuna.Study]:
+    study = store.open_study(store.open_storage(None, tmp_path), "amp_pi_plus", "s")
+    for i in range(n):
+        trial = study.ask()
+        trial.set_user_attr("k", i)
+        study.tell(trial, float(i))
+    return tmp_path / store.JOURNAL, study
+
+
+def _values(tmp_path: Path) -> list[tuple[int, float | None, dict]]:
+    study = optuna.load_study(study_name="s/amp_pi_plus", storage=store.open_storage_at(str(tmp_path)))
+    return [(t.number, t.value, t.user_attrs) for t in study.get_trials(deepcopy=False)]
+
+
+def test_a_torn_tail_is_set_aside_before_the_next_append_with_its_bytes(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    journal, _ = _journal_with_trials(tmp_path, 2)
+    with open(journal, "ab") as fh:
+        fh.write(b'{"op_code":8,"worker_id":"tor')
+    _, study = _journal_with_trials(tmp_path, 1)  # reads past the fragment, then appends
+    assert [v for _, v, _ in _values(tmp_path)] == [0.0, 1.0, 0.0]
+    sides = list(tmp_path.glob("journal.log.torn-*"))
+    assert [p.read_bytes() for p in sides] == [b'{"op_code":8,"worker_id":"tor']
+    assert "set aside" in caplog.text and sides[0].name in caplog.text
+
+
+def test_a_complete_but_unreadable_last_line_is_set_aside_too(tmp_path: Path) -> None:
+    journal, _ = _journal_with_trials(tmp_path, 1)
+    with open(journal, "ab") as fh:
+        fh.write(b'{"op_code": 9, broken\n')
+    _journal_with_trials(tmp_path, 1)
+    assert [v for _, v, _ in _values(tmp_path)] == [0.0, 0.0]
+    assert [p.read_bytes() for p in tmp_path.glob("journal.log.torn-*")] == [b'{"op_code": 9, broken\n']
+
+
+def test_an_unreadable_line_in_the_middle_is_an_error_naming_the_file_and_line(tmp_path: Path) -> None:
+    journal, _ = _journal_with_trials(tmp_path, 2)
+    lines = journal.read_bytes().splitlines(keepends=True)
+    journal.write_bytes(b"".join([*lines[:3], b"\x00\xffgarbage\n", *lines[3:]]))
+    with pytest.raises(StorageError, match=rf"{journal}: line 4 cannot be read") as err:
+        store.open_storage(None, tmp_path)
+    assert f"python -m ladder.repair {tmp_path}" in str(err.value)
+    with pytest.raises(StorageError, match="line 4"):
+        store.open_storage_at(str(tmp_path))
+
+
+@pytest.mark.parametrize(
+    ("bad", "lost"),
+    [(b"\x00\x00garbage\n", "unknown op"), (b'{"op_code":4,"wor\n', "op read from the fragment")],
+    ids=["unknown_op", "op_from_fragment"],
+)
+def test_repair_keeps_every_readable_record_and_renumbers_past_a_lost_create(
+    tmp_path: Path, bad: bytes, lost: str
+) -> None:
+    journal, _ = _journal_with_trials(tmp_path, 3)
+    lines = journal.read_bytes().splitlines(keepends=True)
+    create = [i for i, ln in enumerate(lines) if ln.startswith(b'{"op_code":4')][1]  # the second trial's create
+    journal.write_bytes(b"".join([*lines[:create], bad, *lines[create + 1 :]]))
+    done = subprocess.run([sys.executable, "-m", "ladder.repair", str(tmp_path)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    # the lost trial's records go with it; the third trial keeps its own (not the second's) under the next id
+    assert _values(tmp_path) == [(0, 0.0, {"k": 0}), (1, 2.0, {"k": 2})]
+    aside = [json.loads(ln) for p in tmp_path.glob("journal.log.set-aside-*") for ln in p.read_text().splitlines()]
+    assert [a["line"] for a in aside] == [create + 1, create + 2, create + 3]
+    assert len(list(tmp_path.glob("journal.log.before-repair-*"))) == 1
+    _journal_with_trials(tmp_path, 1)  # and it takes new records
+    assert [v for _, v, _ in _values(tmp_path)] == [0.0, 2.0, 0.0]
+
+
+def test_repair_recovers_a_record_glued_onto_a_torn_fragment(tmp_path: Path) -> None:
+    journal, _ = _journal_with_trials(tmp_path, 2)
+    lines = journal.read_bytes().splitlines(keepends=True)
+    attr = [i for i, ln in enumerate(lines) if ln.startswith(b'{"op_code":8')][1]  # the second trial's attr
+    glued = b'{"op_code":9,"worker_id":"tor' + lines[attr]  # what optuna's own writer made of a torn line
+    journal.write_bytes(b"".join([*lines[:attr], glued, *lines[attr + 1 :]]))
+    with pytest.raises(StorageError, match=f"line {attr + 1}"):
+        store.open_storage(None, tmp_path)
+    assert subprocess.run([sys.executable, "-m", "ladder.repair", str(tmp_path)], capture_output=True).returncode == 0
+    assert _values(tmp_path) == [(0, 0.0, {"k": 0}), (1, 1.0, {"k": 1})]  # nothing of the trials lost
+
+
+def test_repair_of_a_whole_journal_changes_nothing(tmp_path: Path) -> None:
+    journal, _ = _journal_with_trials(tmp_path, 2)
+    before = journal.read_bytes()
+    done = subprocess.run([sys.executable, "-m", "ladder.repair", str(tmp_path)], capture_output=True, text=True)
+    assert done.returncode == 0 and "nothing to repair" in done.stdout
+    assert journal.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".journal.log.lock", "journal.log"]  # no side file
+
+
+# ---------------------------------------------------------------- the storage password off the command line
+
+
+def test_a_password_moves_between_the_url_and_the_environment() -> None:
+    url = "postgresql://u:p%40ss@h:5432/db?sslmode=require"
+    bare, password = store.without_password(url)
+    assert (bare, password) == ("postgresql://u@h:5432/db?sslmode=require", "p@ss")
+    assert store.with_password(bare, {store.PASSWORD_VAR: "p@ss"}) == "postgresql://u:p%40ss@h:5432/db?sslmode=require"
+    assert store.with_password(url, {store.PASSWORD_VAR: "other"}) == url  # the URL's own password wins
+    assert store.with_password(bare, {}) == bare
+
+
+def test_repair_past_a_lost_study_create_keeps_the_other_studys_trials(tmp_path: Path) -> None:
+    storage = store.open_storage(None, tmp_path)
+    for case in ("amp_pi_plus", "add_pi_plus"):
+        study = store.open_study(storage, case, "s")
+        for i in range(2):
+            trial = study.ask()
+            trial.set_user_attr("k", f"{case}{i}")
+            study.tell(trial, float(i))
+    journal = tmp_path / store.JOURNAL
+    lines = journal.read_bytes().splitlines(keepends=True)
+    journal.write_bytes(b"".join([b'{"op_code":0,"wor\n', *lines[1:]]))  # the first study's create, torn
+    assert subprocess.run([sys.executable, "-m", "ladder.repair", str(tmp_path)], capture_output=True).returncode == 0
+    storage = store.open_storage_at(str(tmp_path))
+    assert optuna.get_all_study_names(storage) == ["s/add_pi_plus"]
+    kept = optuna.load_study(study_name="s/add_pi_plus", storage=storage).get_trials(deepcopy=False)
+    assert [(t.number, t.value, t.user_attrs) for t in kept] == [(0, 0.0, {"k": "add_pi_plus0"}),
+                                                                (1, 1.0, {"k": "add_pi_plus1"})]  # fmt: skip
+
+
+def test_a_whole_last_record_that_lost_only_its_newline_is_kept(tmp_path: Path) -> None:
+    journal, _ = _journal_with_trials(tmp_path, 2)
+    journal.write_bytes(journal.read_bytes()[:-1])  # the second trial's state, complete but for its newline
+    assert [v for _, v, _ in _values(tmp_path)] == [0.0, None]  # Optuna does not read it yet
+    _journal_with_trials(tmp_path, 1)
+    assert [v for _, v, _ in _values(tmp_path)] == [0.0, 1.0, 0.0]
+    assert not list(tmp_path.glob("journal.log.torn-*"))
