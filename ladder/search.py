@@ -187,10 +187,10 @@ def dry_run(settings: Settings, paths: Paths, machine: Machine) -> str:
     known = would_reuse(ctx)
     port = launch.free_port()  # free now, so a command copied from here runs as shown; each launch takes its own
     planned = [
-        Planned(variant, rung, str(trial_dir), plan(ctx, Decision(variant, rung, ""), trial_dir, port),
-                known.get((variant, rung), ""))  # fmt: skip
+        Planned(variant, rung, str(trial_dir), plan(ctx, Decision(variant, rung, ""), trial_dir, port), note)
         for variant, rung in every_trial([p.name for p in settings.profiles], settings.rungs)
         for trial_dir in [paths.trial_dir(settings.case.name, variant, rung, Phase.PROBE, 1).absolute()]
+        for note in [known.get((variant, rung), "")]
     ]
     m = settings.measure
     fail_s, fit_s = STARTUP_GUESS_S, STARTUP_GUESS_S + min(m.warmup_timeout_s, WARMUP_GUESS_S) + m.window_s

@@ -210,12 +210,19 @@ def _settle_settings(ctx: Run) -> None:
     if recorded == now:
         return
     if recorded is not None:
-        wanted, records = _wanted(ctx), store.records(ctx.study)
-        stale = [r.number for r in records if wanted.get((r.variant, r.num_envs)) != reuse.identity_of(r)]
+        wanted = _wanted(ctx)
+        stale = [r.number for r in store.records(ctx.study) if _stale(r, wanted)]
         store.set_aside(ctx.study, stale)
         log.info("the sweep's settings changed (settings_change=accept): %d earlier trial(s) no longer count and "
                  "their rungs run afresh", len(stale))  # fmt: skip
     store.save_settings(ctx.study, now)
+
+
+def _stale(record: TrialRecord, wanted: reuse.Wanted) -> bool:
+    """A finished trial that no longer answers for its rung; an interrupted one never counted: it stays as history."""
+    return wanted.get((record.variant, record.num_envs)) != reuse.identity_of(record) and (
+        record.status is not Status.INTERRUPTED
+    )
 
 
 def would_reuse(ctx: Run) -> dict[tuple[str, int], str]:

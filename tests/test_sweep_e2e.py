@@ -123,7 +123,8 @@ def test_sigterm_kills_the_trial_and_resume_runs_it_again(tmp_path: Path) -> Non
     assert [(t["num_envs"], t["status"]) for t in trials] == [("64", "interrupted")]
     assert trial_processes(tmp_path) == []
 
-    resumed = search(tmp_path, *FAST, "ladder.rungs=[64]", "sweep=stop")
+    # resumed at a 3 s window (the first run's was 600 s): a change of settings, accepted as such
+    resumed = search(tmp_path, *FAST, "ladder.rungs=[64]", "sweep=stop", "settings_change=accept")
     out2 = finish(resumed)
     assert resumed.returncode == 0, out2
     trials = read_tsv(sweep_dir(tmp_path, "stop") / "trials.tsv")
