@@ -269,8 +269,10 @@ def latest_sweep(output_root: Path) -> str | None:
 
 
 def _last_activity(folder: Path) -> float:
-    paths = [folder, *(folder / n for n in (JOURNAL, "trials.tsv", "best_by_case.tsv"))]
-    return max(p.stat().st_mtime for p in paths if p.exists())
+    """Its storage's or TSVs' last change; the folder's own only where it has none (a report written into an old
+    sweep's folder changes the folder, not the sweep)."""
+    paths = [p for p in (folder / n for n in (JOURNAL, "trials.tsv", "best_by_case.tsv")) if p.exists()] or [folder]
+    return max(p.stat().st_mtime for p in paths)
 
 
 def _open_url(url: str) -> BaseStorage:

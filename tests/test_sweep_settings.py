@@ -7,6 +7,7 @@ torchrun trials (2 CPU ranks, gloo) under the emulated card, in the journal file
 from __future__ import annotations
 
 import dataclasses
+import os
 import shlex
 import shutil
 import signal
@@ -247,3 +248,13 @@ def test_reuse_takes_only_what_still_holds_and_each_sweep_folder_stands_alone(tm
     shutil.rmtree(sweep_dir(tmp_path, "w3"))
     kept = sweep_dir(tmp_path, "w3b") / copy["trial_dir"]
     assert (kept / "progress.jsonl").is_file() and (kept / "stdout.log").read_text()
+
+
+def test_without_a_named_latest_a_report_in_an_old_sweep_does_not_make_it_latest(tmp_path: Path) -> None:
+    for name, stamp in (("old", 1_700_000_000), ("mine", 1_700_000_100)):
+        folder = tmp_path / f"case_gpu_bench_{name}"
+        folder.mkdir()
+        (folder / "journal.log").write_text("")
+        os.utime(folder / "journal.log", (stamp, stamp))
+    (tmp_path / "case_gpu_bench_old" / "report.md").write_text("written now, by ladder.report")
+    assert store.latest_sweep(tmp_path) == "mine"
