@@ -18,12 +18,13 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
-from ladder import store, sweepsettings
+from ladder import dryrun, store, sweepsettings
 from ladder.catalog import CONF_DIR
 from ladder.config import Settings, register, settings_from
 from ladder.errors import ExitCode
 from ladder.results import read_tsv
 from ladder.search import known_cases, resolve_resume
+from ladder.workloads.spec import TrialSpec
 from tests.helpers import wait_for
 
 register()
@@ -258,3 +259,25 @@ def test_without_a_named_latest_a_report_in_an_old_sweep_does_not_make_it_latest
         os.utime(folder / "journal.log", (stamp, stamp))
     (tmp_path / "case_gpu_bench_old" / "report.md").write_text("written now, by ladder.report")
     assert store.latest_sweep(tmp_path) == "mine"
+
+
+# ---------------------------------------------------------------- the dry run's reuse (pure)
+
+
+def test_the_estimate_counts_only_what_would_launch() -> None:
+    full = dryrun.estimate(8, 2, fail_s=10.0, fit_s=40.0)
+    assert dryrun.estimate_left([8, 8], 10.0, 40.0) == full
+    assert dryrun.estimate_left([0, 0], 10.0, 40.0).worst_s == 0.0
+    one = dryrun.estimate_left([0, 3], 10.0, 40.0)
+    assert 0 < one.worst_s < full.worst_s and one.expected_s <= one.worst_s
+    assert "worst case 0.0 min, expected 0.0 min" in dryrun.format_estimate(dryrun.estimate_left([0], 10.0, 40.0))
+
+
+def test_a_trial_that_would_not_launch_is_marked() -> None:
+    spec = TrialSpec(argv=("train",), env={})
+    planned = [dryrun.Planned("default", 256, "/t/a", spec, "reused from old#0 (oom_or_nccl)"),
+               dryrun.Planned("default", 64, "/t/b", spec)]  # fmt: skip
+    text = dryrun.format_dry_run(CASE, "num_envs", planned)
+    assert "1 of them answered without a launch" in text
+    (marked,) = [ln for ln in text.splitlines() if "not launched" in ln]
+    assert marked.startswith("== default e256") and "reused from old#0 (oom_or_nccl)" in marked
