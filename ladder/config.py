@@ -17,6 +17,17 @@ from ladder.errors import ConfigError
 
 OBJECTIVES = ("min_avg_util", "samples_per_s")
 
+# A sweep's settings record (ladder.sweepsettings): recorded when a sweep starts, taken back when it resumes. Each
+# entry names a setting by its command-line key (a group covers its leaves: `workload` is every workload.* key).
+# Outcome: changes what a trial means; a resume that gives another value is refused (or, with
+# settings_change=accept, the change is recorded and the rungs it affects start afresh).
+OUTCOME_SETTINGS = ("case", "ladder", "profile", "workload", "measure", "device", "objective", "confirm_s",
+                    "nccl_env")  # fmt: skip
+NOT_OUTCOME = ("workload.lease_dir", "workload.lease_timeout_s", "measure.kill_grace_s")  # where and how long to wait
+# Carried: how the sweep walks; a resume that does not give it takes the recorded value, one that does wins
+CARRIED_SETTINGS = ("reuse", "strategy", "mem_headroom_frac", "mem_margin_frac", "descent_gain_max")
+SETTINGS_CHANGES = ("refuse", "accept")
+
 
 class Device(str, enum.Enum):
     AUTO = "auto"  # cuda when a GPU is visible, else cpu
@@ -160,6 +171,9 @@ class SweepConf:
     heartbeat_s: float = 30.0  # a running trial's heartbeat is written this often
     stale_after_s: float = 300.0  # a running trial of another host whose heartbeat is older is taken as abandoned
     nccl_env: dict[str, str] = field(default_factory=dict)  # set for every trial and written to env.txt
+    # a resumed sweep given other outcome settings than it recorded: refuse, or accept (record them; the rungs
+    # they change start afresh)
+    settings_change: str = "refuse"
 
 
 def register() -> None:
@@ -213,10 +227,12 @@ class Settings:
     heartbeat_s: float
     stale_after_s: float
     nccl_env: dict[str, str]
+    settings_change: str = "refuse"
+    given: tuple[str, ...] | None = None  # the keys set on the command line; None = unknown (all count as given)
 
 
-def settings_from(cfg: DictConfig, known_cases: tuple[str, ...] = ()) -> Settings:
-    """Validate the composed config and freeze it."""
+def settings_from(cfg: DictConfig, known_cases: tuple[str, ...] = (), given: tuple[str, ...] | None = None) -> Settings:
+    """Validate the composed config and freeze it; `given`: the keys the command line set (see `Settings.given`)."""
     raw = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False)
     assert isinstance(raw, dict)
     case = _case(raw.get("case"), known_cases)
@@ -247,6 +263,8 @@ def settings_from(cfg: DictConfig, known_cases: tuple[str, ...] = ()) -> Setting
         heartbeat_s=_positive("heartbeat_s", raw.get("heartbeat_s", 30.0)),
         stale_after_s=_positive("stale_after_s", raw.get("stale_after_s", 300.0)),
         nccl_env={str(k): str(v) for k, v in (raw.get("nccl_env") or {}).items()},
+        settings_change=_choice("settings_change", str(raw.get("settings_change", "refuse")), SETTINGS_CHANGES),
+        given=given,
     )
 
 

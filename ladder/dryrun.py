@@ -1,7 +1,10 @@
 """`dry_run=true`: every trial the walk could launch, shown exactly (argv, env, generated files). Pure formatting.
 
 The caller plans each profile × rung with the real planner (`ladder.workloads.planner.plan`) and hands the specs
-here; nothing is launched. A generated file is shown in full the first time its text appears and referred back
+here, each with what already answers for it (a trial this sweep has, or one an earlier sweep ran that it would
+reuse): those are not launched, and the estimate counts only the others. Nothing is launched.
+
+A generated file is shown in full the first time its text appears and referred back
 to after that (a profile's agent.yaml is the same on every rung).
 """
 
@@ -24,6 +27,7 @@ class Planned:
     rung: int  # the knob's value
     trial_dir: str
     spec: TrialSpec
+    known: str = ""  # what answers for it without a launch ("reused from <sweep>#<n> (ok)"); "" = it would launch
 
 
 def every_trial(profiles: Sequence[str], rungs: Sequence[int]) -> list[tuple[str, int]]:
@@ -34,8 +38,11 @@ def every_trial(profiles: Sequence[str], rungs: Sequence[int]) -> list[tuple[str
 def format_dry_run(case: str, knob: str, planned: Sequence[Planned]) -> str:
     profiles = list(dict.fromkeys(p.variant for p in planned))
     rungs = len(planned) // max(1, len(profiles))
+    known = sum(1 for p in planned if p.known)
     head = (f"dry run: case {case}, {len(planned)} trial(s) the walk could launch ({len(profiles)} profile(s) x "
             f"{rungs} rung(s) of {knob}); nothing is launched")  # fmt: skip
+    if known:
+        head += f"\n{known} of them answered without a launch (reused or already run): marked below"
     seen: dict[str, str] = {}
     blocks = [format_trial(p, knob, seen) for p in planned]
     return "\n".join([head, *blocks]) + "\n"
@@ -50,7 +57,7 @@ def format_trial(p: Planned, knob: str, seen: dict[str, str]) -> str:
     label = f"{p.variant} {rung_label(knob, p.rung)}"
     spec = p.spec
     lines = [
-        f"== {label}  ({p.trial_dir})",
+        f"== {label}  ({p.trial_dir})" + (f"  [not launched: {p.known}]" if p.known else ""),
         f"launcher: {spec.launcher}  ranks: {spec.nproc}  progress: {spec.progress_kind} from {spec.progress_file}"
         + (f" (regex {spec.progress_regex!r})" if spec.progress_regex else ""),
         f"cwd: {spec.cwd or '.'}",
@@ -94,6 +101,15 @@ def estimate(n_rungs: int, n_profiles: int, fail_s: float, fit_s: float, cut_s: 
     first = (n_rungs - 1) / 2 * fail_s + fit_s
     expected = first + (n_profiles - 1) * (fit_s + fail_s) + descent
     return Estimate(worst, min(expected, worst), fail_s, fit_s, cut_s or 0.0)
+
+
+def estimate_left(left: Sequence[int], fail_s: float, fit_s: float, cut_s: float | None = None) -> Estimate:
+    """`estimate` over what is left to launch: `left` holds, per profile, its rungs that nothing answers for yet
+    (reused or already run); a profile with none left costs nothing."""
+    walking = [n for n in left if n]
+    if not walking:
+        return Estimate(0.0, 0.0, fail_s, fit_s, cut_s or 0.0)
+    return estimate(max(walking), len(walking), fail_s, fit_s, cut_s)
 
 
 def format_estimate(e: Estimate) -> str:

@@ -1,22 +1,32 @@
 """Trials of earlier sweeps that answer for trials this sweep would launch: reused, not rerun.
 
 An earlier trial answers for one of ours when both are the same case, profile and num_envs, launched with the
-same configuration (argv, environment and files, less the trial's folder and port: `fingerprint`) on the same
-hardware and code (`MACHINE_KEYS` of the machine's description; on a CPU also the same host). Only facts that
+same configuration (argv, environment, files, cwd, launcher and how progress is read, less the trial's folder and
+port: `fingerprint`) under the same conditions (`conditions`: the memory caps, a whole-trial cgroup and the
+emulated card, and every measure setting, so figures measured under another window or rule, or a failure under
+another cap, are never taken for ours) on the same hardware and code (`MACHINE_KEYS` of the machine's
+description; on a CPU also the same host). A trial recorded before its conditions were is never reused. Only facts that
 do not depend on the moment are reused: a probe that ran (`ok`: it fits, and its figures stand) and a step-down
 failure (`oom_or_nccl`: it does not fit). Errors, timeouts, retries and interrupted trials run again. Where
 earlier sweeps disagree on a rung (it fitted once and failed once) the failure wins: a rung that ran out of
 memory once is not a stable one.
 
-`fingerprint` and `pick` are pure; `earlier_records` reads other sweeps' storage.
+A reused trial's evidence is hard-linked (else copied) into this sweep's own trial folder (`copy_evidence`), so
+each sweep folder stands alone.
+
+`fingerprint`, `conditions` and `pick` are pure; `earlier_records` reads other sweeps' storage.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
 import logging
+import os
+import shutil
+import uuid
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -24,13 +34,16 @@ import optuna
 from optuna.storages import BaseStorage
 
 from ladder import store
+from ladder.config import MeasureConf, WorkloadConf
 from ladder.records import Phase, Status, TrialRecord
 from ladder.workloads.spec import TrialSpec
 
 log = logging.getLogger(__name__)
 
-MACHINE_KEYS = ("device", "gpu_name", "gpu_mem_total", "n_gpus", "driver", "torch", "workload_version")
+MACHINE_KEYS = ("device", "gpu_name", "gpu_mem_total", "n_gpus", "driver", "torch", "workload_version",
+                "conditions")  # fmt: skip
 REUSABLE = frozenset({Status.OK, Status.OOM_OR_NCCL})
+IGNORED_MEASURE = frozenset({"kill_grace_s"})  # how long a stop may take changes no outcome
 TRIAL_DIR = "/ladder-trial"  # what stands for the trial's folder in a fingerprint (plan with it, port 0)
 
 Wanted = Mapping[tuple[str, int], str]  # (profile, num_envs) -> the identity a reused trial must have
@@ -42,9 +55,22 @@ Wanted = Mapping[tuple[str, int], str]  # (profile, num_envs) -> the identity a 
 def fingerprint(spec: TrialSpec) -> str:
     """The trial's configuration, as a short hash: argv, environment and files of a spec planned with the
     placeholder folder `TRIAL_DIR` and port 0."""
-    body = json.dumps({"argv": list(spec.argv), "env": dict(sorted(spec.env.items())), "files": spec.files,
-                       "cwd": spec.cwd}, sort_keys=True)  # fmt: skip
-    return hashlib.sha256(body.encode()).hexdigest()[:16]
+    return _sha({"argv": list(spec.argv), "env": dict(sorted(spec.env.items())), "files": spec.files, "cwd": spec.cwd,
+                 "launcher": str(spec.launcher), "nproc": spec.nproc, "progress": [str(spec.progress_kind),
+                 spec.progress_file, spec.progress_regex, spec.progress_samples_per_iter]})  # fmt: skip
+
+
+def conditions(workload: WorkloadConf, measure: MeasureConf) -> dict[str, str]:
+    """What a trial ran under beyond its configuration, as the trial's info: the caps (columns of trials.tsv) and
+    `conditions`, a hash of the caps and every measure setting that changes an outcome or a figure."""
+    rule = {k: v for k, v in dataclasses.asdict(measure).items() if k not in IGNORED_MEASURE}
+    caps = {"host_mem_limit_gb": str(workload.host_mem_limit_gb or ""),
+            "emulate_gpu_mem_gb": str(workload.emulate_gpu_mem_gb or "")}  # fmt: skip
+    return {**caps, "conditions": _sha({**caps, "measure": rule})}
+
+
+def _sha(body: object) -> str:
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def identity(case: str, config: str, describe: Mapping[str, str]) -> str:
@@ -73,6 +99,8 @@ def pick(earlier: Iterable[TrialRecord], wanted: Wanted, have: set[tuple[str, in
 def _reusable(record: TrialRecord) -> bool:
     if record.info.get("reused_from"):
         return False  # a copy: its original is reused, if still there
+    if not record.info.get("conditions"):
+        return False  # recorded before its caps and measure settings were: what it ran under is unknown
     if record.phase is Phase.PROBE:
         return record.status in REUSABLE
     return record.status is Status.OOM_OR_NCCL  # a confirmation that failed: the rung does not hold
@@ -82,23 +110,50 @@ def _rank(record: TrialRecord) -> tuple[bool, str]:
     return record.status is not Status.OK, record.info.get("finished_at", "")
 
 
-def as_reused(record: TrialRecord, sweep: str) -> TrialRecord:
-    """The copy this sweep stores: the same outcome and figures, saying where it came from."""
-    old = record.info.get("sweep", "?")
-    origin = f"{old}#{record.number}"
-    info = {**record.info, "sweep": sweep, "reused_from": origin, "why": f"reused from {origin}"}
-    if record.info.get("trial_dir"):  # relative to this sweep's folder, like every trial_dir: the original's files
-        info["trial_dir"] = f"../{store.SWEEP_PREFIX}{old}/{record.info['trial_dir']}"
+def origin(record: TrialRecord) -> str:
+    return f"{record.info.get('sweep', '?')}#{record.number}"
+
+
+def as_reused(record: TrialRecord, sweep: str, trial_dir: str) -> TrialRecord:
+    """The copy this sweep stores: the same outcome and figures, saying where it came from; its evidence is in
+    `trial_dir` (relative to this sweep's folder, like every trial_dir; "" where the original's was gone)."""
+    where = origin(record)
+    info = {**record.info, "sweep": sweep, "reused_from": where, "why": f"reused from {where}", "trial_dir": trial_dir}
     return dataclasses.replace(record, phase=Phase.PROBE, figures=dict(record.figures), info=info)
 
 
 # ---------------------------------------------------------------- effects
 
 
-def earlier_records(storage: BaseStorage, case: str, sweep: str, output_root: Path | None) -> list[TrialRecord]:
+def copy_evidence(source: Path, dest: Path) -> bool:
+    """The original trial's folder, hard-linked (copied where links cannot be made) into `dest`, whole or not at
+    all (built beside it, then renamed); False where the original's folder is gone."""
+    if not source.is_dir():
+        log.warning("the evidence of a reused trial is gone (%s): its outcome is reused without it", source)
+        return False
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.parent / f".{dest.name}.{uuid.uuid4().hex[:8]}"
+    try:
+        shutil.copytree(source, tmp, copy_function=_link_or_copy, symlinks=True)
+        os.rename(tmp, dest)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return True
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    with contextlib.suppress(OSError):
+        os.link(src, dst)
+        return
+    shutil.copy2(src, dst)
+
+
+def earlier_records(storage: BaseStorage | None, case: str, sweep: str, output_root: Path | None) -> list[TrialRecord]:
     """The case's finished trials in other sweeps: in this sweep's storage (a shared database holds every
-    sweep), and, where each sweep keeps its own journal, in the sibling sweep folders under `output_root`."""
-    found = _case_records(storage, case, skip=store.study_name(case, sweep))
+    sweep; None: there is none yet), and, where each sweep keeps its own journal, in the sibling sweep folders
+    under `output_root`."""
+    found = _case_records(storage, case, skip=store.study_name(case, sweep)) if storage is not None else []
     if output_root is not None and output_root.is_dir():
         for folder in sorted(output_root.iterdir()):
             journal = folder / store.JOURNAL

@@ -12,6 +12,7 @@ import dataclasses
 import errno
 import logging
 import os
+import shlex
 import signal
 import socket
 import sys
@@ -30,16 +31,17 @@ from hydra.errors import ConfigCompositionException, HydraException, OverridePar
 from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig
+from optuna.storages import BaseStorage
 
-from ladder import launch, lease, procs, results, store
+from ladder import launch, lease, procs, results, store, sweepsettings
 from ladder.catalog import known
 from ladder.config import Device, Settings, register, settings_from
-from ladder.dryrun import Planned, estimate, every_trial, format_dry_run, format_estimate, rung_label
+from ladder.dryrun import Planned, estimate_left, every_trial, format_dry_run, format_estimate, rung_label
 from ladder.errors import ConfigError, ExitCode, LadderError
 from ladder.monitor import NvmlSampler, nvml_gpu_count
 from ladder.policy import Decision, Outcome
 from ladder.records import Phase, Status
-from ladder.sweep import GROWS_WITH_ENVS, Machine, Paths, Run, Summary, plan, run, workload_of
+from ladder.sweep import GROWS_WITH_ENVS, Machine, Paths, Run, Summary, plan, run, workload_of, would_reuse
 from ladder.view import PlainView, make_view, no_pick_line, trial_line
 
 log = logging.getLogger(__name__)
@@ -48,6 +50,7 @@ CUT_SAVES = 0.75  # dry-run estimate: the share of the window a descent step cut
 STARTUP_GUESS_S = 10.0  # dry-run estimate: launch to first evidence (torchrun ~3-4 s, imports, env creation)
 UNWRITABLE = (errno.EROFS, errno.EACCES, errno.EPERM)  # a place ladder may not write (a missing one: unwritable_root)
 WARMUP_GUESS_S = 15.0  # dry-run estimate: warm-up until the window opens
+DEFAULT_OUTPUT_ROOT = "output/train"  # conf/config.yaml's: a resume command names output_root only where it differs
 
 
 def known_cases() -> tuple[str, ...]:
@@ -222,25 +225,40 @@ def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
 def dry_run(settings: Settings, paths: Paths, machine: Machine) -> str:
     """Every trial the walk could launch, exactly as it would be launched, and what the sweep may cost."""
     workload = workload_of(settings)
-    ctx = Run(settings, paths, machine, workload, None, None, PlainView())  # type: ignore[arg-type]
+    storage = _existing_storage(settings, paths)
+    ctx = Run(settings, paths, machine, workload, None, storage, PlainView())  # type: ignore[arg-type]
+    known = would_reuse(ctx)
     port = launch.free_port()  # free now, so a command copied from here runs as shown; each launch takes its own
     planned = [
-        Planned(variant, rung, str(trial_dir), plan(ctx, Decision(variant, rung, ""), trial_dir, port))
+        Planned(variant, rung, str(trial_dir), plan(ctx, Decision(variant, rung, ""), trial_dir, port), note)
         for variant, rung in every_trial([p.name for p in settings.profiles], settings.rungs)
         for trial_dir in [paths.trial_dir(settings.case.name, variant, rung, Phase.PROBE, 1).absolute()]
+        for note in [known.get((variant, rung), "")]
     ]
     m = settings.measure
     fail_s, fit_s = STARTUP_GUESS_S, STARTUP_GUESS_S + min(m.warmup_timeout_s, WARMUP_GUESS_S) + m.window_s
     cut_s = fit_s - m.window_s * CUT_SAVES if settings.objective not in GROWS_WITH_ENVS else None
-    cost = estimate(len(settings.rungs), len(settings.profiles), fail_s, fit_s, cut_s)
+    profiles = dict.fromkeys(p.variant for p in planned)
+    left = [sum(1 for p in planned if p.variant == v and not p.known) for v in profiles]
+    cost = estimate_left(left, fail_s, fit_s, cut_s)
     return format_dry_run(settings.case.name, settings.knob, planned) + format_estimate(cost) + "\n"
 
 
+def _existing_storage(settings: Settings, paths: Paths) -> BaseStorage | None:
+    """The sweep's storage where it exists already (a dry run creates nothing)."""
+    if settings.storage:
+        return store.open_storage(settings.storage, paths.sweep_dir)
+    journal = paths.sweep_dir / store.JOURNAL
+    return store.open_storage(None, paths.sweep_dir) if journal.is_file() else None
+
+
 def resolve_resume(settings: Settings) -> Settings:
-    """`resume=latest` (with no sweep named): the most recently active sweep folder under output_root."""
+    """`resume=latest` (with no sweep named): the sweep `ladder.search` started or resumed last under output_root
+    (where no run has named one yet, the sweep whose storage or TSVs changed last)."""
     if settings.resume != "latest" or settings.sweep:
         return settings
-    latest = store.latest_sweep(Path(settings.output_root))
+    root = Path(settings.output_root)
+    latest = sweepsettings.latest(root) or store.latest_sweep(root)
     if latest is None:
         raise ConfigError(f"resume=latest: no sweep folder under {settings.output_root}",
                           "start one without resume=latest, or set output_root")  # fmt: skip
@@ -250,10 +268,12 @@ def resolve_resume(settings: Settings) -> Settings:
 def execute(settings: Settings) -> int:
     settings = resolve_resume(settings)
     paths = Paths.for_settings(settings, datetime.now(timezone.utc))
+    settings = sweepsettings.recorded_for(settings, paths.sweep, paths.sweep_dir)  # refuses other outcome settings
     machine = find_machine(settings)
     if settings.dry_run:
         print(dry_run(settings, paths, machine), end="")
         return 0
+    sweepsettings.note_latest(Path(settings.output_root), paths.sweep)
     launch.become_subreaper()
     procs.remove_stale()
     for sig in (signal.SIGTERM, signal.SIGHUP):  # a closed terminal stops the sweep as cleanly as Ctrl-C
@@ -265,7 +285,7 @@ def execute(settings: Settings) -> int:
         summary = run(settings, paths, machine, view)
     except KeyboardInterrupt:
         view.close()
-        resume = f"python -m ladder.search case={settings.case.name} sweep={paths.sweep}"
+        resume = resume_command(settings, paths)
         print(f"interrupted: nothing of this sweep is left running (a trial cut short is recorded `interrupted` and "
               f"runs again); resume with `{resume}`", file=sys.stderr)  # fmt: skip
         return ExitCode.INTERRUPTED
@@ -277,12 +297,29 @@ def execute(settings: Settings) -> int:
     return outcome(summary)
 
 
+def resume_command(settings: Settings, paths: Paths) -> str:
+    """The command that resumes this sweep as it was: its settings are recorded, so where it lives is enough."""
+    where = [f"case={settings.case.name}", f"sweep={paths.sweep}"]
+    if settings.output_root != DEFAULT_OUTPUT_ROOT:
+        where.append(f"output_root={settings.output_root}")
+    if settings.storage:
+        where.append(f"storage={store.redact(settings.storage)}")
+    return shlex.join(["python", "-m", "ladder.search", *where])
+
+
+def given_keys() -> tuple[str, ...] | None:
+    """The keys this run's command line sets (`profile`, `workload.emulate_gpu_mem_gb`, ...); None outside Hydra."""
+    if not HydraConfig.initialized():
+        return None
+    return tuple(o.split("=", 1)[0].lstrip("+~") for o in HydraConfig.get().overrides.task)
+
+
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
 def main(cfg: DictConfig) -> int:
     """One case. A single run exits with its code; a multirun's job returns it (`ExitCodes` gathers them), unless
     it was interrupted, which stops the multirun at once."""
     try:
-        code = execute(_one_sweep_per_multirun(settings_from(cfg, known_cases())))
+        code = execute(_one_sweep_per_multirun(settings_from(cfg, known_cases(), given_keys())))
     except LadderError as exc:
         print(f"ladder: {exc}", file=sys.stderr)
         code = ExitCode.BAD_SETTINGS

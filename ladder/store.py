@@ -47,6 +47,8 @@ SECRET_KEYS = ("password", "passwd", "pwd", "secret", "token")
 TERMINAL = (TrialState.COMPLETE, TrialState.FAIL)
 SCHEMA_RACE_TRIES, SCHEMA_RACE_WAIT_S = 6, 0.25  # a fresh database's tables created by several processes at once
 PASSWORD_VAR = "LADDER_STORAGE_PASSWORD"  # a storage URL's password, kept off the command line and Hydra's printouts
+SETTINGS_ATTR = "ladder_settings"  # study user attr: the sweep's settings for the case (ladder.sweepsettings)
+SET_ASIDE_ATTR = "set_aside"  # study user attr: numbers of finished trials that no longer count (settings changed)
 TURN_POLL_S = 1.0  # how often a process waiting for another's trial of the same study looks again
 
 
@@ -224,9 +226,37 @@ def withdraw(study: optuna.Study, trial: optuna.Trial) -> None:
 
 
 def records(study: optuna.Study) -> list[TrialRecord]:
-    """Every finished trial of the study, rebuilt from its stored attributes."""
+    """Every finished trial of the study, rebuilt from its stored attributes (less those `set_aside`)."""
     trials = study.get_trials(deepcopy=False, states=TERMINAL)
-    return [_record(t) for t in trials if "status" in t.user_attrs]
+    aside = set(study.user_attrs.get(SET_ASIDE_ATTR) or ())
+    return [_record(t) for t in trials if "status" in t.user_attrs and t.number not in aside]
+
+
+def save_settings(study: optuna.Study, record: dict[str, Any]) -> None:
+    """The sweep's settings for this case (`ladder.sweepsettings`), kept with its study in any storage."""
+    study.set_user_attr(SETTINGS_ATTR, record)
+
+
+def load_settings(study: optuna.Study) -> dict[str, Any] | None:
+    return study.user_attrs.get(SETTINGS_ATTR)
+
+
+def sweep_settings(storage: BaseStorage, sweep: str) -> dict[str, dict[str, Any]]:
+    """Case name -> the settings recorded for it, for every case study of `sweep` that has them."""
+    found = {}
+    for name in optuna.get_all_study_names(storage):
+        if name.startswith(f"{sweep}/"):
+            attrs = storage.get_study_user_attrs(storage.get_study_id_from_name(name))
+            if SETTINGS_ATTR in attrs:
+                found[name[len(sweep) + 1 :]] = attrs[SETTINGS_ATTR]
+    return found
+
+
+def set_aside(study: optuna.Study, numbers: Iterable[int]) -> None:
+    """Finished trials that no longer count (their sweep's settings changed): kept in storage as they are (a
+    finished trial cannot change), named in the study, left out of `records`."""
+    aside = set(study.user_attrs.get(SET_ASIDE_ATTR) or ()) | set(numbers)
+    study.set_user_attr(SET_ASIDE_ATTR, sorted(aside))
 
 
 def sweep_records(storage: BaseStorage, sweep: str = "") -> list[TrialRecord]:
@@ -262,8 +292,10 @@ def latest_sweep(output_root: Path) -> str | None:
 
 
 def _last_activity(folder: Path) -> float:
-    paths = [folder, *(folder / n for n in (JOURNAL, "trials.tsv", "best_by_case.tsv"))]
-    return max(p.stat().st_mtime for p in paths if p.exists())
+    """Its storage's or TSVs' last change; the folder's own only where it has none (a report written into an old
+    sweep's folder changes the folder, not the sweep)."""
+    paths = [p for p in (folder / n for n in (JOURNAL, "trials.tsv", "best_by_case.tsv")) if p.exists()] or [folder]
+    return max(p.stat().st_mtime for p in paths)
 
 
 def _open_url(url: str) -> BaseStorage:

@@ -20,7 +20,21 @@ from pathlib import Path
 import optuna
 from filelock import FileLock
 
-from ladder import catalog, decide, launch, lease, merge, policy, preflight, results, reuse, stats, store, trial
+from ladder import (
+    catalog,
+    decide,
+    launch,
+    lease,
+    merge,
+    policy,
+    preflight,
+    results,
+    reuse,
+    stats,
+    store,
+    sweepsettings,
+    trial,
+)
 from ladder import pick as rules
 from ladder.config import MeasureConf, Settings
 from ladder.monitor import Sampler, sampler_for
@@ -116,6 +130,7 @@ def run(settings: Settings, paths: Paths, machine: Machine, view: View) -> Summa
     merge.check_best(paths.best_tsv, storage, lambda every: best_of(every, settings)[1])  # before any trial
     merge.check_trials(paths.trials_tsv, lambda: store.sweep_records(storage, paths.sweep))
     ctx = Run(settings, paths, machine, workload_of(settings), study, storage, view)
+    _settle_settings(ctx)
     if abandoned := store.mark_abandoned(study, settings.stale_after_s):
         log.info("%d trial(s) left running by a stopped sweep are marked interrupted and will run again", abandoned)
     resumed = sum(1 for r in store.records(study) if r.status is not Status.INTERRUPTED)
@@ -172,13 +187,13 @@ def _reuse(ctx: Run) -> None:
     """Trials of earlier sweeps that answer for ours (same configuration, hardware and code) are copied in and
     shown, so the walk takes them as facts instead of launching them again."""
     s = ctx.settings
-    wanted = {(p.name, rung): _identity(ctx, p.name, rung) for p in s.profiles for rung in s.rungs}
+    wanted = _wanted(ctx)
     earlier = reuse.earlier_records(ctx.storage, s.case.name, ctx.paths.sweep, Path(s.output_root))
     # one process at a time copies into this case (the same command started twice would copy everything twice)
     ctx.paths.sweep_dir.mkdir(parents=True, exist_ok=True)
     with FileLock(str(ctx.paths.sweep_dir / f".reuse.{s.case.name}.lock")):
         have = {(r.variant, r.num_envs) for r in store.records(ctx.study) if r.status is not Status.INTERRUPTED}
-        copies = [reuse.as_reused(r, ctx.paths.sweep) for r in reuse.pick(earlier, wanted, have)]
+        copies = [_copied(ctx, r) for r in reuse.pick(earlier, wanted, have)]
         for copy in copies:
             store.add_finished(ctx.study, copy, catalog.known("profile"), results.objective_value(copy, s.objective))
     for copy in copies:
@@ -189,14 +204,79 @@ def _reuse(ctx: Run) -> None:
         results.write_trials(ctx.paths.trials_tsv, lambda: store.sweep_records(ctx.storage, ctx.paths.sweep))
 
 
+def _copied(ctx: Run, record: TrialRecord) -> TrialRecord:
+    """The reused trial as this sweep stores it, its evidence copied into this sweep's own trial folder."""
+    source = Path(ctx.settings.output_root) / f"{store.SWEEP_PREFIX}{record.info.get('sweep', '')}"
+    dest = _fresh_trial_dir(ctx, record.variant, record.num_envs, Phase.PROBE)
+    copied = bool(record.info.get("trial_dir")) and reuse.copy_evidence(source / record.info["trial_dir"], dest)
+    return reuse.as_reused(record, ctx.paths.sweep, str(dest.relative_to(ctx.paths.sweep_dir)) if copied else "")
+
+
+def _fresh_trial_dir(ctx: Run, variant: str, rung: int, phase: Phase, n: int = 1) -> Path:
+    """The first trial folder from number `n` on that nothing occupies yet (a set-aside or copied trial's stays)."""
+    while (folder := ctx.paths.trial_dir(ctx.settings.case.name, variant, rung, phase, n)).exists():
+        n += 1
+    return folder
+
+
+def _settle_settings(ctx: Run) -> None:
+    """Record the sweep's settings for the case; where they changed (settings_change=accept: `ladder.search`
+    refused otherwise), the trials that no longer answer for this sweep's are set aside, and their rungs run
+    afresh."""
+    now, recorded = sweepsettings.record(ctx.settings), store.load_settings(ctx.study)
+    if recorded == now:
+        return
+    if recorded is not None:
+        wanted = _wanted(ctx)
+        stale = [r.number for r in store.records(ctx.study) if _stale(r, wanted)]
+        store.set_aside(ctx.study, stale)
+        log.info("the sweep's settings changed (settings_change=accept): %d earlier trial(s) no longer count and "
+                 "their rungs run afresh", len(stale))  # fmt: skip
+    store.save_settings(ctx.study, now)
+
+
+def _stale(record: TrialRecord, wanted: reuse.Wanted) -> bool:
+    """A finished trial that no longer answers for its rung; an interrupted one never counted: it stays as history."""
+    return wanted.get((record.variant, record.num_envs)) != reuse.identity_of(record) and (
+        record.status is not Status.INTERRUPTED
+    )
+
+
+def would_reuse(ctx: Run) -> dict[tuple[str, int], str]:
+    """For a dry run: (profile, rung) -> what answers for it without a launch (a trial this sweep already has,
+    or one an earlier sweep ran). Reads storages only; `ctx.storage` is this sweep's, or None where it has none."""
+    s = ctx.settings
+    study = _existing_study(ctx)
+    known = {(r.variant, r.num_envs): f"already run in this sweep ({r.status})"
+             for r in (store.records(study) if study else []) if r.status is not Status.INTERRUPTED}  # fmt: skip
+    if s.reuse:
+        earlier = reuse.earlier_records(ctx.storage, s.case.name, ctx.paths.sweep, Path(s.output_root))
+        for r in reuse.pick(earlier, _wanted(ctx), set(known)):
+            known[(r.variant, r.num_envs)] = f"reused from {reuse.origin(r)} ({r.status})"
+    return known
+
+
+def _existing_study(ctx: Run) -> optuna.Study | None:
+    name = store.study_name(ctx.settings.case.name, ctx.paths.sweep)
+    if ctx.storage is None or name not in optuna.get_all_study_names(ctx.storage):
+        return None
+    return optuna.load_study(study_name=name, storage=ctx.storage)
+
+
 def _placeholder_spec(ctx: Run, profile: str, rung: int) -> TrialSpec:
     """The trial as planned in reuse's placeholder folder on port 0: its configuration, less where it runs."""
     return plan(ctx, policy.Decision(profile, rung, ""), Path(reuse.TRIAL_DIR), 0)
 
 
+def _wanted(ctx: Run) -> reuse.Wanted:
+    """(profile, rung) -> the identity a trial that answers for it has."""
+    return {(p.name, rung): _identity(ctx, p.name, rung) for p in ctx.settings.profiles for rung in ctx.settings.rungs}
+
+
 def _identity(ctx: Run, profile: str, rung: int) -> str:
     spec = _placeholder_spec(ctx, profile, rung)
-    return reuse.identity(ctx.settings.case.name, reuse.fingerprint(spec), {**ctx.machine.describe, **spec.info})
+    return reuse.identity(ctx.settings.case.name, reuse.fingerprint(spec), {**ctx.machine.describe, **spec.info,
+                          **reuse.conditions(ctx.settings.workload, ctx.settings.measure)})  # fmt: skip
 
 
 def _to_confirm(ctx: Run) -> policy.Decision | None:
@@ -237,7 +317,7 @@ def _run_one(
     """Launch the decision as a new trial and record it; None when another process's trial came first."""
     key = (decision.profile, decision.rung, phase)
     done = [r for r in store.records(ctx.study) if (r.variant, r.num_envs, r.phase) == key]
-    trial_dir = ctx.paths.trial_dir(ctx.settings.case.name, decision.profile, decision.rung, phase, len(done) + 1)
+    trial_dir = _fresh_trial_dir(ctx, decision.profile, decision.rung, phase, len(done) + 1)
     spec = plan(ctx, decision, trial_dir, launch.free_port())
     if held is not None:  # the trial sees only its leased GPUs (as cuda:0..n-1), or gets its CPU slots
         spec = dataclasses.replace(spec, env={**spec.env, **lease.lease_env(held)})
@@ -290,6 +370,7 @@ def _info(ctx: Run, decision: policy.Decision, spec: TrialSpec, trial_dir: Path,
         "config_sha": reuse.fingerprint(_placeholder_spec(ctx, decision.profile, decision.rung)),
         **ctx.machine.describe,
         **spec.info,
+        **reuse.conditions(ctx.settings.workload, ctx.settings.measure),
         "sweep": ctx.paths.sweep,
         "trial_dir": str(trial_dir.relative_to(ctx.paths.sweep_dir)),
     }

@@ -175,7 +175,8 @@ def test_two_processes_on_one_sweep_and_case_take_turns_and_run_nothing_twice(tm
     rows = read_tsv(sweep_dir(tmp_path, "again") / "trials.tsv")
     assert sorted((r["variant"], r["num_envs"]) for r in rows) == [("default", "256"), ("default", "64")], outs
     assert all(r["why"].startswith("reused from twice#") for r in rows)
-    assert not (sweep_dir(tmp_path, "again") / "trials").exists()
+    assert sorted(p.name for p in (sweep_dir(tmp_path, "again") / "trials" / FIRST).iterdir()) == [
+        "default_e256_probe_1", "default_e64_probe_1"]  # each copied in once, by one of the two  # fmt: skip
 
 
 def test_sweeps_reusing_one_earlier_sweep_at_one_moment_copy_each_trial_once(

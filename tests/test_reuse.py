@@ -5,12 +5,20 @@ End to end (a second sweep that launches nothing, another cap that launches agai
 
 from __future__ import annotations
 
+import dataclasses
+import shutil
+from pathlib import Path
+
+import pytest
+
 from ladder import reuse
+from ladder.config import MeasureConf, WorkloadConf
 from ladder.records import Phase, Reason, Status, TrialRecord
-from ladder.workloads.spec import TrialSpec
+from ladder.workloads.spec import Launcher, ProgressKind, TrialSpec
 
 H100 = {"device": "cuda", "gpu_name": "NVIDIA H100 80GB HBM3", "gpu_mem_total": "81559", "n_gpus": "2",
-        "driver": "580.159.04", "torch": "2.13.0", "workload_version": "abc123", "host": "node1"}  # fmt: skip
+        "driver": "580.159.04", "torch": "2.13.0", "workload_version": "abc123", "host": "node1",
+        "conditions": "c0"}  # fmt: skip
 
 
 def rec(variant: str, rung: int, status: Status, *, config: str = "cfg", when: str = "2026-11-26T01:00:00+00:00",
@@ -53,7 +61,7 @@ def test_only_facts_that_hold_later_are_reused() -> None:
     assert reuse.pick([rec("default", 2048, Status.OK, phase=Phase.CONFIRM)], keys, set()) == []
     (failed,) = reuse.pick([rec("default", 2048, Status.OOM_OR_NCCL, phase=Phase.CONFIRM)], keys, set())
     assert failed.status is Status.OOM_OR_NCCL
-    copy = reuse.as_reused(rec("default", 2048, Status.OK), "mid")
+    copy = reuse.as_reused(rec("default", 2048, Status.OK), "mid", "")
     assert reuse.pick([copy], keys, set()) == []  # a copy is never reused again: its original is
 
 
@@ -69,8 +77,8 @@ def test_a_failure_beats_a_success_then_the_newest_wins_and_what_ran_here_stays(
 
 def test_the_copy_says_where_it_came_from_and_joins_this_sweep() -> None:
     original = rec("default", 2048, Status.OK, trial_dir="trials/amp_humanoid/default_e2048_probe_1")
-    copy = reuse.as_reused(original, "new")
-    assert copy.info["trial_dir"] == "../case_gpu_bench_old/trials/amp_humanoid/default_e2048_probe_1"
+    copy = reuse.as_reused(original, "new", "trials/amp_humanoid/default_e2048_probe_2")
+    assert copy.info["trial_dir"] == "trials/amp_humanoid/default_e2048_probe_2"  # this sweep's own folder
     assert (copy.info["sweep"], copy.info["reused_from"], copy.figures) == ("new", "old#0", original.figures)
     assert copy.info["why"] == "reused from old#0"
 
@@ -83,3 +91,64 @@ def test_the_fingerprint_follows_argv_env_and_files() -> None:
                   TrialSpec(argv=spec.argv, env=spec.env, files={"agent.yaml": "a: 2"}),
                   TrialSpec(argv=(*spec.argv[:-1], "128"), env=spec.env, files=spec.files)):  # fmt: skip
         assert reuse.fingerprint(other) != reuse.fingerprint(spec)
+
+
+def test_the_fingerprint_follows_how_progress_is_read() -> None:
+    spec = TrialSpec(argv=("train",), env={}, progress_kind=ProgressKind.REGEX, progress_regex=r"it (?P<iter>\d+)")
+    for other in (dataclasses.replace(spec, progress_regex=r"step (?P<iter>\d+)"),
+                  dataclasses.replace(spec, progress_file="log.txt"),
+                  dataclasses.replace(spec, progress_kind=ProgressKind.JSONL),
+                  dataclasses.replace(spec, launcher=Launcher.DIRECT)):  # fmt: skip
+        assert reuse.fingerprint(other) != reuse.fingerprint(spec)
+
+
+def conditions(**change: object) -> str:
+    workload = dataclasses.replace(WorkloadConf(), **{k: v for k, v in change.items() if hasattr(WorkloadConf, k)})
+    measure = dataclasses.replace(MeasureConf(), **{k: v for k, v in change.items() if hasattr(MeasureConf, k)})
+    return reuse.conditions(workload, measure)["conditions"]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [{"host_mem_limit_gb": 0.5}, {"emulate_gpu_mem_gb": 0.6}, {"window_s": 30.0}, {"warmup_iters": 5},
+     {"stable_tol": 0.5}, {"sample_hz": 5.0}, {"repeats": 3}, {"stall_timeout_s": 30.0}],
+    ids=["cgroup_cap", "card_cap", "window", "warmup", "rule", "sampling", "repeats", "stall"],
+)  # fmt: skip
+def test_a_trial_under_another_cap_or_measure_rule_is_not_reused(change: dict[str, object]) -> None:
+    assert conditions(**change) != conditions()
+    earlier = [rec("default", 2048, Status.OOM_OR_NCCL, conditions=conditions(**change)),
+               rec("default", 1024, Status.OK, conditions=conditions(**change))]  # fmt: skip
+    keys = wanted(("default", 2048), ("default", 1024), conditions=conditions())
+    assert reuse.pick(earlier, keys, set()) == []
+    same = wanted(("default", 2048), ("default", 1024), conditions=conditions(**change))
+    assert [r.num_envs for r in reuse.pick(earlier, same, set())] == [2048, 1024]
+
+
+def test_how_long_a_stop_may_take_changes_nothing() -> None:
+    assert conditions(kill_grace_s=1.0) == conditions()
+
+
+def test_a_trial_recorded_before_its_conditions_is_never_reused() -> None:
+    old = rec("default", 2048, Status.OOM_OR_NCCL)
+    del old.info["conditions"]
+    assert reuse.pick([old], wanted(("default", 2048), conditions=conditions()), set()) == []
+    assert reuse.pick([old], wanted(("default", 2048), conditions=""), set()) == []
+
+
+def test_the_caps_are_recorded_as_columns() -> None:
+    got = reuse.conditions(dataclasses.replace(WorkloadConf(), host_mem_limit_gb=0.5), MeasureConf())
+    assert (got["host_mem_limit_gb"], got["emulate_gpu_mem_gb"]) == ("0.5", "")
+
+
+def test_copied_evidence_stands_alone_and_is_whole_or_absent(tmp_path: Path) -> None:
+    source = tmp_path / "old" / "trial"
+    (source / "sub").mkdir(parents=True)
+    (source / "stdout.log").write_text("out")
+    (source / "sub" / "rank0.json").write_text("{}")
+    dest = tmp_path / "new" / "trials" / "c" / "default_e64_probe_1"
+    assert reuse.copy_evidence(source, dest)
+    shutil.rmtree(tmp_path / "old")
+    assert (dest / "stdout.log").read_text() == "out" and (dest / "sub" / "rank0.json").is_file()
+    assert [p.name for p in dest.parent.iterdir()] == [dest.name]  # no temporary folder left
+    assert not reuse.copy_evidence(tmp_path / "gone", tmp_path / "new" / "x")
+    assert not (tmp_path / "new" / "x").exists()
