@@ -83,13 +83,16 @@ def _class(util: float, mem_frac: float, t: Thresholds) -> CaseClass:
 def classify_row(row: Mapping[str, str], thresholds: Thresholds = Thresholds()) -> tuple[CaseClass, str]:
     """The class and action for a best_by_case.tsv row (its `status`, `min_avg_util`, `max_memN`, `gpu_mem_total`).
     Where the trainer reported its use of an emulated card (`cap_used_mb` of `cap_mb`), that is compared instead:
-    the same quantity the cap limits (on CPU, `max_memN` is RSS, libraries included)."""
+    the same quantity the cap limits (on CPU, `max_memN` is RSS, libraries included). A CPU run without such an
+    emulated card gets no class: the classes read a GPU's memory and util, and CPU figures are neither."""
     if row.get("status") != "ok":
         return CaseClass.UNSTABLE, ACTIONS[CaseClass.UNSTABLE]
     util, card = _float(row.get("min_avg_util")), _float(row.get("gpu_mem_total"))
     used, cap = _float(row.get("cap_used_mb")), _float(row.get("cap_mb"))
     if util is not None and used is not None and cap:
         return classify(util, used, cap, thresholds)
+    if row.get("gpu_name") == "cpu":
+        return CaseClass.UNCLASSIFIED, "no class on CPU: the classes read a GPU's memory and util; measure on a GPU"
     mems = [m for k, v in row.items() if k.startswith("max_mem") and k[7:].isdigit() and (m := _float(v)) is not None]
     if util is None or card is None or not mems:
         return CaseClass.UNCLASSIFIED, ACTIONS[CaseClass.UNCLASSIFIED]

@@ -36,6 +36,7 @@ from ladder.policy import Decision, Outcome
 from ladder.records import Phase, Status
 from ladder.sweep import GROWS_WITH_ENVS, Machine, Paths, Run, Summary, plan, run, workload_of
 from ladder.view import PlainView, make_view, trial_line
+from ladder.workloads import planner
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +121,7 @@ def _gpu_describe(gpus: tuple[int, ...]) -> dict[str, str]:
 
 
 def _cpu_describe(settings: Settings) -> dict[str, str]:
-    cap = settings.workload.emulate_gpu_mem_gb
+    cap = emulated_card_gb(settings)
     return {"gpu_name": "cpu", "gpu_mem_total": str(round(cap * 1024)) if cap else "", "driver": ""}
 
 
@@ -155,8 +156,15 @@ def print_summary(summary: Summary, paths: Paths, knob: str) -> None:
     print(f"trials.tsv:       {paths.trials_tsv}")
 
 
+def emulated_card_gb(settings: Settings) -> float | None:
+    """The emulated card's size where the workload takes one (the built-in proxy only); None elsewhere, so a
+    setting that does not apply is neither shown nor recorded as the card."""
+    kind = planner.resolve(planner.parse_kind(settings.workload.kind), settings.workload.mimickit_root, os.environ)
+    return settings.workload.emulate_gpu_mem_gb if kind.kind is planner.Kind.PROXY else None
+
+
 def banner(settings: Settings, paths: Paths, machine: Machine) -> str:
-    cap = settings.workload.emulate_gpu_mem_gb
+    cap = emulated_card_gb(settings)
     return (
         f"sweep {paths.sweep}: case {settings.case.name}, ladder {list(settings.rungs)}, "
         f"profiles {[p.name for p in settings.profiles]}, {machine.nproc} x {machine.device}"
