@@ -274,8 +274,9 @@ def t975(df: int) -> float:
 
 
 def _last_step(points: Sequence[Point]) -> float:
-    """Slack so the point that closed the window counts."""
-    return points[-1].step_time_s or 0.0 if points else 0.0
+    """Slack so the point that closed the window counts: its step time, as reported or derived from the point
+    before (a trainer that prints no step time, like MimicKit's table, and a window shorter than one iteration)."""
+    return (step_times(points[-2:])[-1] or 0.0) if points else 0.0
 
 
 def _spread(values: list[float]) -> float:
