@@ -189,16 +189,15 @@ def test_progress_comes_from_the_stdout_table_and_samples_per_s_agrees_with_mimi
     assert len(table) >= 3, table
     per_iter = SAMPLES_PER_ITER * 4
     assert {b["Samples"] - a["Samples"] for a, b in zip(table, table[1:], strict=False)} == {per_iter}
-    rate, window_s = float(best["samples_per_s"]), float(best["window_s"])
-    iters = round(rate * window_s / per_iter)
-    assert iters >= 1 and abs(iters * per_iter / window_s - rate) <= 0.01 * rate  # whole iterations were measured
+    rate, window_s, iters = float(best["samples_per_s"]), float(best["window_s"]), int(float(trial_row["n_iters"]))
+    assert iters >= 1 and abs(iters * per_iter / window_s - rate) <= 0.05  # whole iterations (rate printed to 0.1)
     # The trial is stopped once its window is measured: the window is the table's last `iters` iterations.
     # MimicKit's Wall_Time is in hours at 3 significant digits: a reading is off by at most half its last digit.
     first, last = table[-1 - iters], table[-1]
     wall_s = (last["Wall_Time"] - first["Wall_Time"]) * 3600
     rounding_s = sum(_half_last_digit(row["Wall_Time"]) for row in (first, last)) * 3600
     theirs = (last["Samples"] - first["Samples"]) / wall_s
-    assert abs(rate - theirs) <= 0.05 * theirs + rate * rounding_s / wall_s, (rate, theirs, wall_s, rounding_s)
+    assert abs(rate - theirs) <= 0.05 * theirs + rate * rounding_s / wall_s + 0.05, (rate, theirs, wall_s, rounding_s)
 
 
 def _half_last_digit(value: float) -> float:
