@@ -88,6 +88,7 @@ class WorkloadConf:
     mimickit_root: str = ""  # MimicKit checkout; "" = $MIMICKIT_ROOT
     mimickit_python: str = ""  # interpreter with MimicKit's dependencies; "" = ladder's own
     engine_config: str = ""  # e.g. data/engines/newton_engine.yaml; "" = the args file's engine
+    env_patch: dict[str, Any] = field(default_factory=dict)  # mimickit: keys set on the case's env config (trial copy)
     mimickit_max_iters: int = 2000  # MimicKit's --max_samples in iterations: a bound; ladder stops trials sooner
     mimickit_num_envs: int = 0  # --num_envs while the ladder walks another knob
     command: list[str] = field(default_factory=list)  # kind command: the argv template ({num_envs}, {trial_dir}...)

@@ -94,8 +94,9 @@ def classify_row(
 ) -> tuple[CaseClass, str]:
     """The class and action for a best_by_case.tsv row (its `status`, `min_avg_util`, `max_memN`, `gpu_mem_total`).
     Where the trainer reported its use of an emulated card (`cap_used_mb` of `cap_mb`), that is compared instead:
-    the same quantity the cap limits (on CPU, `max_memN` is RSS, libraries included). `tried`: the profiles the
-    case's walk measured, so that a balanced pick is never told to try one it already beat."""
+    the same quantity the cap limits (on CPU, `max_memN` is RSS, libraries included). A CPU run without such an
+    emulated card gets no class: the classes read a GPU's memory and util, and CPU figures are neither. `tried`: the
+    profiles the case's walk measured, so that a balanced pick is never told to try one it already beat."""
     if row.get("status") == "error":
         return CaseClass.BROKEN, broken_action(row)
     if row.get("status") != "ok":
@@ -116,6 +117,8 @@ def _classify_ok(row: Mapping[str, str], thresholds: Thresholds) -> tuple[CaseCl
     used, cap = _float(row.get("cap_used_mb")), _float(row.get("cap_mb"))
     if util is not None and used is not None and cap:
         return classify(util, used, cap, thresholds)
+    if row.get("gpu_name") == "cpu":
+        return CaseClass.UNCLASSIFIED, "no class on CPU: the classes read a GPU's memory and util; measure on a GPU"
     mems = [m for k, v in row.items() if k.startswith("max_mem") and k[7:].isdigit() and (m := _float(v)) is not None]
     if util is None or card is None or not mems:
         return CaseClass.UNCLASSIFIED, ACTIONS[CaseClass.UNCLASSIFIED]

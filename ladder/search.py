@@ -43,6 +43,7 @@ from ladder.policy import Decision, Outcome
 from ladder.records import Phase, Status
 from ladder.sweep import GROWS_WITH_ENVS, Machine, Paths, Run, Summary, plan, run, workload_of, would_reuse
 from ladder.view import PlainView, make_view, no_pick_line, trial_line
+from ladder.workloads import planner
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +130,7 @@ def _gpu_describe(gpus: tuple[int, ...]) -> dict[str, str]:
 
 
 def _cpu_describe(settings: Settings) -> dict[str, str]:
-    cap = settings.workload.emulate_gpu_mem_gb
+    cap = emulated_card_gb(settings)
     return {"gpu_name": "cpu", "gpu_mem_total": str(round(cap * 1024)) if cap else "", "driver": ""}
 
 
@@ -201,8 +202,15 @@ def print_summary(summary: Summary, paths: Paths, knob: str, objective: str = "m
     print(f"trials.tsv:       {paths.trials_tsv}")
 
 
+def emulated_card_gb(settings: Settings) -> float | None:
+    """The emulated card's size where the workload takes one (the built-in proxy only); None elsewhere, so a
+    setting that does not apply is neither shown nor recorded as the card."""
+    kind = planner.resolve(planner.parse_kind(settings.workload.kind), settings.workload.mimickit_root, os.environ)
+    return settings.workload.emulate_gpu_mem_gb if kind.kind is planner.Kind.PROXY else None
+
+
 def banner(settings: Settings, paths: Paths, machine: Machine) -> str:
-    cap = settings.workload.emulate_gpu_mem_gb
+    cap = emulated_card_gb(settings)
     return (
         f"sweep {paths.sweep}: case {settings.case.name}, ladder {list(settings.rungs)}, "
         f"profiles {[p.name for p in settings.profiles]}, {machine.nproc} x {machine.device}"

@@ -16,11 +16,13 @@ from hydra import compose, initialize_config_dir
 
 from ladder import failures, launch, policy
 from ladder.config import Case, Profile, Settings, WorkloadConf, register, settings_from
+from ladder.decide import CaseClass, classify_row
 from ladder.dryrun import Planned, estimate, every_trial, format_dry_run, format_estimate
 from ladder.errors import ConfigError, LadderError
 from ladder.progress import MimicKitLogParser, MimicKitStdoutParser, Parser, parser_for
 from ladder.records import Ending, Status
-from ladder.search import known_cases
+from ladder.reuse import fingerprint
+from ladder.search import emulated_card_gb, known_cases
 from ladder.workloads.builtin import Placement
 from ladder.workloads.command import CommandConf
 from ladder.workloads.mimickit import MimicKitConf, missing_files
@@ -123,6 +125,100 @@ def test_missing_files_names_them(tmp_path: Path) -> None:
     s = settings("amp_pi_plus")
     assert missing_files(MimicKitConf(root=str(tmp_path)), s.case) == [
         str(tmp_path / "mimickit/run.py"), str(tmp_path / "args/amp_pi_plus_args.txt")]  # fmt: skip
+
+
+# ---- MimicKit: the env-config patch ------------------------------------------------------------------------------
+
+SWAY = "data/motions/synthetic/humanoid_sway.pkl"
+
+
+def mimickit_folder(tmp_path: Path) -> Path:
+    """A MimicKit-shaped folder: the deepmimic humanoid's args file (a comment, the env config named once) and env."""
+    (tmp_path / "args").mkdir()
+    (tmp_path / "data" / "envs").mkdir(parents=True)
+    (tmp_path / "args" / "deepmimic_humanoid_ppo_args.txt").write_text(
+        "--num_envs 4096\n\n# --env_config data/envs/commented_out.yaml\n--engine_config data/engines/isaac.yaml\n"
+        "--env_config data/envs/deepmimic_humanoid_env.yaml\n--env_config data/envs/second_is_ignored.yaml\n"
+    )
+    (tmp_path / "data" / "envs" / "deepmimic_humanoid_env.yaml").write_text(
+        'env_name: "deepmimic"\nepisode_length: 10.0 # seconds\nmotion_file: "data/motions/humanoid/spinkick.pkl"\n'
+        "reward: {pose_w: 0.5, vel_w: 0.1}\n")  # fmt: skip
+    return tmp_path
+
+
+def test_env_patch_hands_mimickit_a_patched_copy_in_the_trial_folder(tmp_path: Path) -> None:
+    root, s, td = mimickit_folder(tmp_path), settings("deepmimic_humanoid_ppo"), "/out/t/default_e4_probe_1"
+    shipped = (root / "data/envs/deepmimic_humanoid_env.yaml").read_text()
+    patch = {"motion_file": SWAY, "episode_length": 2.0, "reward": {"vel_w": 0.3}, "rand_reset": False}
+    spec = plan(mimickit(str(root), env_patch=patch), s.case, profile(s, "default"), 4, TWO_GPUS, td, 1.0, {})
+    assert spec.argv[-2:] == ("--env_config", f"{td}/env.yaml")  # the command line wins over the args file's
+    assert yaml.safe_load(spec.files["env.yaml"]) == {"env_name": "deepmimic", "episode_length": 2.0,
+                                                      "motion_file": SWAY, "reward": {"pose_w": 0.5, "vel_w": 0.3},
+                                                      "rand_reset": False}  # fmt: skip
+    assert spec.info["env_added"] == "rand_reset" and "motion_file=" + SWAY in spec.info["env_patch"]
+    assert (root / "data/envs/deepmimic_humanoid_env.yaml").read_text() == shipped  # the checkout is not written
+
+
+def test_without_env_patch_the_args_files_env_config_runs(tmp_path: Path) -> None:
+    s = settings("deepmimic_humanoid_ppo")
+    spec = plan(mimickit(str(tmp_path)), s.case, profile(s, "default"), 4, TWO_GPUS, "/t", 1.0, {})
+    assert "--env_config" not in spec.argv and set(spec.files) == {"agent.yaml"}  # nothing read: no folder needed
+
+
+def test_the_env_patch_is_part_of_the_reuse_identity(tmp_path: Path) -> None:
+    root, s = mimickit_folder(tmp_path), settings("deepmimic_humanoid_ppo")
+
+    def sha(patch: dict) -> str:
+        return fingerprint(
+            plan(mimickit(str(root), env_patch=patch), s.case, s.profiles[0], 4, TWO_GPUS, "/t", 1.0, {})
+        )
+
+    assert sha({"motion_file": SWAY}) == sha({"motion_file": SWAY})
+    assert len({sha({}), sha({"motion_file": SWAY}), sha({"motion_file": SWAY, "episode_length": 2.0})}) == 3
+    before = sha({"motion_file": SWAY})
+    (root / "data/envs/deepmimic_humanoid_env.yaml").write_text('env_name: "deepmimic"\nepisode_length: 5.0\n')
+    assert sha({"motion_file": SWAY}) != before  # the env config the patch applies to changed: not the same trial
+
+
+@pytest.mark.parametrize(
+    ("setup", "message"),
+    [
+        (lambda root: (root / "args/deepmimic_humanoid_ppo_args.txt").unlink(), "args file .* is not there"),
+        (lambda root: (root / "args/deepmimic_humanoid_ppo_args.txt").write_text("--num_envs 4\n"),
+         "names no --env_config"),
+        (lambda root: (root / "data/envs/deepmimic_humanoid_env.yaml").unlink(), "cannot be read"),
+        (lambda root: (root / "data/envs/deepmimic_humanoid_env.yaml").write_text("- a list\n"), "not a mapping"),
+    ],
+    ids=["no-args-file", "no-env-config-named", "env-config-missing", "env-config-not-a-mapping"],
+)  # fmt: skip
+def test_env_patch_names_what_it_cannot_patch(tmp_path: Path, setup: object, message: str) -> None:
+    root, s = mimickit_folder(tmp_path), settings("deepmimic_humanoid_ppo")
+    setup(root)  # type: ignore[operator]
+    with pytest.raises(ConfigError, match=message):
+        plan(mimickit(str(root), env_patch={"episode_length": 1.0}), s.case, s.profiles[0], 4, TWO_GPUS, "/t", 1.0, {})
+
+
+def test_env_patch_from_hydra_overrides_and_only_for_mimickit() -> None:
+    s = settings(
+        "deepmimic_humanoid_ppo", f"+workload.env_patch.motion_file={SWAY}", "+workload.env_patch.episode_length=2"
+    )
+    workload, _ = build(WorkloadInput.of(s.workload), s.workload, s.knob, {"MIMICKIT_ROOT": "/opt/MimicKit"})
+    assert workload.mimickit is not None and workload.mimickit.env_patch == {"motion_file": SWAY, "episode_length": 2}
+    with pytest.raises(ConfigError, match="env_patch patches a MimicKit env config, but the workload is proxy"):
+        build(WorkloadInput.of(s.workload), s.workload, s.knob, {})
+
+
+def test_an_emulated_card_is_shown_and_recorded_for_the_proxy_only() -> None:
+    proxy = settings("deepmimic_humanoid_ppo", "workload.kind=proxy", "workload.emulate_gpu_mem_gb=0.6")
+    real = settings("deepmimic_humanoid_ppo", "workload.mimickit_root=/opt/MimicKit", "workload.emulate_gpu_mem_gb=0.6")
+    assert emulated_card_gb(proxy) == 0.6 and emulated_card_gb(real) is None
+
+
+def test_a_cpu_run_gets_no_gpu_class() -> None:
+    cpu = {"status": "ok", "min_avg_util": "98.0", "max_mem0": "900", "gpu_mem_total": "", "gpu_name": "cpu"}
+    assert classify_row(cpu) == (CaseClass.UNCLASSIFIED, classify_row(cpu)[1])
+    assert classify_row(cpu)[1].startswith("no class on CPU")
+    assert classify_row(cpu | {"cap_used_mb": "600", "cap_mb": "614"})[0] is CaseClass.VRAM_BOUND  # emulated card
 
 
 # ---- auto, proxy --------------------------------------------------------------------------------------------------

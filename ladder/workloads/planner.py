@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import TypeVar
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from ladder.config import Case, Profile, WorkloadConf
 from ladder.errors import ConfigError
@@ -73,6 +73,7 @@ class WorkloadInput:
     mimickit_root: str = ""  # MimicKit checkout; "" = $MIMICKIT_ROOT
     mimickit_python: str = ""  # interpreter with MimicKit's dependencies; "" = ladder's own
     engine_config: str = ""  # e.g. data/engines/newton_engine.yaml; "" = the args file's engine
+    env_patch: Mapping[str, Any] = field(default_factory=dict)  # keys set on the case's env config (a trial's copy)
     mimickit_max_iters: int = 2000  # MimicKit's --max_samples, in iterations: it stops itself by then
     mimickit_num_envs: int = 0  # --num_envs while the ladder walks another knob
     command: tuple[str, ...] = ()  # kind command: the argv template
@@ -89,12 +90,17 @@ class WorkloadInput:
         values = {f: getattr(settings, f) for f in names}
         if "command" in values:
             values["command"] = tuple(values["command"])
+        if "env_patch" in values:
+            values["env_patch"] = dict(values["env_patch"] or {})
         return cls(**values)
 
 
 def build(inp: WorkloadInput, proxy: WorkloadConf, knob: str, environ: Mapping[str, str]) -> tuple[Workload, str]:
     """The sweep's workload (auto resolved) and the line to log about it."""
     got = resolve(parse_kind(inp.kind), inp.mimickit_root, environ)
+    if inp.env_patch and got.kind is not Kind.MIMICKIT:
+        raise ConfigError(f"workload.env_patch patches a MimicKit env config, but the workload is {got.kind}",
+                          "set workload.mimickit_root (or kind=mimickit), or drop workload.env_patch")  # fmt: skip
     mk = _mimickit_conf(inp, got.mimickit_root) if got.kind is Kind.MIMICKIT else None
     cmd = _command_conf(inp) if got.kind is Kind.COMMAND else None
     return Workload(got.kind, proxy, knob, mk, cmd), got.note
@@ -103,7 +109,7 @@ def build(inp: WorkloadInput, proxy: WorkloadConf, knob: str, environ: Mapping[s
 def _mimickit_conf(inp: WorkloadInput, root: str) -> MimicKitConf:
     shown = _choice(ProgressKind, inp.progress or MIMICKIT_PROGRESS[0].value, "workload.progress", MIMICKIT_PROGRESS)
     return MimicKitConf(root, inp.mimickit_python, inp.engine_config, inp.mimickit_max_iters, inp.mimickit_num_envs,
-                        shown)  # fmt: skip
+                        shown, dict(inp.env_patch))  # fmt: skip
 
 
 def _command_conf(inp: WorkloadInput) -> CommandConf:
