@@ -43,14 +43,15 @@ from filelock import FileLock
 from ladder.records import Status, TrialRecord
 
 SEED_HEAD = ("case", "method", "variant", "num_envs", "status", "min_avg_util")
-BEST_TAIL = (
+BEST_TAIL = (  # knob: what num_envs holds the value of (the seed's head stays as it was)
+    "knob",
     "samples_per_s", "samples_per_s_lo", "samples_per_s_hi", "p50_util", "active_s", "idle_s", "avg_active_util",
     "step_time_p50", "data_time_p50", "window_s", "gated", "n_samples", "unstable", "repeat_spread", "repeats",
     "cap_used_mb", "cap_mb", "class", "action", "reason", "evidence", "gpu_name", "gpu_mem_total", "n_gpus", "driver",
     "torch", "source", "workload", "workload_version", "width_factor", "emulate_gpu_mem_gb", "phase", "trials", "sweep",
     "host", "finished_at", "trial_dir",
 )  # fmt: skip
-TRIAL_HEAD = ("number", "case", "method", "variant", "num_envs", "phase", "status", "reason")
+TRIAL_HEAD = ("number", "case", "method", "variant", "num_envs", "knob", "phase", "status", "reason")
 TRIAL_TAIL = (
     "evidence", "trial_dir", "started_at", "finished_at", "duration_s", "device", "nproc", "source",
     "width_factor", "emulate_gpu_mem_gb", "port", "host", "sweep",
@@ -130,6 +131,7 @@ def trial_row(record: TrialRecord) -> dict[str, str]:
         "method": record.method,
         "variant": record.variant,
         "num_envs": str(record.num_envs),
+        "knob": record.info.get("knob", "num_envs"),  # the column num_envs holds this knob's value
         "phase": str(record.phase),
         "status": str(record.status),
         "reason": str(record.reason),

@@ -226,7 +226,7 @@ def dry_run(settings: Settings, paths: Paths, machine: Machine) -> str:
     planned = [
         Planned(variant, rung, str(trial_dir), plan(ctx, Decision(variant, rung, ""), trial_dir, port))
         for variant, rung in every_trial([p.name for p in settings.profiles], settings.rungs)
-        for trial_dir in [paths.trial_dir(settings.case.name, variant, rung, Phase.PROBE, 1).absolute()]
+        for trial_dir in [paths.trial_dir(settings.case.name, variant, rung, Phase.PROBE, 1, settings.knob).absolute()]
     ]
     m = settings.measure
     fail_s, fit_s = STARTUP_GUESS_S, STARTUP_GUESS_S + min(m.warmup_timeout_s, WARMUP_GUESS_S) + m.window_s
@@ -259,7 +259,7 @@ def execute(settings: Settings) -> int:
         signal.signal(sig, _raise_interrupt)
     view = make_view()
     view.sweep_started(banner(settings, paths, machine), settings.case.name, settings.rungs,
-                       [p.name for p in settings.profiles])  # fmt: skip
+                       [p.name for p in settings.profiles], settings.knob)  # fmt: skip
     try:
         summary = run(settings, paths, machine, view)
     except KeyboardInterrupt:

@@ -66,8 +66,11 @@ class Paths:
     def trials_tsv(self) -> Path:
         return self.sweep_dir / "trials.tsv"
 
-    def trial_dir(self, case: str, variant: str, num_envs: int, phase: Phase, n: int) -> Path:
-        return self.sweep_dir / "trials" / case / f"{variant}_e{num_envs}_{phase}_{n}"
+    def trial_dir(self, case: str, variant: str, num_envs: int, phase: Phase, n: int, knob: str = "num_envs") -> Path:
+        """`default_e64_probe_1` for num_envs (the seed's scripts read `e<N>`), `default_update_interval10_probe_1`
+        for another knob."""
+        rung = f"e{num_envs}" if knob == "num_envs" else f"{knob}{num_envs}"
+        return self.sweep_dir / "trials" / case / f"{variant}_{rung}_{phase}_{n}"
 
 
 @dataclass(frozen=True)
@@ -245,7 +248,8 @@ def _run_one(
     """Launch the decision as a new trial and record it; None when another process's trial came first."""
     key = (decision.profile, decision.rung, phase)
     done = [r for r in store.records(ctx.study) if (r.variant, r.num_envs, r.phase) == key]
-    trial_dir = ctx.paths.trial_dir(ctx.settings.case.name, decision.profile, decision.rung, phase, len(done) + 1)
+    trial_dir = ctx.paths.trial_dir(ctx.settings.case.name, decision.profile, decision.rung, phase, len(done) + 1,
+                                    ctx.settings.knob)  # fmt: skip
     spec = plan(ctx, decision, trial_dir, launch.free_port())
     if held is not None:  # the trial sees only its leased GPUs (as cuda:0..n-1), or gets its CPU slots
         spec = dataclasses.replace(spec, env={**spec.env, **lease.lease_env(held)})
