@@ -3,18 +3,23 @@ working folder, cases of its own (inline or from a config folder), and only the 
 
 from __future__ import annotations
 
+import io
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from ladder import reuse
 from ladder.catalog import env_overrides, inline_case, known, user_dirs
 from ladder.config import Case, Profile, ProxyShape, WorkloadConf
 from ladder.errors import ConfigError
-from ladder.results import read_tsv
+from ladder.records import Phase, Reason, Status, TrialRecord
+from ladder.results import TRIAL_HEAD, read_tsv, trial_row
 from ladder.search import quoting_problems
+from ladder.sweep import Paths
+from ladder.view import LiveView
 from ladder.workloads.builtin import Placement
 from ladder.workloads.planner import WorkloadInput, build, plan
 
@@ -163,3 +168,27 @@ def test_an_inline_case_runs_the_trainer_in_its_trial_folder(tmp_path: Path) -> 
                                                                        ("my_cartpole", "32", "ok")]  # fmt: skip
     best = read_tsv(tmp_path / "out" / "case_gpu_bench_s" / "best_by_case.tsv")
     assert [(b["case"], b["gpu_mem_total"], b["n_gpus"]) for b in best] == [("my_cartpole", "", "1")]
+
+
+# ---- the knob's name ---------------------------------------------------------------------------------------------
+
+
+def test_the_knob_names_folders_columns_and_the_live_view(tmp_path: Path) -> None:
+    paths = Paths("s", tmp_path)
+    assert paths.trial_dir("c", "default", 48, Phase.PROBE, 1).name == "default_e48_probe_1"  # the seed's e<N>
+    assert paths.trial_dir("c", "default", 48, Phase.PROBE, 1, "local_num_envs").name == (
+        "default_local_num_envs48_probe_1"
+    )
+    rec = TrialRecord("c", "", "default", 10, Phase.PROBE, Status.OK, Reason.NONE, "", {"min_avg_util": 47.0},
+                      {"knob": "update_interval"})  # fmt: skip
+    row = trial_row(rec)
+    assert (row["num_envs"], row["knob"]) == ("10", "update_interval")
+    assert TRIAL_HEAD[TRIAL_HEAD.index("num_envs") + 1] == "knob"  # beside its value
+    view = LiveView(Console(file=io.StringIO(), force_terminal=True, width=150, color_system=None))
+    view.sweep_started("banner", "c", [20, 10], ["default"], knob="update_interval")
+    view.trial_finished(rec)
+    view.trial_started("default", 20)
+    view.close()
+    final = view.console.file.getvalue().split("the ladder so far")[-1]  # type: ignore[attr-defined]
+    assert "update_interval=20" in final and "update_interval=10" in final and "ok util 47%" in final
+    assert "e20" not in final and "e10" not in final
