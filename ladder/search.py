@@ -298,8 +298,9 @@ def _user_conf_dirs() -> tuple[str, ...]:
 register()
 
 if __name__ == "__main__":
-    sys.argv[1:] = env_overrides(inline_case(sys.argv[1:], user_dirs(sys.argv[1:])))
-    if bad := quoting_problems(sys.argv[1:]) or check_choices(sys.argv[1:], user_dirs(sys.argv[1:])):
+    given, user = sys.argv[1:], user_dirs(sys.argv[1:])
+    if bad := quoting_problems(given) or check_choices(inline_case(given, user), user):
         print("ladder: " + "\n".join(bad), file=sys.stderr)
         sys.exit(ExitCode.BAD_SETTINGS)
+    sys.argv[1:] = env_overrides(inline_case(given, user))  # case=<any name>, workload.env.NAME: as Hydra takes them
     main()
