@@ -32,17 +32,19 @@ def test_stable_baselines3_recipe(tmp_path: Path) -> None:
     name = re.search(r"# (\S+\.py)", script)
     assert name is not None
     (tmp_path / name.group(1)).write_text(script)
+    # a window of several rollouts even on a busy machine (a rollout and update took 30 s at load 19 on 2 cores)
     small = [
         "device=cpu",
         f"output_root={tmp_path}/out",
         "sweep=r",
         "ladder.rungs=[4,2]",
-        "measure.window_s=6",
+        "measure.window_s=90",
         "measure.warmup_iters=2",
         "measure.stable_tol=0.9",
         "measure.warmup_timeout_s=300",
         "measure.stall_timeout_s=300",
         "measure.trial_timeout_s=900",
+        "workload.env.OMP_NUM_THREADS=1",
     ]  # generous: a busy machine is slow
     done = subprocess.run([sys.executable, "-m", "ladder.search", *overrides, *small], cwd=tmp_path,
                           capture_output=True, text=True, timeout=1200)  # fmt: skip
