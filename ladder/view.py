@@ -130,8 +130,11 @@ def _next_line(board: Board) -> Text:
         return Text("")
     profile, rung = board.running
     lower = [r for r in board.rungs if r < rung]
-    on_fail = rung_label(board.knob, lower[0]) if lower else "no rung left"
-    return Text(f"next: on ok, {profile} is done; on oom/nccl or timeout, {on_fail}", style="dim")
+    open_above = [rung_label(board.knob, r) for r in board.rungs if r > rung and (profile, r) not in board.cells]
+    on_ok = (f"rungs above are still untried ({', '.join(open_above)})" if open_above  # a seeded start
+             else f"{profile} is done, unless a lower rung may still win on samples/s")  # fmt: skip
+    on_fail = f"a lower rung (from {rung_label(board.knob, lower[0])})" if lower else "no rung left"
+    return Text(f"next: on ok, {on_ok}; on oom/nccl or timeout, {on_fail}", style="dim")
 
 
 class LiveView:

@@ -192,3 +192,17 @@ def test_the_knob_names_folders_columns_and_the_live_view(tmp_path: Path) -> Non
     final = view.console.file.getvalue().split("the ladder so far")[-1]  # type: ignore[attr-defined]
     assert "update_interval=20" in final and "update_interval=10" in final and "ok util 47%" in final
     assert "e20" not in final and "e10" not in final
+
+
+def test_the_next_line_of_a_seeded_start_does_not_call_the_profile_done() -> None:
+    view = LiveView(Console(file=io.StringIO(), force_terminal=True, width=200, color_system=None))
+    view.sweep_started("banner", "c", [256, 128, 64, 32], ["default", "hiutil"])
+    for rung, status in ((256, Status.OOM_OR_NCCL), (128, Status.OOM_OR_NCCL), (64, Status.OK)):
+        view.trial_finished(TrialRecord("c", "", "default", rung, Phase.PROBE, status, Reason.NONE, "", {}, {}))
+    view.trial_started("hiutil", 64)  # seeded at default's pick: 128 and 256 are untried for hiutil
+    view.close()
+    final = view.console.file.getvalue().split("the ladder so far")[-1]  # type: ignore[attr-defined]
+    assert (
+        "next: on ok, rungs above are still untried (e256, e128); on oom/nccl or timeout, a lower rung (from e32)"
+        in final
+    )
