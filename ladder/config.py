@@ -50,10 +50,11 @@ class ProxyShape:
 
 @dataclass
 class CaseConf:
-    """One training case (a MimicKit args file) and what the proxy needs to stand in for it."""
+    """One training case (a MimicKit args file) and what the proxy needs to stand in for it. A case of one's own
+    trainer (workload.kind=command) needs only its name."""
 
     name: str = MISSING  # e.g. amp_pi_plus
-    method: str = MISSING  # amp, add, ase, deepmimic, vault, ...
+    method: str = ""  # amp, add, ase, deepmimic, vault, ...: required by the proxy and MimicKit
     robot: str = ""  # pi_plus, humanoid, g1, ...
     args_file: str = ""  # MimicKit args file, relative to the MimicKit root
     agent: dict[str, Any] = field(default_factory=dict)  # the case's MimicKit agent config, as shipped
@@ -96,7 +97,9 @@ class WorkloadConf:
     progress: str = ""  # "" = the kind's own; mimickit: mimickit_stdout|mimickit_log; command: regex|jsonl
     progress_regex: str = ""  # kind command with regex progress: the pattern or a preset; "" = the default
     progress_file: str = ""  # kind command: relative to the trial folder; "" = stdout.log or progress.jsonl
-    cwd: str = ""  # kind command: the folder the trainer starts in
+    cwd: str = ""  # kind command: the folder the trainer starts in; "" = {trial_dir}; {launch_dir}: ladder's
+    cmd: str = ""  # kind command: the template as one string, split like a shell (shlex), instead of `command`
+    env: dict[str, str] = field(default_factory=dict)  # kind command: NAME=value set for the trial (env.txt)
     gpus_per_trial: int = 0  # lease this many GPUs (CPU slots without a GPU) per trial, one rank each; 0 = no lease
     lease_dir: str = ""  # host-local folder of the lease locks; "" = <tmp>/ladder-leases
     lease_timeout_s: float = 3600.0  # a trial waits this long for free devices, then the sweep stops
@@ -236,7 +239,7 @@ def settings_from(cfg: DictConfig, known_cases: tuple[str, ...] = (), given: tup
     """Validate the composed config and freeze it; `given`: the keys the command line set (see `Settings.given`)."""
     raw = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False)
     assert isinstance(raw, dict)
-    case = _case(raw.get("case"), known_cases)
+    case = _case(raw.get("case"), known_cases, str((raw.get("workload") or {}).get("kind", "auto")))
     ladder = raw.get("ladder") or {}
     return Settings(
         case=case,
@@ -286,16 +289,19 @@ def validate_objective(objective: str) -> str:
     return objective
 
 
-def _case(raw: Any, known_cases: tuple[str, ...]) -> Case:
+def _case(raw: Any, known_cases: tuple[str, ...], kind: str = "auto") -> Case:
     known = ", ".join(known_cases) or "(none found)"
     if not isinstance(raw, dict) or raw.get("name") in (None, "???"):
         raise ConfigError("no case selected", f"add case=<name>; known cases: {known}")
-    if known_cases and raw["name"] not in known_cases:
+    if known_cases and raw["name"] not in known_cases and kind != "command":  # a command workload's case: any name
         raise ConfigError(f"unknown case '{raw['name']}'", f"use one of: {known}")
+    if not raw.get("method") and kind != "command":
+        raise ConfigError(f"case '{raw['name']}' has no method, which the {kind} workload needs",
+                          "set case.method=<amp|add|ase|...>, or run your trainer: workload.kind=command")  # fmt: skip
     shape = _typed(ProxyShape, raw.get("proxy") or {})
     return Case(
         name=str(raw["name"]),
-        method=str(raw["method"]),
+        method=str(raw.get("method") or ""),
         robot=str(raw.get("robot", "")),
         args_file=str(raw.get("args_file", "")),
         agent=dict(raw.get("agent") or {}),

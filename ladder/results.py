@@ -38,7 +38,8 @@ from ladder.pick import REPEAT_FIGURES, best, median_repeats, objective_value, p
 from ladder.records import Status, TrialRecord
 
 SEED_HEAD = ("case", "method", "variant", "num_envs", "status", "min_avg_util")
-BEST_TAIL = (
+BEST_TAIL = (  # knob: what num_envs holds the value of (the seed's head stays as it was)
+    "knob",
     "util_spread", "tie",  # the noise of min_avg_util; the pick's tie within the noise and what broke it
     "samples_per_s", "samples_per_s_lo", "samples_per_s_hi", "p50_util", "active_s", "idle_s", "avg_active_util",
     "step_time_p50", "data_time_p50", "window_s", "gated", "n_samples", "unstable", "repeat_spread", "repeats",
@@ -47,7 +48,7 @@ BEST_TAIL = (
     "torch", "source", "workload", "workload_version", "width_factor", "emulate_gpu_mem_gb", "phase", "trials", "sweep",
     "host", "finished_at", "trial_dir",
 )  # fmt: skip
-TRIAL_HEAD = ("number", "case", "method", "variant", "num_envs", "phase", "status", "reason")
+TRIAL_HEAD = ("number", "case", "method", "variant", "num_envs", "knob", "phase", "status", "reason")
 TRIAL_TAIL = (
     "evidence", "trial_dir", "started_at", "finished_at", "duration_s", "device", "nproc", "source",
     "width_factor", "emulate_gpu_mem_gb", "port", "host", "sweep",
@@ -74,6 +75,7 @@ def trial_row(record: TrialRecord) -> dict[str, str]:
         "method": record.method,
         "variant": record.variant,
         "num_envs": str(record.num_envs),
+        "knob": record.info.get("knob", "num_envs"),  # the column num_envs holds this knob's value
         "phase": str(record.phase),
         "status": str(record.status),
         "reason": str(record.reason),

@@ -34,7 +34,7 @@ from omegaconf import DictConfig
 from optuna.storages import BaseStorage
 
 from ladder import launch, lease, procs, results, store, sweepsettings
-from ladder.catalog import known
+from ladder.catalog import CONF_DIR, INLINE_CASE, env_overrides, inline_case, known, user_dirs
 from ladder.config import Device, Settings, register, settings_from
 from ladder.dryrun import Planned, estimate_left, every_trial, format_dry_run, format_estimate, rung_label
 from ladder.errors import ConfigError, ExitCode, LadderError
@@ -44,6 +44,7 @@ from ladder.records import Phase, Status
 from ladder.sweep import GROWS_WITH_ENVS, Machine, Paths, Run, Summary, plan, run, workload_of, would_reuse
 from ladder.view import PlainView, make_view, no_pick_line, trial_line
 from ladder.workloads import planner
+from ladder.workloads.command import single_process
 
 log = logging.getLogger(__name__)
 
@@ -54,26 +55,61 @@ WARMUP_GUESS_S = 15.0  # dry-run estimate: warm-up until the window opens
 DEFAULT_OUTPUT_ROOT = "output/train"  # conf/config.yaml's: a resume command names output_root only where it differs
 
 
-def known_cases() -> tuple[str, ...]:
-    return known("case")
+def known_cases(user: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The built-in cases and those of the user's config folders (`--config-dir`, `hydra.searchpath`)."""
+    return known("case", user)
 
 
-def check_choices(overrides: list[str]) -> list[str]:
+def check_choices(overrides: list[str], user: tuple[str, ...] = ()) -> list[str]:
     """Unknown group options on the command line, each with the known ones (Hydra's own message lists none
     for a list like profile=[a,b]). Sweeps (`case=a,b`) are checked option by option; globs are Hydra's."""
     problems = []
     try:
-        parsed = OverridesParser.create().parse_overrides(overrides)
+        parsed = OverridesParser.create().parse_overrides(_overrides_only(overrides))
     except HydraException:
-        return []  # a syntax error: Hydra's own message says where
+        return []  # a syntax error: quoting_problems says where
     for override in parsed:
         group = override.key_or_group
         if group not in ("case", "profile", "ladder", "measure") or override.value_type is None:
             continue
         for choice in _choices(override):
-            if choice not in known(group):
-                problems.append(f"unknown {group} '{choice}'; known: {', '.join(known(group))}")
+            if choice not in known(group, user) and (group, choice) != ("case", INLINE_CASE):
+                problems.append(f"unknown {group} '{choice}'; known: {', '.join(known(group, user))}")
     return problems
+
+
+def quoting_problems(argv: list[str]) -> list[str]:
+    """Overrides Hydra cannot parse, each with Hydra's reason and the quoted form that parses (a list element or a
+    value holding `=`, `{`, a space, ... must be double-quoted, the whole override single-quoted for the shell)."""
+    problems = []
+    for arg in _overrides_only(argv):
+        try:
+            OverridesParser.create().parse_overrides([arg])
+        except HydraException as exc:
+            reason = str(exc).splitlines()[0]
+            problems.append(f"cannot read {arg!r}: {reason}\n  write it as: {_quoted(arg)}")
+    return problems
+
+
+def _quoted(arg: str) -> str:
+    key, _, value = arg.partition("=")
+    if value.startswith("[") and value.endswith("]"):
+        items = [v.strip().strip('"') for v in value[1:-1].split(",")]
+        plain = [v if v.replace("_", "").replace(".", "").replace("-", "").isalnum() else f'"{v}"' for v in items]
+        return f"'{key}=[{','.join(plain)}]'" + (f"  (or '{key[:-7]}cmd=\"{' '.join(items)}\"')"
+                                                 if key.endswith(".command") else "")  # fmt: skip
+    return f"'{key}=\"{value.strip(chr(34))}\"'"
+
+
+def _overrides_only(argv: list[str]) -> list[str]:
+    """The overrides of a command line, less Hydra's own flags (`-m`, `--config-dir X`, `-cd X`, `--help`...)."""
+    out, skip = [], False
+    for arg in argv:
+        if skip or arg.startswith("-"):
+            skip = arg in ("--config-dir", "-cd", "--config-path", "-cp", "--config-name", "-cn")
+            continue
+        out.append(arg)
+    return out
 
 
 def _choices(override: Override) -> list[str]:
@@ -90,8 +126,9 @@ def find_machine(settings: Settings) -> Machine:
         raise LadderError("device=cuda but no NVIDIA GPU is visible (none in NVML, or CUDA_VISIBLE_DEVICES is empty)",
                           "use device=auto or device=cpu")  # fmt: skip
     device = "cuda" if visible else "cpu"
-    per_trial = settings.workload.gpus_per_trial
-    nproc = per_trial or settings.workload.nproc or (len(visible) or 2)
+    per_trial, w = settings.workload.gpus_per_trial, settings.workload
+    single = single_process(w.kind, w.launcher, w.command, w.cmd)  # one direct process: one rank
+    nproc = per_trial or w.nproc or (1 if single else len(visible) or 2)
     if device == "cuda" and nproc > len(visible):
         raise LadderError(f"{nproc} GPU(s) per trial asked for, but {len(visible)} visible: {list(visible)}",
                           "lower workload.nproc (or workload.gpus_per_trial), or make more GPUs visible")  # fmt: skip
@@ -240,7 +277,7 @@ def dry_run(settings: Settings, paths: Paths, machine: Machine) -> str:
     planned = [
         Planned(variant, rung, str(trial_dir), plan(ctx, Decision(variant, rung, ""), trial_dir, port), note)
         for variant, rung in every_trial([p.name for p in settings.profiles], settings.rungs)
-        for trial_dir in [paths.trial_dir(settings.case.name, variant, rung, Phase.PROBE, 1).absolute()]
+        for trial_dir in [paths.trial_dir(settings.case.name, variant, rung, Phase.PROBE, 1, settings.knob).absolute()]
         for note in [known.get((variant, rung), "")]
     ]
     m = settings.measure
@@ -288,7 +325,7 @@ def execute(settings: Settings) -> int:
         signal.signal(sig, _raise_interrupt)
     view = make_view()
     view.sweep_started(banner(settings, paths, machine), settings.case.name, settings.rungs,
-                       [p.name for p in settings.profiles])  # fmt: skip
+                       [p.name for p in settings.profiles], settings.knob)  # fmt: skip
     try:
         summary = run(settings, paths, machine, view)
     except KeyboardInterrupt:
@@ -327,7 +364,7 @@ def main(cfg: DictConfig) -> int:
     """One case. A single run exits with its code; a multirun's job returns it (`ExitCodes` gathers them), unless
     it was interrupted, which stops the multirun at once."""
     try:
-        code = execute(_one_sweep_per_multirun(settings_from(cfg, known_cases(), given_keys())))
+        code = execute(_one_sweep_per_multirun(settings_from(cfg, known_cases(_user_conf_dirs()), given_keys())))
     except LadderError as exc:
         print(f"ladder: {exc}", file=sys.stderr)
         code = ExitCode.BAD_SETTINGS
@@ -406,12 +443,22 @@ def _default_root() -> str:
     return str(OmegaConf.load(CONF_DIR / "config.yaml").get("output_root", ""))
 
 
+def _user_conf_dirs() -> tuple[str, ...]:
+    """The folders of the config search path other than ladder's own (`--config-dir`, `hydra.searchpath`)."""
+    if not HydraConfig.initialized():
+        return ()
+    sources = HydraConfig.get().runtime.config_sources
+    return tuple(s.path for s in sources if s.schema == "file" and Path(s.path).resolve() != CONF_DIR)
+
+
 register()
 
 if __name__ == "__main__":
-    if bad := check_choices(sys.argv[1:]):
+    given, user = sys.argv[1:], user_dirs(sys.argv[1:])
+    if bad := quoting_problems(given) or check_choices(inline_case(given, user), user):
         print("ladder: " + "\n".join(bad), file=sys.stderr)
         sys.exit(ExitCode.BAD_SETTINGS)
+    sys.argv[1:] = env_overrides(inline_case(given, user))  # case=<any name>, workload.env.NAME: as Hydra takes them
     sys.argv = [sys.argv[0], *hide_password(sys.argv[1:], os.environ)]
     if problem := unwritable_root(sys.argv[1:]):
         print(f"ladder: {problem}", file=sys.stderr)

@@ -81,8 +81,11 @@ class Paths:
     def trials_tsv(self) -> Path:
         return self.sweep_dir / "trials.tsv"
 
-    def trial_dir(self, case: str, variant: str, num_envs: int, phase: Phase, n: int) -> Path:
-        return self.sweep_dir / "trials" / case / f"{variant}_e{num_envs}_{phase}_{n}"
+    def trial_dir(self, case: str, variant: str, num_envs: int, phase: Phase, n: int, knob: str = "num_envs") -> Path:
+        """`default_e64_probe_1` for num_envs (the seed's scripts read `e<N>`), `default_update_interval10_probe_1`
+        for another knob."""
+        rung = f"e{num_envs}" if knob == "num_envs" else f"{knob}{num_envs}"
+        return self.sweep_dir / "trials" / case / f"{variant}_{rung}_{phase}_{n}"
 
 
 @dataclass(frozen=True)
@@ -214,7 +217,7 @@ def _copied(ctx: Run, record: TrialRecord) -> TrialRecord:
 
 def _fresh_trial_dir(ctx: Run, variant: str, rung: int, phase: Phase, n: int = 1) -> Path:
     """The first trial folder from number `n` on that nothing occupies yet (a set-aside or copied trial's stays)."""
-    while (folder := ctx.paths.trial_dir(ctx.settings.case.name, variant, rung, phase, n)).exists():
+    while (folder := ctx.paths.trial_dir(ctx.settings.case.name, variant, rung, phase, n, ctx.settings.knob)).exists():
         n += 1
     return folder
 

@@ -29,7 +29,9 @@ SHORT = {Status.OK: "ok", Status.OOM_OR_NCCL: "oom/nccl", Status.TIMEOUT: "timeo
 
 
 class View(Protocol):
-    def sweep_started(self, banner: str, case: str, rungs: Sequence[int], profiles: Sequence[str]) -> None: ...
+    def sweep_started(
+        self, banner: str, case: str, rungs: Sequence[int], profiles: Sequence[str], knob: str = "num_envs"
+    ) -> None: ...
     def trial_started(self, variant: str, rung: int) -> None: ...
     def tick(self, tick: Tick) -> None: ...
     def trial_finished(self, record: TrialRecord) -> None: ...
@@ -73,7 +75,9 @@ class PlainView:
     def __init__(self, console: Console | None = None) -> None:
         self.console = console or Console(highlight=False, soft_wrap=True)
 
-    def sweep_started(self, banner: str, case: str, rungs: Sequence[int], profiles: Sequence[str]) -> None:
+    def sweep_started(
+        self, banner: str, case: str, rungs: Sequence[int], profiles: Sequence[str], knob: str = "num_envs"
+    ) -> None:
         self.console.print(banner, markup=False, soft_wrap=True)
 
     def trial_started(self, variant: str, rung: int) -> None:
@@ -99,6 +103,7 @@ class Board:
     cells: dict[tuple[str, int], TrialRecord] = field(default_factory=dict)
     running: tuple[str, int] | None = None
     tick: Tick | None = None
+    knob: str = "num_envs"  # what the rungs set: their labels say it (e64, or update_interval=10)
 
 
 def render(board: Board) -> RenderableType:
@@ -109,7 +114,7 @@ def _ladder_table(board: Board) -> Table:
     table = Table(title=f"{board.case}: the ladder so far", title_justify="left", expand=False)
     table.add_column("profile")
     for rung in board.rungs:
-        table.add_column(f"e{rung}", justify="center")
+        table.add_column(rung_label(board.knob, rung), justify="center")
     for profile in board.profiles:
         table.add_row(profile, *(_cell(board, profile, rung) for rung in board.rungs))
     return table
@@ -123,7 +128,7 @@ def _cell(board: Board, profile: str, rung: int) -> Text:
         return Text("·", style="dim")
     label = SHORT[record.status]
     if record.status is Status.OK and "min_avg_util" in record.figures:
-        label += f" {record.figures['min_avg_util']:.0f}%"
+        label += f" util {record.figures['min_avg_util']:.0f}%"
     return Text(label, style=STYLE[record.status])
 
 
@@ -134,7 +139,8 @@ def _running_line(board: Board) -> Text:
     phase = f"window {t.window_frac:.0%}" if t.phase == "window" else t.phase
     devices = "  ".join(f"[{s.index}] {s.util:.0f}% {'rss ' if s.source == Source.HOST else ''}{s.mem_mb:.0f} MiB"
                         for s in t.latest) or "no samples yet"  # fmt: skip
-    return Text(f"running {profile} e{rung}: {phase}, iter {t.iteration}, {t.elapsed_s:.0f} s   {devices}")
+    label = rung_label(board.knob, rung)
+    return Text(f"running {profile} {label}: {phase}, iter {t.iteration}, {t.elapsed_s:.0f} s   {devices}")
 
 
 def _next_line(board: Board) -> Text:
@@ -142,8 +148,11 @@ def _next_line(board: Board) -> Text:
         return Text("")
     profile, rung = board.running
     lower = [r for r in board.rungs if r < rung]
-    on_fail = f"e{lower[0]}" if lower else "no rung left"
-    return Text(f"next: on ok, {profile} is done; on oom/nccl or timeout, {on_fail}", style="dim")
+    open_above = [rung_label(board.knob, r) for r in board.rungs if r > rung and (profile, r) not in board.cells]
+    on_ok = (f"rungs above are still untried ({', '.join(open_above)})" if open_above  # a seeded start
+             else f"{profile} is done, unless a lower rung may still win on samples/s")  # fmt: skip
+    on_fail = f"a lower rung (from {rung_label(board.knob, lower[0])})" if lower else "no rung left"
+    return Text(f"next: on ok, {on_ok}; on oom/nccl or timeout, {on_fail}", style="dim")
 
 
 class LiveView:
@@ -155,9 +164,11 @@ class LiveView:
         self.live = Live(render(self.board), console=self.console, refresh_per_second=4, transient=False)
         self._restore: list[tuple[logging.StreamHandler[TextIO], TextIO]] = []
 
-    def sweep_started(self, banner: str, case: str, rungs: Sequence[int], profiles: Sequence[str]) -> None:
+    def sweep_started(
+        self, banner: str, case: str, rungs: Sequence[int], profiles: Sequence[str], knob: str = "num_envs"
+    ) -> None:
         self.console.print(banner, markup=False)
-        self.board = Board(case, tuple(rungs), tuple(profiles))
+        self.board = Board(case, tuple(rungs), tuple(profiles), knob=knob)
         self.live.start()
         self._restore = _route_logging(sys.stderr)  # Live's proxy: log lines print above the display
         self._draw()

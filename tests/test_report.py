@@ -33,10 +33,11 @@ TRIALS = [
           why="top rung"),
     trial(1, "default", 128, "oom_or_nccl", "host_oom", min_avg_util="38.3", max_mem0="842", max_mem1="842"),
     trial(2, "default", 64, "ok", min_avg_util="38.6", max_mem0="807", max_mem1="808", samples_per_s="2178",
-          window_start_s="10.5", window_end_s="18.5", window_s="9.4"),
+          samples_per_s_lo="2100", samples_per_s_hi="2250", window_start_s="10.5", window_end_s="18.5",
+          window_s="9.4"),
     trial(3, "hiutil", 64, "interrupted", "interrupted", min_avg_util="5", max_mem0="300", max_mem1="300"),
     trial(4, "hiutil", 64, "ok", n=2, min_avg_util="22.2", max_mem0="806", max_mem1="808", samples_per_s="777",
-          window_start_s="30.05", window_s="5.3"),
+          samples_per_s_lo="700", samples_per_s_hi="850", window_start_s="30.05", window_s="5.3"),
     trial(5, "hiutil", 32, "error", "error"),  # failed before any sample
 ]
 # fmt: on
@@ -55,13 +56,19 @@ PROGRESS = [
 ]
 
 
-def test_case_chart_has_one_line_per_profile_and_crosses_per_failure_reason() -> None:
+def test_case_chart_has_one_line_per_profile_and_marks_failures_at_their_rung() -> None:
     chart = charts.case_chart(TRIALS, "amp_pi_plus", BEST)
     assert chart.util == (
         Series("default", (64.0,), (38.6,)),
-        Series("default failed: host_oom", (128.0, 256.0), (38.3, 28.0), failed=True),
         Series("hiutil", (64.0,), (22.2,)),  # the interrupted trial at 64 is left out: it ran again
-        Series("hiutil failed: error", (32.0,), (0.0,), failed=True),
+    )  # a failure's start-up util is no figure beside measured ones: it is a mark at its rung
+    assert chart.marks == (
+        Series("default failed: host_oom", (128.0, 256.0), (), failed=True),
+        Series("hiutil failed: error", (32.0,), (), failed=True),
+    )
+    assert chart.sps == (
+        Series("default", (64.0,), (2178.0,), lo=(2100.0,), hi=(2250.0,)),
+        Series("hiutil", (64.0,), (777.0,), lo=(700.0,), hi=(850.0,)),
     )
     assert [(s.label, s.x, s.y) for s in chart.mem] == [
         ("default", (64.0,), (808.0,)),  # the larger of max_mem0 and max_mem1
@@ -72,6 +79,7 @@ def test_case_chart_has_one_line_per_profile_and_crosses_per_failure_reason() ->
     assert chart.rungs == (256, 128, 64, 32)
     assert (chart.card_mem_mb, chart.card_label) == (614.0, "emulated card (per rank): 614 MiB")
     assert chart.best_util == Series("best: default e64", (64.0,), (38.6,))
+    assert chart.best_sps == Series("best: default e64", (64.0,), (2178.0,))
     assert chart.best_mem == Series("best: default e64", (64.0,), (808.0,))
     assert chart.util_label == "CPU util: min over ranks of the mean (% of one core)"
     assert chart.mem_label == "peak RSS, max over ranks (MiB)"
@@ -137,11 +145,31 @@ def test_summary_lists_the_best_row_and_every_trial_with_its_plot() -> None:
     lines = text.splitlines()
     assert lines[0] == "# Sweep `s1`"
     assert lines[2] == "6 trial(s), 1 case(s) on box: 2 x cpu (614 MiB)."
-    assert "| amp_pi_plus | default | 64 | ok | 38.6 | 808 | 2178 |  |  |" in lines
+    assert "| amp_pi_plus | default | e64 | ok | 38.6 | 808 | 2178 |  |  |" in lines
     assert "![amp_pi_plus](plots/amp_pi_plus.png)" in lines
-    assert "| 0 | default | 256 | oom_or_nccl | host_oom | 28 | 765 |  |  | top rung | " \
+    assert "| 0 | default | e256 | oom_or_nccl | host_oom | 28 | 765 |  |  | top rung | " \
            "[png](plots/amp_pi_plus/default_e256_probe_1.png) |" in lines  # fmt: skip
     assert sum(line.startswith("| ") and "[png]" in line for line in lines) == len(TRIALS)
+
+
+def test_why_this_pick_says_what_beat_what() -> None:
+    why = charts.why_pick("amp_pi_plus", BEST, TRIALS)
+    assert why.startswith("default e64: 2178 samples/s (95% interval 2100-2250), min avg util 38.6%; the highest "
+                          "samples/s and the highest min avg util measured.")  # fmt: skip
+    assert "Above it: e256 failed (host_oom), e128 failed (host_oom)." in why
+    assert "hiutil's best, e64: 777 samples/s (95% interval 700-850), min avg util 22.2%, below the pick's" in why
+    cut = {**TRIALS[4], "number": "6", "num_envs": "128", "cut": "1", "samples_per_s": "900"}
+    assert charts.case_chart([*TRIALS, cut], "amp_pi_plus").marks[1] == Series("hiutil cut short", (128.0,), (),
+                                                                               failed=True)  # fmt: skip
+    assert "Cut short once they could not beat the best so far: hiutil e128." in charts.why_pick(
+        "amp_pi_plus", BEST, [*TRIALS, cut]
+    )
+    knob = [{**r, "knob": "update_interval"} for r in TRIALS]
+    assert charts.why_pick("amp_pi_plus", [{**BEST[0], "knob": "update_interval"}], knob).startswith(
+        "default update_interval=64:"
+    )
+    assert charts.why_pick("amp_pi_plus", [], TRIALS[:2]) == ("No rung fits: default e256 failed (host_oom), "
+                                                               "default e128 failed (host_oom).")  # fmt: skip
 
 
 # ---------------------------------------------------------------- files

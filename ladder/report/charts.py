@@ -1,6 +1,8 @@
 """The data behind the report: pure functions from the sweep's rows and lines to the series each plot draws.
 
-Per case, util and peak memory against num_envs per profile, failed rungs as separate series named by their reason;
+Per case, util, samples/s (with its 95% interval) and peak memory against the walked knob per profile; failed
+trials and trials cut short are marks at their rung (named by their reason), never figures beside measured ones
+(memory alone keeps a failure's peak before it failed, which is what shows it went over);
 per trial, util and memory per device and step time per iteration over seconds since launch, with the warm-up and
 the measured window; and the one-page Markdown summary. No file, clock or matplotlib in here.
 """
@@ -25,6 +27,8 @@ class Series:
     x: tuple[float, ...]
     y: tuple[float, ...]
     failed: bool = False  # drawn as crosses: rungs that did not run through (the label names the reason)
+    lo: tuple[float, ...] = ()  # the bottom of each point's 95% interval (samples/s), () = none
+    hi: tuple[float, ...] = ()  # ... and its top
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,10 @@ class CaseChart:
     best_util: Series | None = None  # the case's pick (best_by_case.tsv), one point
     best_mem: Series | None = None
     mem_title: str = "peak memory over the trial (failed rungs: the peak before the failure)"
+    sps: tuple[Series, ...] = ()  # samples/s of the measured ok trials, with their intervals
+    marks: tuple[Series, ...] = ()  # failed or cut-short trials: only x (their rungs), drawn at the foot of a panel
+    best_sps: Series | None = None
+    knob: str = "num_envs"  # what the rungs set (the x axis)
 
 
 @dataclass(frozen=True)
@@ -59,6 +67,7 @@ class TrialChart:
     util_label: str
     mem_label: str
     caption: str  # the verdict's evidence
+    cap: tuple[float, str] | None = None  # on a host: the emulated card's cap per rank (MiB) and its label
 
 
 @dataclass(frozen=True)
@@ -117,9 +126,15 @@ def series_label(row: Row) -> str:
     return row.get("variant", "?") + ("" if phase in ("probe", "") else f" ({phase})")
 
 
+def measured(row: Row) -> bool:
+    """An ok trial whose window ran to its end (a cut one stopped early: its figures are not comparable)."""
+    return row.get("status") == "ok" and not num(row, "cut")
+
+
 def case_chart(trials: Sequence[Row], case: str, best: Sequence[Row] = ()) -> CaseChart:
     """`trials`: trials.tsv rows (interrupted ones are left out: they run again); `best`: best_by_case.tsv rows."""
     rows = [r for r in trials if r.get("case") == case and r.get("status") != "interrupted"]
+    whole = [r for r in rows if measured(r)]
     card_mb, card_label = card_memory(rows)
     util_label, mem_label = case_labels(is_host(rows))
     memory: Callable[[Row], float | None] = peak_mem
@@ -130,7 +145,7 @@ def case_chart(trials: Sequence[Row], case: str, best: Sequence[Row] = ()) -> Ca
     pick = next((r for r in best if r.get("case") == case and r.get("status") == "ok"), None)
     return CaseChart(
         case=case,
-        util=_rung_series(rows, lambda r: num(r, "min_avg_util")),
+        util=_rung_series(whole, lambda r: num(r, "min_avg_util")),
         mem=_rung_series(rows, memory),
         rungs=tuple(sorted({int(r["num_envs"]) for r in rows}, reverse=True)),
         card_mem_mb=card_mb,
@@ -140,13 +155,50 @@ def case_chart(trials: Sequence[Row], case: str, best: Sequence[Row] = ()) -> Ca
         best_util=_best_point(pick, num(pick, "min_avg_util") if pick else None),
         best_mem=_best_point(pick, memory(pick) if pick else None),
         **({"mem_title": mem_title} if memory is not peak_mem else {}),
+        sps=_sps_series(whole),
+        marks=_marks(rows),
+        best_sps=_best_point(pick, num(pick, "samples_per_s") if pick else None),
+        knob=next((r["knob"] for r in rows if r.get("knob")), "num_envs"),
     )
+
+
+def _sps_series(rows: Sequence[Row]) -> tuple[Series, ...]:
+    """samples/s per profile through its measured rungs, each with its interval (the value itself where none)."""
+    groups: dict[str, dict[int, tuple[float, float, float]]] = {}
+    for row in rows:
+        if (v := num(row, "samples_per_s")) is not None:
+            lo, hi = num(row, "samples_per_s_lo"), num(row, "samples_per_s_hi")
+            groups.setdefault(series_label(row), {})[int(row["num_envs"])] = (v, v if lo is None else lo,
+                                                                             v if hi is None else hi)  # fmt: skip
+    out = []
+    for label, pts in sorted(groups.items()):
+        xs = sorted(pts)
+        out.append(Series(label, tuple(float(x) for x in xs), tuple(pts[x][0] for x in xs),
+                          lo=tuple(pts[x][1] for x in xs), hi=tuple(pts[x][2] for x in xs)))  # fmt: skip
+    return tuple(out)
+
+
+def _marks(rows: Sequence[Row]) -> tuple[Series, ...]:
+    """The rungs of failed trials (per profile and reason) and of trials cut short (per profile): no figures."""
+    groups: dict[str, set[int]] = {}
+    for row in rows:
+        if row.get("status") == "ok" and not num(row, "cut"):
+            continue
+        why = "cut short" if row.get("status") == "ok" else "failed: " + (row.get("reason") or row.get("status") or "?")
+        groups.setdefault(f"{series_label(row)} {why}", set()).add(int(row["num_envs"]))
+    return tuple(Series(label, tuple(float(x) for x in sorted(xs)), (), failed=True)
+                 for label, xs in sorted(groups.items()))  # fmt: skip
 
 
 def _best_point(pick: Row | None, y: float | None) -> Series | None:
     if pick is None or y is None:
         return None
-    return Series(f"best: {series_label(pick)} e{pick['num_envs']}", (float(pick["num_envs"]),), (y,))
+    rung = rung_label(pick.get("knob") or "num_envs", int(pick["num_envs"]))
+    return Series(f"best: {series_label(pick)} {rung}", (float(pick["num_envs"]),), (y,))
+
+
+def rung_label(knob: str, rung: int) -> str:
+    return f"e{rung}" if knob == "num_envs" else f"{knob}={rung}"
 
 
 def _rung_series(rows: Sequence[Row], value: Callable[[Row], float | None]) -> tuple[Series, ...]:
@@ -195,7 +247,14 @@ def trial_chart(row: Row, files: TrialFiles) -> TrialChart:
         util_label=util_label,
         mem_label=mem_label,
         caption=str(files.verdict.get("evidence", row.get("evidence", ""))),
+        cap=_host_cap(row) if source == "host" else None,
     )
+
+
+def _host_cap(row: Row) -> tuple[float, str] | None:
+    """The emulated card on a CPU run: it caps each rank's data segment, which RSS follows from below."""
+    mb = num(row, "cap_mb") or (num(row, "gpu_mem_total") if row.get("gpu_name") == "cpu" else None)
+    return (mb, f"emulated card: {mb:.0f} MiB per rank (caps the data segment)") if mb else None
 
 
 def trial_window(row: Row) -> tuple[float, float] | None:
@@ -241,10 +300,10 @@ def trial_plot_name(row: Row) -> str:
     return f"{row.get('case')}/{Path(row.get('trial_dir', '')).name or row.get('number', 'trial')}.png"
 
 
-BEST_TABLE = {"case": "case", "variant": "variant", "num_envs": "num_envs", "status": "status",
+BEST_TABLE = {"case": "case", "variant": "variant", "rung": "rung", "status": "status",
               "min avg util %": "min_avg_util", "peak mem MiB": "peak_mem", "samples/s": "samples_per_s",
               "class": "class", "action": "action"}  # fmt: skip
-TRIAL_TABLE = {"#": "number", "variant": "variant", "num_envs": "num_envs", "status": "status", "reason": "reason",
+TRIAL_TABLE = {"#": "number", "variant": "variant", "rung": "rung", "status": "status", "reason": "reason",
                "util %": "min_avg_util", "peak mem MiB": "peak_mem", "samples/s": "samples_per_s",
                "window from s": "window_start_s", "why this rung": "why", "plot": "plot"}  # fmt: skip
 
@@ -254,7 +313,8 @@ def summary_md(sweep: str, best: Sequence[Row], trials: Sequence[Row]) -> str:
     lines = [f"# Sweep `{sweep}`", "", _machine_line(best, trials), "", "## Best per case", ""]
     lines += md_table(best, BEST_TABLE)
     for case in sorted({r.get("case", "") for r in trials}):
-        lines += ["", f"## {case}", "", f"![{case}](plots/{case}.png)", ""]
+        lines += ["", f"## {case}", "", "**Why this pick.** " + why_pick(case, best, trials), ""]
+        lines += [f"![{case}](plots/{case}.png)", ""]
         lines += md_table([r for r in trials if r.get("case") == case], TRIAL_TABLE)
     return "\n".join(lines) + "\n"
 
@@ -273,7 +333,65 @@ def md_table(rows: Sequence[Row], columns: dict[str, str]) -> list[str]:
                                                  for r in rows)]  # fmt: skip
 
 
+def why_pick(case: str, best: Sequence[Row], trials: Sequence[Row]) -> str:
+    """A short paragraph: the pick and its figures, what happened above it, how the other profiles compare."""
+    rows = [r for r in trials if r.get("case") == case and r.get("status") != "interrupted"]
+    pick = next((r for r in best if r.get("case") == case and r.get("status") == "ok"), None)
+    if pick is None:
+        tried = ", ".join(f"{r.get('variant')} {_name(r)} {_outcome(r)}" for r in rows) or "no trial ran"
+        if any(r.get("status") == "ok" for r in rows):
+            return f"No pick recorded yet (best_by_case.tsv is written when the sweep ends): {tried}."
+        return f"No rung fits: {tried}."
+    rung, variant = int(pick["num_envs"]), pick.get("variant", "")
+    whole = [r for r in rows if measured(r)]
+    leads = [name for key, name in (("samples_per_s", "samples/s"), ("min_avg_util", "min avg util"))
+             if (v := num(pick, key)) is not None and all((num(r, key) or 0) <= v for r in whole)]  # fmt: skip
+    text = f"{variant} {_name(pick)}: {_figures(pick)}"
+    text += f"; the highest {' and the highest '.join(leads)} measured." if leads else "."
+    above = sorted((r for r in rows if r.get("variant") == variant and int(r["num_envs"]) > rung),
+                   key=lambda r: -int(r["num_envs"]))  # fmt: skip
+    if above:
+        text += " Above it: " + ", ".join(f"{_name(r)} {_outcome(r)}" for r in above) + "."
+    for other in sorted({r.get("variant", "") for r in whole} - {variant}):
+        top = max((r for r in whole if r.get("variant") == other), key=lambda r: num(r, "samples_per_s") or 0)
+        text += f" {other}'s best, {_name(top)}: {_figures(top)}{_versus(top, pick)}."
+    cut = [f"{r.get('variant')} {_name(r)}" for r in rows if r.get("status") == "ok" and num(r, "cut")]
+    if cut:
+        text += f" Cut short once they could not beat the best so far: {', '.join(cut)}."
+    return text
+
+
+def _name(row: Row) -> str:
+    return rung_label(row.get("knob") or "num_envs", int(row.get("num_envs") or 0))
+
+
+def _outcome(row: Row) -> str:
+    if row.get("status") == "ok":
+        return "cut short" if num(row, "cut") else f"measured {_figures(row)}"
+    return f"failed ({row.get('reason') or row.get('status')})"
+
+
+def _figures(row: Row) -> str:
+    sps, lo, hi = num(row, "samples_per_s"), num(row, "samples_per_s_lo"), num(row, "samples_per_s_hi")
+    util = num(row, "min_avg_util")
+    parts = [f"{sps:.0f} samples/s" + (f" (95% interval {lo:.0f}-{hi:.0f})" if lo is not None and hi is not None
+                                       else "")] if sps is not None else []  # fmt: skip
+    parts += [f"min avg util {util:g}%"] if util is not None else []
+    return ", ".join(parts) or "no figures"
+
+
+def _versus(row: Row, pick: Row) -> str:
+    sps, top, low = num(row, "samples_per_s"), num(row, "samples_per_s_hi"), num(pick, "samples_per_s_lo")
+    if sps is None or num(pick, "samples_per_s") is None:
+        return ""
+    if (top if top is not None else sps) < (low if low is not None else num(pick, "samples_per_s") or 0):
+        return ", below the pick's interval"
+    return ", within reach of the pick's interval"
+
+
 def _cell(row: Row, key: str) -> str:
+    if key == "rung":
+        return _name(row) if row.get("num_envs") else ""
     if key == "peak_mem":
         mem = peak_mem(row)
         return "" if mem is None else f"{mem:.0f}"

@@ -21,23 +21,43 @@ def _pyplot() -> Any:
     return plt
 
 
-def _colors(series: tuple[Series, ...]) -> dict[str, str]:
-    """One colour per profile, shared by its line and its failure crosses."""
-    names = sorted({s.label.split(" failed:")[0] for s in series})
+def _profile(label: str) -> str:
+    return label.split(" failed:")[0].split(" cut short")[0]
+
+
+def _colors(chart: CaseChart) -> dict[str, str]:
+    """One colour per profile, shared by its lines, its failure crosses and its marks, on every panel."""
+    names = sorted({_profile(s.label) for s in (*chart.util, *chart.mem, *chart.sps, *chart.marks)})
     return {name: f"C{i}" for i, name in enumerate(names)}
 
 
-def _plot_rungs(ax: Any, series: tuple[Series, ...], best: Series | None) -> None:
-    colors = _colors(series)
+def _plot_rungs(ax: Any, series: tuple[Series, ...], best: Series | None, colors: dict[str, str]) -> None:
     for s in series:
-        profile = s.label.split(" failed:")[0]
+        profile = _profile(s.label)
         x = [v * _nudge(list(colors).index(profile), len(colors)) for v in s.x]
         if s.failed:
             ax.plot(x, s.y, "x", color=colors[profile], markersize=10, markeredgewidth=2, label=s.label)
+        elif s.lo:
+            err = ([y - lo for y, lo in zip(s.y, s.lo, strict=True)], [hi - y for y, hi in zip(s.y, s.hi, strict=True)])
+            ax.errorbar(x, s.y, yerr=err, fmt="o-", color=colors[profile], linewidth=1.8, markersize=7, capsize=4,
+                        label=f"{s.label} (95% interval)")  # fmt: skip
         else:
             ax.plot(x, s.y, "o-", color=colors[profile], linewidth=1.8, markersize=7, label=s.label)
-    if best is not None:
-        ax.plot(best.x, best.y, "*", color="gold", markeredgecolor="black", markersize=18, zorder=5, label=best.label)
+    if best is not None:  # a ring around the pick: the point itself stays visible
+        ax.plot(best.x, best.y, "o", markerfacecolor="none", markeredgecolor="goldenrod", markeredgewidth=2.5,
+                markersize=20, zorder=5, label=best.label)  # fmt: skip
+
+
+def _plot_marks(ax: Any, marks: tuple[Series, ...], colors: dict[str, str]) -> None:
+    """Failed and cut-short trials at their rung, at the foot of the panel: they have no figure to plot."""
+    feet = ax.get_xaxis_transform()  # x in data, y in axes fractions
+    for s in marks:
+        profile = _profile(s.label)
+        x = [v * _nudge(list(colors).index(profile), len(colors)) for v in s.x]
+        cut = "cut short" in s.label
+        face = "none" if cut else colors[profile]
+        ax.plot(x, [0.04] * len(x), "v" if cut else "x", transform=feet, color=colors[profile], markersize=9,
+                markeredgewidth=2, markerfacecolor=face, label=s.label, clip_on=False)  # fmt: skip
 
 
 def _nudge(i: int, n: int) -> float:
@@ -45,31 +65,40 @@ def _nudge(i: int, n: int) -> float:
     return float(2 ** (0.06 * (i - (n - 1) / 2)))
 
 
-def _rung_axis(ax: Any, rungs: tuple[int, ...]) -> None:
+def _rung_axis(ax: Any, rungs: tuple[int, ...], knob: str = "num_envs") -> None:
     ax.set_xscale("log", base=2)
     ax.set_xticks(list(rungs))
     ax.set_xticklabels([str(r) for r in rungs])
     ax.minorticks_off()
-    ax.set_xlabel("num_envs (log scale)")
+    ax.set_xlabel(f"{knob} (log scale)")
     ax.grid(True, alpha=0.3)
 
 
 def draw_case(chart: CaseChart, path: Path) -> None:
     plt = _pyplot()
-    fig, (util_ax, mem_ax) = plt.subplots(1, 2, figsize=(13, 5))
-    _plot_rungs(util_ax, chart.util, chart.best_util)
+    fig, (util_ax, sps_ax, mem_ax) = plt.subplots(1, 3, figsize=(19, 5.5))
+    colors = _colors(chart)
+    _plot_rungs(util_ax, chart.util, chart.best_util, colors)
+    _plot_marks(util_ax, chart.marks, colors)
     util_ax.set_ylabel(chart.util_label)
-    util_ax.set_title("util over the measured window (failed rungs: until they failed)", fontsize=10)
-    _plot_rungs(mem_ax, chart.mem, chart.best_mem)
+    util_ax.set_title("util over the measured window (x: failed, v: cut short, at their rung)", fontsize=10)
+    _plot_rungs(sps_ax, chart.sps, chart.best_sps, colors)
+    _plot_marks(sps_ax, chart.marks, colors)
+    sps_ax.set_ylabel("samples/s over the measured window")
+    sps_ax.set_title("samples/s with its 95% interval (x: failed, v: cut short)", fontsize=10)
+    if not chart.sps:
+        sps_ax.text(0.5, 0.5, "no samples/s measured", transform=sps_ax.transAxes, ha="center", color="gray")
+    _plot_rungs(mem_ax, chart.mem, chart.best_mem, colors)
     if chart.card_mem_mb is not None:
         mem_ax.axhline(chart.card_mem_mb, label=chart.card_label, **CARD_STYLE)
     mem_ax.set_ylabel(chart.mem_label)
     mem_ax.set_title(chart.mem_title, fontsize=10)
-    for ax in (util_ax, mem_ax):
-        _rung_axis(ax, chart.rungs)
-        ax.set_ylim(0, ax.get_ylim()[1] * 1.15)  # headroom for the legend and the markers at the top
-        ax.legend(fontsize=8, loc="lower right")
-    fig.suptitle(f"{chart.case}: util and peak memory per rung and profile", fontsize=13)
+    for ax in (util_ax, sps_ax, mem_ax):
+        _rung_axis(ax, chart.rungs, chart.knob)
+        ax.set_ylim(0, ax.get_ylim()[1] * 1.3)  # headroom for the legend above the lines
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8, loc="upper left", framealpha=0.9)
+    fig.suptitle(f"{chart.case}: util, samples/s and peak memory per rung and profile", fontsize=13)
     _save(plt, fig, path)
 
 
@@ -84,6 +113,8 @@ def draw_trial(chart: TrialChart, path: Path) -> None:
         mem_ax.plot(s.x, s.y, linewidth=1.2, linestyle="--" if own else "-", label=s.label)
     if chart.card_mem_mb is not None:
         mem_ax.axhline(chart.card_mem_mb, label=f"card: {chart.card_mem_mb:.0f} MiB", **CARD_STYLE)
+    if chart.cap is not None:
+        mem_ax.axhline(chart.cap[0], label=chart.cap[1], **CARD_STYLE)
     step_ax.plot(chart.step.x, chart.step.y, "o-", color="tab:gray", markersize=3, label="step time per iteration")
     if not chart.step.x:
         step_ax.text(0.5, 0.5, "no iteration reported", transform=step_ax.transAxes, ha="center", color="gray")

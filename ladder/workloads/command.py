@@ -1,18 +1,31 @@
-"""The command workload: any trainer, from an argv template. Pure planning.
+"""The command workload: any trainer, from an argv template. Pure planning (`command_conf` reads the launch folder).
 
-The template is a list of strings with placeholders: the walked knob (`{num_envs}`, `{update_interval}`, ...),
-`{trial_dir}`, `{nproc}`, `{port}`, `{python}`, `{device}`, `{case}`, `{variant}` and `{agent_config}` (the
-case's agent config with the profile applied, written into the trial folder). Hydra-style overrides are plain
-strings: `worker.multitask.num_envs={num_envs}` (seed 004's trainer). A literal brace is written twice (`{{`).
-With the `torchrun` launcher the template is what follows torchrun's own options (a script and its arguments,
-or `-m module ...`); with `direct` it is the whole command. Progress: a regex over the trial's stdout, or a
-JSON-lines file the trainer writes.
+The template is a list of strings (`workload.command=[...]`) or one string split like a shell would
+(`workload.cmd="python train.py --num-envs {num_envs}"`, `shlex.split`, never run through a shell), with
+placeholders: the walked knob (`{num_envs}`, `{update_interval}`, ...), `{trial_dir}`, `{launch_dir}` (where ladder
+was started), `{nproc}`, `{port}`, `{python}`, `{device}`, `{case}`, `{variant}` and `{agent_config}` (the case's
+agent config with the profile applied, written into the trial folder only when the template uses it).
+Hydra-style overrides are plain strings: `worker.multitask.num_envs={num_envs}` (seed 004's trainer). A literal
+brace is written twice (`{{`). With the `torchrun` launcher the template is what follows torchrun's own options (a
+script and its arguments, or `-m module ...`); with `direct` it is the whole command. Progress: a regex over the
+trial's stdout, or a JSON-lines file the trainer writes.
+
+Where it runs: `workload.cwd` ("" = `{trial_dir}`, so a trainer's own outputs such as `runs/...` stay in its trial
+folder; `{launch_dir}` or any existing folder otherwise). So that `python train.py` keeps working from the trial
+folder, a relative argument naming an existing file of the launch folder (`train.py`, `--config=conf/a.yaml`) is
+made absolute, and `python -m pkg.module` finds the launch folder's packages through `PYTHONPATH`.
+
+Environment: `workload.env.NAME=value` (placeholders allowed) is set for the trial's processes; the inherited
+variables in `INHERITED` that are set when ladder starts are recorded with them (env.txt, and the reuse identity).
 """
 
 from __future__ import annotations
 
+import os
+import shlex
 import string
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 import yaml
 
@@ -25,8 +38,14 @@ from ladder.workloads.spec import STDOUT_FILE, Launcher, ProgressKind, TrialSpec
 
 # `iter 12 ... samples 3072` (or `iteration=12`, `samples: 3072`); ladder/progress.py lists the groups a regex may use
 DEFAULT_REGEX = r"\biter(?:ation)?[\s=:]+(?P<iter>\d+)(?:.*?\bsamples[\s=:]+(?P<samples>[\d.eE+]+))?"
-FIXED_PLACEHOLDERS = ("trial_dir", "nproc", "port", "python", "device", "case", "variant", "agent_config")
+FIXED_PLACEHOLDERS = ("trial_dir", "launch_dir", "nproc", "port", "python", "device", "case", "variant", "agent_config")
+CWD_PLACEHOLDERS = ("trial_dir", "launch_dir")
+DEFAULT_CWD = "{trial_dir}"
 PROGRESS_DEFAULTS = {ProgressKind.REGEX: STDOUT_FILE, ProgressKind.JSONL: "progress.jsonl"}
+# Inherited variables that change what a Python trainer imports, links or how many threads it runs: recorded (in
+# env.txt and the reuse identity) when set. PATH and the rest are inherited unrecorded: they differ between shells.
+INHERITED = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "CONDA_PREFIX", "LD_LIBRARY_PATH", "LD_PRELOAD",
+             "OMP_NUM_THREADS", "MKL_NUM_THREADS")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -38,7 +57,70 @@ class CommandConf:
     progress: ProgressKind = ProgressKind.REGEX  # regex (over progress_file, stdout by default) or jsonl
     progress_regex: str = DEFAULT_REGEX  # a regex with named groups (iter, samples, t, step_time, ...) or a preset
     progress_file: str = ""  # relative to the trial folder; "" = stdout.log (regex) or progress.jsonl (jsonl)
-    cwd: str = ""  # the folder the trainer starts in; "" = ladder's own
+    cwd: str = DEFAULT_CWD  # the folder the trainer starts in: {trial_dir}, {launch_dir} or an existing folder
+    env: dict[str, str] = field(default_factory=dict)  # workload.env: set for the trial's processes (placeholders)
+    inherited: dict[str, str] = field(default_factory=dict)  # INHERITED variables set when ladder started
+    launch_dir: str = ""  # where ladder was started ("" = not known: {launch_dir} is ".")
+
+
+def split_cmd(command: Sequence[str], cmd: str) -> tuple[str, ...]:
+    """The argv template from `workload.command` (a list) or `workload.cmd` (one string, split like a shell)."""
+    if command and cmd:
+        raise ConfigError("both workload.command and workload.cmd are set",
+                          "keep one: workload.command=[prog,arg,...] or workload.cmd=\"prog arg ...\"")  # fmt: skip
+    if not cmd:
+        return tuple(str(a) for a in command)
+    try:
+        return tuple(shlex.split(cmd))
+    except ValueError as exc:
+        raise ConfigError(f"workload.cmd {cmd!r} cannot be split: {exc}", "close every quote in the command") from None
+
+
+def command_conf(
+    argv: Sequence[str],
+    launcher: Launcher,
+    progress: ProgressKind,
+    regex: str,
+    progress_file: str,
+    cwd: str,
+    env: Mapping[str, object],
+    environ: Mapping[str, str],
+    launch_dir: str,
+) -> CommandConf:
+    """The conf with its launch folder and inherited variables captured, and relative files of the launch folder
+    made absolute (the trainer starts in its trial folder by default)."""
+    anchored = tuple(_anchor(arg, launch_dir) for arg in argv)
+    inherited = {k: environ[k] for k in INHERITED if environ.get(k)}
+    if "-m" in anchored and launch_dir:  # python -m pkg: the launch folder's packages, as `python -m` there finds them
+        inherited["PYTHONPATH"] = os.pathsep.join(p for p in (launch_dir, inherited.get("PYTHONPATH", "")) if p)
+    chosen = cwd or DEFAULT_CWD
+    _check_cwd(chosen, launch_dir)
+    return CommandConf(anchored, launcher, progress, regex, progress_file, chosen,
+                       {str(k): str(v) for k, v in env.items()}, inherited, launch_dir)  # fmt: skip
+
+
+def _anchor(arg: str, launch_dir: str) -> str:
+    """`train.py` -> `<launch_dir>/train.py` when that file exists (also the value of `--opt=path`)."""
+    if not launch_dir or "{" in arg:
+        return arg
+    head, sep, value = arg.rpartition("=") if arg.startswith("-") else ("", "", arg)
+    if value and not os.path.isabs(value) and os.path.isfile(os.path.join(launch_dir, value)):
+        return head + sep + os.path.join(launch_dir, value)
+    return arg
+
+
+def _check_cwd(cwd: str, launch_dir: str) -> None:
+    fix = "set workload.cwd={trial_dir} (the default), {launch_dir}, or an existing folder"
+    names = _fields(cwd, "workload.cwd")
+    if unknown := sorted(set(names) - set(CWD_PLACEHOLDERS)):
+        raise ConfigError(f"workload.cwd {cwd!r} uses placeholder(s) {unknown}", fix)
+    if "trial_dir" in names:
+        if cwd != "{trial_dir}":
+            raise ConfigError(f"workload.cwd {cwd!r}: a folder inside the trial folder does not exist at launch", fix)
+        return
+    folder = cwd.format(launch_dir=launch_dir or ".")
+    if not os.path.isdir(os.path.join(launch_dir, folder)):
+        raise ConfigError(f"workload.cwd {cwd!r}: no such folder ({os.path.join(launch_dir, folder)})", fix)
 
 
 def plan_command(
@@ -52,22 +134,33 @@ def plan_command(
     extra_env: dict[str, str],
 ) -> TrialSpec:
     check_command(conf, knob)
-    values = placeholders(case, profile, rung, knob, place, trial_dir)
+    values = placeholders(case, profile, rung, knob, place, trial_dir, conf.launch_dir)
     body = tuple(arg.format_map(values) for arg in conf.argv)
     prefix = torchrun(place, trial_dir) if conf.launcher is Launcher.TORCHRUN else ()
-    agent = apply_profile(case.agent, profile.agent_patch)
+    env = {k: v.format_map(values) for k, v in conf.env.items()}
     return TrialSpec(
         argv=prefix + body,
-        env={**extra_env, "PYTHONUNBUFFERED": "1"},
-        files={"agent.yaml": yaml.safe_dump(agent, sort_keys=False)} if agent else {},
+        env={**conf.inherited, **extra_env, "PYTHONUNBUFFERED": "1", **env},
+        files=_agent_file(case, profile, conf),
         progress_file=conf.progress_file or PROGRESS_DEFAULTS[conf.progress],
         nproc=place.nproc,
         info=_info(conf, knob, place),
         launcher=conf.launcher,
         progress_kind=conf.progress,
         progress_regex=conf.progress_regex if conf.progress is ProgressKind.REGEX else "",
-        cwd=conf.cwd,
+        cwd=conf.cwd.format_map(values),
     )
+
+
+def _agent_file(case: Case, profile: Profile, conf: CommandConf) -> dict[str, str]:
+    """agent.yaml, for a template that reads it ({agent_config}) only."""
+    if "agent_config" not in _used(conf):
+        return {}
+    agent = apply_profile(case.agent, profile.agent_patch)
+    if not agent:
+        raise ConfigError(f"the command uses {{agent_config}} but case '{case.name}' has no agent config",
+                          "give the case an `agent:` mapping, or drop {agent_config} from the command")  # fmt: skip
+    return {"agent.yaml": yaml.safe_dump(agent, sort_keys=False)}
 
 
 def _info(conf: CommandConf, knob: str, place: Placement) -> dict[str, str]:
@@ -82,11 +175,12 @@ def _info(conf: CommandConf, knob: str, place: Placement) -> dict[str, str]:
 
 
 def placeholders(
-    case: Case, profile: Profile, rung: int, knob: str, place: Placement, trial_dir: str
+    case: Case, profile: Profile, rung: int, knob: str, place: Placement, trial_dir: str, launch_dir: str = ""
 ) -> dict[str, str]:
     return {
         knob: str(rung),
         "trial_dir": trial_dir,
+        "launch_dir": launch_dir or ".",
         "nproc": str(place.nproc),
         "port": str(place.port),
         "python": place.python,
@@ -97,26 +191,44 @@ def placeholders(
     }
 
 
+def single_process(kind: str, launcher: str, command: Sequence[str], cmd: str) -> bool:
+    """A command workload that runs one process and tells it no rank count: its real number of ranks is 1."""
+    if kind != "command" or launcher != str(Launcher.DIRECT):
+        return False
+    try:
+        argv = split_cmd(command, cmd)
+        return "nproc" not in {name for arg in argv for name in _fields(arg)}
+    except ConfigError:
+        return False  # the sweep says what is wrong with it when it plans
+
+
 def check_command(conf: CommandConf, knob: str) -> None:
     """Reject a template that cannot be filled, or that never uses the knob (every rung would be one command)."""
     if not conf.argv:
-        raise ConfigError("workload command has no argv template", "set workload.command=[prog,arg,...]")
+        raise ConfigError("workload command has no argv template",
+                          "set workload.cmd=\"prog arg ...\" or workload.command=[prog,arg,...]")  # fmt: skip
     if conf.progress not in PROGRESS_DEFAULTS:
         raise ConfigError(f"command progress '{conf.progress}' is not supported", "use regex or jsonl")
     if conf.progress is ProgressKind.REGEX:
         compile_pattern(conf.progress_regex)
     known = (knob, *FIXED_PLACEHOLDERS)
-    used = {name for arg in conf.argv for name in _fields(arg)}
+    used = _used(conf)
     if unknown := sorted(used - set(known)):
-        raise ConfigError(f"argv template uses unknown placeholder(s) {unknown}",
+        raise ConfigError(f"command template uses unknown placeholder(s) {unknown}",
                           f"use {', '.join('{' + k + '}' for k in known)}; write a literal brace twice")  # fmt: skip
     if knob not in used:
-        raise ConfigError(f"argv template never uses {{{knob}}}: every rung would run the same command",
+        raise ConfigError(f"command template never uses {{{knob}}}: every rung would run the same command",
                           f"put {{{knob}}} where the trainer takes it, e.g. trainer.{knob}={{{knob}}}")  # fmt: skip
 
 
-def _fields(arg: str) -> list[str]:
+def _used(conf: CommandConf) -> set[str]:
+    """Placeholders of the argv template and of workload.env's values."""
+    argv = {name for arg in conf.argv for name in _fields(arg)}
+    return argv | {name for value in conf.env.values() for name in _fields(value, "workload.env")}
+
+
+def _fields(arg: str, where: str = "argv template") -> list[str]:
     try:
         return [name for _, name, _, _ in string.Formatter().parse(arg) if name is not None]
     except ValueError as exc:
-        raise ConfigError(f"argv template entry {arg!r} is malformed: {exc}", "write a literal brace twice") from None
+        raise ConfigError(f"{where} entry {arg!r} is malformed: {exc}", "write a literal brace twice") from None

@@ -7,6 +7,7 @@ or the `MIMICKIT_ROOT` variable) and the built-in proxy otherwise; `resolve` say
 from __future__ import annotations
 
 import enum
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -15,7 +16,7 @@ from ladder.config import Case, Profile, WorkloadConf
 from ladder.errors import ConfigError
 from ladder.records import Word
 from ladder.workloads.builtin import Placement, plan_proxy
-from ladder.workloads.command import DEFAULT_REGEX, CommandConf, plan_command
+from ladder.workloads.command import DEFAULT_REGEX, CommandConf, command_conf, plan_command, split_cmd
 from ladder.workloads.mimickit import NUM_ENVS, MimicKitConf, plan_mimickit
 from ladder.workloads.spec import Launcher, ProgressKind, TrialSpec
 
@@ -81,7 +82,9 @@ class WorkloadInput:
     progress: str = ""  # "" = the kind's own; mimickit: mimickit_stdout or mimickit_log; command: regex or jsonl
     progress_regex: str = DEFAULT_REGEX  # kind command, progress regex: the pattern or a preset; "" = DEFAULT_REGEX
     progress_file: str = ""  # kind command: relative to the trial folder; "" = stdout.log or progress.jsonl
-    cwd: str = ""  # kind command: the folder the trainer starts in
+    cwd: str = ""  # kind command: the folder the trainer starts in; "" = its trial folder
+    cmd: str = ""  # kind command: the template as one string, split like a shell would (not with `command`)
+    env: Mapping[str, object] = field(default_factory=dict)  # kind command: variables set for the trial
 
     @classmethod
     def of(cls, settings: object) -> WorkloadInput:
@@ -102,7 +105,7 @@ def build(inp: WorkloadInput, proxy: WorkloadConf, knob: str, environ: Mapping[s
         raise ConfigError(f"workload.env_patch patches a MimicKit env config, but the workload is {got.kind}",
                           "set workload.mimickit_root (or kind=mimickit), or drop workload.env_patch")  # fmt: skip
     mk = _mimickit_conf(inp, got.mimickit_root) if got.kind is Kind.MIMICKIT else None
-    cmd = _command_conf(inp) if got.kind is Kind.COMMAND else None
+    cmd = _command_conf(inp, environ) if got.kind is Kind.COMMAND else None
     return Workload(got.kind, proxy, knob, mk, cmd), got.note
 
 
@@ -112,11 +115,12 @@ def _mimickit_conf(inp: WorkloadInput, root: str) -> MimicKitConf:
                         shown, dict(inp.env_patch))  # fmt: skip
 
 
-def _command_conf(inp: WorkloadInput) -> CommandConf:
+def _command_conf(inp: WorkloadInput, environ: Mapping[str, str]) -> CommandConf:
     shown = _choice(ProgressKind, inp.progress or COMMAND_PROGRESS[0].value, "workload.progress", COMMAND_PROGRESS)
     launcher = _choice(Launcher, inp.launcher, "workload.launcher")
     regex = inp.progress_regex or DEFAULT_REGEX
-    return CommandConf(inp.command, launcher, shown, regex, inp.progress_file, inp.cwd)
+    argv = split_cmd(inp.command, inp.cmd)
+    return command_conf(argv, launcher, shown, regex, inp.progress_file, inp.cwd, inp.env, environ, os.getcwd())
 
 
 def resolve(kind: Kind, mimickit_root: str, environ: Mapping[str, str]) -> Resolved:
