@@ -54,7 +54,7 @@ def trial_processes(tmp_path: Path) -> list[psutil.Process]:
 
 
 def test_sweep_steps_down_from_a_real_oom_and_records_the_fitting_rung(tmp_path: Path) -> None:
-    proc = search(tmp_path, *FAST, "ladder.rungs=[256,64]", "sweep=e2e")
+    proc = search(tmp_path, *FAST, *GATED, "ladder.rungs=[256,64]", "sweep=e2e")
     out = finish(proc)
     assert proc.returncode == 0, out
     root = sweep_dir(tmp_path, "e2e")
