@@ -24,7 +24,7 @@ from pathlib import Path
 from ladder import launch
 from ladder.monitor import HostSampler, Monitor
 from ladder.progress import JsonlProgress, Point
-from ladder.stats import Rate, Rule, figures, open_window, repeat_verdict, window_closed
+from ladder.stats import Rate, Rule, close_window, figures, open_window, repeat_verdict
 from ladder.workloads.spec import TrialSpec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -88,13 +88,13 @@ def measure_once(args: argparse.Namespace, folder: Path, n: int) -> dict[str, fl
     monitor = Monitor(HostSampler(run.proc.pid), args.hz).start()
     reader, points, window = JsonlProgress(folder / f"repeat{n}" / "progress.jsonl"), list[Point](), None
     try:
-        while window is None or not window_closed(window, points):
+        while (closed := close_window(window, points) if window is not None else None) is None:
             wait_for_points(reader, points, len(points) + 1, run)
             window = window or open_window(points, launch_t, time.time(), args.window_s, RULE, timeout_s=120)
     finally:
         launch.stop(run, GRACE_S)
         samples = monitor.stop()
-    return figures(samples, points, window, launch_t)
+    return figures(samples, points, closed, launch_t)
 
 
 def describe(n: int, f: dict[str, float]) -> str:

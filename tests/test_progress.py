@@ -23,7 +23,7 @@ from ladder.progress import (
     read_all,
     reader_for,
 )
-from ladder.stats import Rule, Window, figures, open_window, stable_start, step_times, window_closed
+from ladder.stats import Rule, Window, close_window, figures, open_window, stable_start, step_times
 from ladder.workloads.spec import TrialSpec
 from tests.helpers import wait_for
 
@@ -228,14 +228,15 @@ def test_window_gate_on_a_real_two_rank_proxy_run(tmp_path: Path) -> None:
     launch.become_subreaper()  # torchrun's workers live in their own sessions: the stop must reach them too
     run = launch.start(TrialSpec(argv=argv, env={"OMP_NUM_THREADS": "1"}), tmp_path, "t-progress-gate", None)
     reader, points, launch_t = JsonlProgress(progress), list[Point](), time.time()
-    state: dict[str, Window | None] = {"window": None}
+    state: dict[str, Window | None] = {"window": None, "closed": None}
 
     def measured() -> bool:
         points.extend(reader.read_new())
         if state["window"] is None:
             state["window"] = open_window(points, launch_t, time.time(), 2.0, Rule(3, 3, 0.5), timeout_s=90)
         window = state["window"]
-        return window is not None and window_closed(window, points) or run.proc.poll() is not None
+        state["closed"] = close_window(window, points, min_points=3) if window is not None else None
+        return state["closed"] is not None or run.proc.poll() is not None
 
     try:
         wait_for(measured)
@@ -246,7 +247,9 @@ def test_window_gate_on_a_real_two_rank_proxy_run(tmp_path: Path) -> None:
     opened_at = next(p for p in points if p.t == window.start_t)
     assert opened_at.iter >= 3
     assert points == read_all(progress)[: len(points)]  # read while it grew == read at the end
-    f = figures([], points, window, launch_t)
+    closed = state["closed"]
+    assert closed is not None and closed.end_t == points[-1].t >= window.end_t  # it counts the point that closed it
+    f = figures([], points, closed, launch_t)
     per_iter = 32 * 32 * 2
     assert f["samples_per_s_lo"] <= f["samples_per_s"] <= f["samples_per_s_hi"]
     assert f["samples_per_s"] == pytest.approx(per_iter / f["step_time_p50"], rel=0.35)
