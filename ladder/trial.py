@@ -332,6 +332,4 @@ def _tail(path: Path) -> str:
 
 def _write_result(trial_dir: Path, result: Result) -> None:
     (trial_dir / "exit_code.txt").write_text(f"{result.exit_code}\n")
-    verdict = {"status": str(result.verdict.status), "reason": str(result.verdict.reason),
-               "evidence": result.verdict.evidence}  # fmt: skip
-    (trial_dir / "verdict.json").write_text(json.dumps(verdict, indent=1) + "\n")
+    (trial_dir / "verdict.json").write_text(json.dumps(failures.as_json(result.verdict), indent=1) + "\n")

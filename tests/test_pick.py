@@ -280,3 +280,21 @@ def test_the_sweep_writes_a_tie_its_break_and_advice_that_agrees_with_the_pick(t
     assert (row["variant"], row["num_envs"], row["util_spread"]) == ("default", "64", "2.8")
     assert row["tie"] == "tied on min_avg_util with hiutil e64 (within the measured noise); broken by samples_per_s"
     assert (row["class"], row["action"]) == ("balanced", HIUTIL_TRIED)
+
+
+# ---------------------------------------------------------------- weak evidence reaches the walk
+
+
+@pytest.mark.parametrize(
+    ("status", "confidence", "confirmed"),
+    [(OOM, "low", False), (OOM, "high", True), (OOM, None, True), (TIMEOUT, "low", True), (OK, "low", True)],
+    ids=["weak-oom", "proved-oom", "recorded-before-confidence", "timeout-never-weak", "ok"],
+)
+def test_a_low_confidence_step_down_reaches_the_walk_unconfirmed(
+    status: Status, confidence: str | None, confirmed: bool
+) -> None:
+    record = rec("default", 256, status)
+    if confidence is not None:
+        record.info["confidence"] = confidence
+    (fact,) = pick.attempts([record], "min_avg_util")
+    assert fact.confirmed is confirmed
