@@ -365,6 +365,17 @@ def test_every_pattern_branch_is_backed_by_a_real_line() -> None:
     assert unbacked == []
 
 
+def test_a_rows_needles_are_in_every_real_line_it_matches() -> None:
+    """A row with needles is skipped for a text holding none of them (speed): none may hide a real match."""
+    corpus = [s["text"] for s in SAMPLES + MORE_DEV] + [captured(n) for n in CAPTURED_LOGS]
+    lines = [line for text in corpus + [t for _, t in PUBLIC.values()] for line in text.splitlines()]
+    needled = [row for row in PATTERNS if row.needles]
+    assert len(needled) >= 4
+    for row in needled:
+        matched = [line for line in lines if row.regex.search(line)]
+        assert matched and all(any(n in line.lower() for n in row.needles) for line in matched), row.source
+
+
 def test_evidence_is_a_window_of_a_long_line() -> None:
     text = sample("stanford-alpaca-207-ncclremoteerror-net-ib")
     verdict = classify_text(text)

@@ -63,6 +63,7 @@ class Pattern:
     generic: bool = False  # a catch-all for exceptions no other row names
     weak: str = ""  # why a match alone leaves the cause open (its verdict's confidence is then low); "" = strong
     failing_only: bool = False  # a warning healthy runs print too: it counts only when the run failed
+    needles: tuple[str, ...] = ()  # lower-case literals, one of which every match holds: a text without any is skipped
     scanner: re.Pattern[str] = field(init=False, repr=False, compare=False)  # `regex` for whole texts (MULTILINE)
 
     def __post_init__(self) -> None:
@@ -79,9 +80,15 @@ class Pattern:
 
 
 def _row(
-    reason: Reason, regex: str, source: str, generic: bool = False, weak: str = "", failing_only: bool = False
+    reason: Reason,
+    regex: str,
+    source: str,
+    generic: bool = False,
+    weak: str = "",
+    failing_only: bool = False,
+    needles: tuple[str, ...] = (),
 ) -> Pattern:
-    return Pattern(reason, re.compile(regex), source, generic, weak, failing_only)
+    return Pattern(reason, re.compile(regex), source, generic, weak, failing_only, needles)
 
 
 _R = Reason
@@ -89,6 +96,9 @@ _CAPTURED = "captured: tests/data/captured/"
 _DEV = "shared/failure_logs: "  # the labelled development excerpts (each also quoted in tests/test_failures.py)
 _SIMULATOR = "a simulator's contact/pair buffer overflowed: a capacity setting may fix it at this rung"
 _KILL = "a SIGKILL with no kernel OOM line: another killer (a scheduler, a user) ends a process the same way"
+# the shell's word for SIGKILL in other locales (zh_CN, zh_TW, ja, de, fr, ru, pt, it, ko), lower-cased
+_KILLED_ABROAD = ("已杀死", "已殺死", "已砍除", "強制終了", "getötet", "processus arrêté", "убито", "morto", "ucciso",
+                  "죽었음")  # fmt: skip
 _GPU = r"(?:cuda|cu(?:da)?malloc|cumem|gpu|device|hip|cudnn|cublas|thcuda|vram)"
 
 # Ordered by precedence: the first row that matches a line names that line.
@@ -118,6 +128,7 @@ PATTERNS: tuple[Pattern, ...] = (
         _R.CUDA_OOM,
         r"(?<![\w.])(?:torch\.)?(?:cuda\.)?OutOfMemoryError\b",
         _DEV + "avalanche-rl-21-cuda-oom-after-1000-experiences",
+        needles=("outofmemoryerror",),
     ),
     _row(
         _R.CUDA_OOM,
@@ -146,12 +157,14 @@ PATTERNS: tuple[Pattern, ...] = (
         _DEV + "instant-ngp-488-tcnn-cudamalloc-out-of-memory; github.com/isaac-sim/IsaacSim#555; "
         "github.com/Cadene/vqa.pytorch#47; github.com/junjie18/CMT#15; github.com/houqb/DSS#25; "
         "github.com/cryoem-uoft/cryosparc-issues#124; github.com/jingyaogong/minimind#845",
+        needles=("out of memory", "oom on device", "bytes on device"),
     ),
     _row(
         _R.CUDA_OOM,
         r"(?:VK_)?ERROR_OUT_OF_DEVICE_MEMORY|ErrorOutOfDeviceMemory|OomError\(OutOfDeviceMemory\)",
         "github.com/KhronosGroup/MoltenVK#1705; github.com/RippeR37/GL_vs_VK#2; github.com/vulkano-rs/vulkano#172; "
         "github.com/DiligentGraphics/DiligentCore#398",
+        needles=("out_of_device_memory", "outofdevicememory"),
     ),
     _row(
         _R.CUDA_OOM,
@@ -207,6 +220,7 @@ PATTERNS: tuple[Pattern, ...] = (
         + _DEV
         + "ale-583-dreamerv2-breakout-killed; github.com/crownpku/Somiao-Pinyin#10",
         weak=_KILL,
+        needles=("killed", *_KILLED_ABROAD),
     ),
     _row(
         _R.HOST_OOM,

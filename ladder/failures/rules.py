@@ -84,7 +84,10 @@ def _candidate_lines(lines: Sequence[str], rows: Iterable[Pattern]) -> list[int]
     joined_starts = list(accumulate((len(line) + 1 for line in lines), initial=0))
     flat_starts = list(accumulate((len(line) for line in lines), initial=0))
     found: set[int] = set()
+    lowered = flat.lower()  # holds every line's text and every wrapped phrase
     for row in rows:
+        if row.needles and not any(needle in lowered for needle in row.needles):
+            continue
         for text, starts in ((joined, joined_starts), (flat, flat_starts)):
             for match in row.scanner.finditer(text):
                 first = bisect.bisect_right(starts, match.start()) - 1
