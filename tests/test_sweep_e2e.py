@@ -149,7 +149,7 @@ def test_bad_input_is_a_clear_error_and_launches_nothing(tmp_path: Path, overrid
 
 
 def test_confirm_runs_the_pick_long_and_the_best_row_carries_its_own_figures(tmp_path: Path) -> None:
-    proc = search(tmp_path, *FAST, "ladder.rungs=[64]", "sweep=confirm", "confirm_s=5")
+    proc = search(tmp_path, *FAST, "ladder.rungs=[64]", "sweep=confirm", "confirm_s=10")
     out = finish(proc)
     assert proc.returncode == 0, out
     root = sweep_dir(tmp_path, "confirm")
@@ -158,7 +158,8 @@ def test_confirm_runs_the_pick_long_and_the_best_row_carries_its_own_figures(tmp
         ("64", "probe", "ok"),
         ("64", "confirm", "ok"),
     ]
-    assert float(trials[1]["window_s"]) >= 5 > float(trials[0]["window_s"])
+    # the probe's 3 s window ends at the first point after it: with 2-3 s iterations on a busy machine, over 5 s
+    assert float(trials[1]["window_s"]) >= 10 > float(trials[0]["window_s"])
     (best,) = read_tsv(root / "best_by_case.tsv")
     assert (best["phase"], best["samples_per_s"]) == ("confirm", trials[1]["samples_per_s"])
 
