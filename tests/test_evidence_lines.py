@@ -55,6 +55,12 @@ PROGRAMS = {
         "print('step 0 reward 0.0', flush=True)\n"
         "main()\n"
     ),
+    "mute-assert": (  # the reason printed, then an assertion with no message (MimicKit's engine check does this)
+        "import sys\n"
+        "engine = sys.argv[1]\n"
+        "print('step 0 reward 0.0', flush=True)\n"
+        "assert engine in ('newton', 'isaac_gym'), print(f'Unsupported engine: {engine}')\n"
+    ),
 }
 BORDERS = "│┃╭╮╰╯─"
 
@@ -76,14 +82,20 @@ def run(tmp_path: Path, library: str, *args: str) -> tuple[str, int]:
         ("hydra", ("env.num_envz=128",), "Could not override 'env.num_envz'."),
         ("hydra", ("+env.num_envz=128",), "omegaconf.errors.ConfigAttributeError: Key 'num_envs' is not in struct"),
         ("traceback", (), "KeyError: 'Humanoidd'"),
+        (
+            "mute-assert",
+            ("no_such_engine",),
+            "AssertionError: None (printed before its traceback: Unsupported engine: no_such_engine)",
+        ),
     ],
-    ids=["argparse", "tyro", "click", "hydra-override", "hydra-missing-key", "python-traceback"],
+    ids=["argparse", "tyro", "click", "hydra-override", "hydra-missing-key", "python-traceback", "mute-assert"],
 )
 def test_a_broken_configuration_is_an_error_with_the_line_that_says_what_is_wrong(
     tmp_path: Path, library: str, args: tuple[str, ...], decisive: str
 ) -> None:
     output, code = run(tmp_path, library, *args)
-    assert code != 0 and decisive.split(" Perhaps")[0] in output  # the real library printed it
+    printed = decisive.split(" Perhaps")[0].split(" (printed before")[0]
+    assert code != 0 and printed in output  # the real library printed it
     verdict = classify_text(output, code)
     assert (verdict.status, verdict.reason) == (Status.ERROR, Reason.ERROR)
     assert verdict.evidence == decisive

@@ -172,7 +172,7 @@ def classify(ending: Ending) -> Verdict:
         return _fallback(ending)
     if hit.weak and any(other.reason is hit.reason and not other.weak for other in hits):
         hit = replace(hit, weak="")  # another source proves it (the kernel's OOM kill behind a bare `Killed`)
-    return hit.verdict()
+    return with_what_was_said(hit.verdict(), ending.log_text)
 
 
 def _stopped_verdict(stopped_by: str) -> Verdict | None:
@@ -210,11 +210,12 @@ def _fallback(ending: Ending) -> Verdict:
     done = ending.stopped_by == "window_done"
     uncaught = "" if done else uncaught_exception(ending.log_text)
     if uncaught:  # a launcher that returned 0 after its program died of an exception
-        return Verdict(Status.ERROR, Reason.ERROR, _clip(uncaught, 0))
+        return with_what_was_said(Verdict(Status.ERROR, Reason.ERROR, _clip(uncaught, 0)), ending.log_text)
     if done or ending.exit_code == 0:
         return Verdict(Status.OK, Reason.NONE, "window done, no failure line" if done else "exit code 0")
     evidence = _clip(telling_line(ending.log_text), 0)
-    return Verdict(Status.ERROR, Reason.ERROR, evidence or describe_exit(ending.exit_code))
+    return with_what_was_said(Verdict(Status.ERROR, Reason.ERROR, evidence or describe_exit(ending.exit_code)),
+                              ending.log_text)  # fmt: skip
 
 
 # torchrun's own report of a failed child (its traceback, separators, the failures table) says nothing of the cause
@@ -235,6 +236,7 @@ _ERRORISH = re.compile(
     r"|required|unknown",
     re.IGNORECASE,
 )
+_MUTE_EXCEPTION = re.compile(r"^[\w.]*(?:Error|Exception)(?::\s*(?:None)?)?\s*$")  # raised with no message
 _SUGGESTION = re.compile(r"^(?:Perhaps you meant|Did you mean)\b", re.IGNORECASE)
 
 
@@ -267,6 +269,19 @@ def telling_line(text: str) -> str:
     if after and _SUGGESTION.search(after[0]):  # the suggestion, and its value where it is on the next line
         line += " " + " ".join(after if after[0].endswith(":") else after[:1])
     return line
+
+
+def with_what_was_said(verdict: Verdict, text: str) -> Verdict:
+    """An error raised with no message (`AssertionError: None` from `assert ok, print(why)`, a bare `ValueError`)
+    says nothing; what the program printed just before its traceback began usually does, so it joins the evidence."""
+    if verdict.status is not Status.ERROR or not _MUTE_EXCEPTION.match(verdict.evidence.strip()):
+        return verdict
+    lines = [line.strip() for line in text.splitlines()[-_TAIL_LINES:] if line.strip()]
+    start = max((j for j, line in enumerate(lines) if line.startswith(_TRACEBACK)), default=-1)
+    before = lines[start - 1] if start > 0 else ""
+    if not before or _HINT.search(before) or _LAUNCHER_NOISE.search(before):
+        return verdict
+    return replace(verdict, evidence=f"{verdict.evidence.strip()} (printed before its traceback: {before})")
 
 
 def describe_exit(code: int | None) -> str:
