@@ -298,17 +298,21 @@ NCCL_CASCADE = "\n".join(
 # --- the table on every labelled sample ---
 
 
-def _sample_param(s: dict) -> object:
-    marks = [pytest.mark.xfail(reason=DISPUTED[s["id"]], strict=True)] if s["id"] in DISPUTED else []
+def _param(s: dict, disputed: dict[str, str]) -> object:
+    marks = [pytest.mark.xfail(reason=disputed[s["id"]], strict=True)] if s["id"] in disputed else []
     return pytest.param(s, id=s["id"], marks=marks)
 
 
-@pytest.mark.parametrize("s", [_sample_param(s) for s in SAMPLES])
-def test_sample(s: dict) -> None:
+def _agrees_with_its_label(s: dict) -> None:
     verdict = classify_text(s["text"], s["exit_code"])
     assert verdict.reason in FAMILIES[s["label"]], verdict
     assert verdict.status is LABEL_STATUS[s["label"]]
     assert verdict.evidence and len(verdict.evidence) <= EVIDENCE_CHARS
+
+
+@pytest.mark.parametrize("s", [_param(s, DISPUTED) for s in SAMPLES])
+def test_sample(s: dict) -> None:
+    _agrees_with_its_label(s)
 
 
 def test_disputed_samples_are_few_and_ambiguous() -> None:
@@ -693,17 +697,9 @@ DISPUTED_MORE = {
 }
 
 
-def _more_param(s: dict) -> object:
-    marks = [pytest.mark.xfail(reason=DISPUTED_MORE[s["id"]], strict=True)] if s["id"] in DISPUTED_MORE else []
-    return pytest.param(s, id=s["id"], marks=marks)
-
-
-@pytest.mark.parametrize("s", [_more_param(s) for s in MORE_DEV])
+@pytest.mark.parametrize("s", [_param(s, DISPUTED_MORE) for s in MORE_DEV])
 def test_more_sample(s: dict) -> None:
-    verdict = classify_text(s["text"], s["exit_code"])
-    assert verdict.reason in FAMILIES[s["label"]], verdict
-    assert verdict.status is LABEL_STATUS[s["label"]]
-    assert verdict.evidence and len(verdict.evidence) <= EVIDENCE_CHARS
+    _agrees_with_its_label(s)
 
 
 def test_disputed_more_samples_are_ambiguous_and_never_a_false_step_down_on_a_clear_log() -> None:
