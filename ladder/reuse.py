@@ -60,12 +60,13 @@ def fingerprint(spec: TrialSpec) -> str:
                  spec.progress_file, spec.progress_regex, spec.progress_samples_per_iter]})  # fmt: skip
 
 
-def conditions(workload: WorkloadConf, measure: MeasureConf) -> dict[str, str]:
+def conditions(workload: WorkloadConf, measure: MeasureConf, card_applies: bool = True) -> dict[str, str]:
     """What a trial ran under beyond its configuration, as the trial's info: the caps (columns of trials.tsv) and
-    `conditions`, a hash of the caps and every measure setting that changes an outcome or a figure."""
+    `conditions`, a hash of the caps and every measure setting that changes an outcome or a figure. The emulated
+    card counts only where the workload applies it (`card_applies`: the built-in proxy)."""
     rule = {k: v for k, v in dataclasses.asdict(measure).items() if k not in IGNORED_MEASURE}
-    caps = {"host_mem_limit_gb": str(workload.host_mem_limit_gb or ""),
-            "emulate_gpu_mem_gb": str(workload.emulate_gpu_mem_gb or "")}  # fmt: skip
+    card = workload.emulate_gpu_mem_gb if card_applies else None
+    caps = {"host_mem_limit_gb": str(workload.host_mem_limit_gb or ""), "emulate_gpu_mem_gb": str(card or "")}
     return {**caps, "conditions": _sha({**caps, "measure": rule})}
 
 

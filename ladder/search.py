@@ -8,6 +8,7 @@ The exit code says how the sweep ended (`ExitCode`; README "Exit codes"); a mult
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
 import logging
@@ -78,6 +79,12 @@ def check_choices(overrides: list[str], user: tuple[str, ...] = ()) -> list[str]
     return problems
 
 
+# Hydra's own flags that take the next argument as their value (`--cfg job`, `--config-dir X`, ...)
+HYDRA_FLAGS_WITH_VALUE = ("--config-dir", "-cd", "--config-path", "-cp", "--config-name", "-cn", "--cfg", "-c",
+                          "--package", "-p", "--experimental-rerun", "--shell-completion", "-sc")  # fmt: skip
+HYDRA_INFO_TOPICS = ("all", "config", "defaults", "defaults-tree", "plugins", "searchpath")
+
+
 def quoting_problems(argv: list[str]) -> list[str]:
     """Overrides Hydra cannot parse, each with Hydra's reason and the quoted form that parses (a list element or a
     value holding `=`, `{`, a space, ... must be double-quoted, the whole override single-quoted for the shell)."""
@@ -103,12 +110,12 @@ def _quoted(arg: str) -> str:
 
 def _overrides_only(argv: list[str]) -> list[str]:
     """The overrides of a command line, less Hydra's own flags (`-m`, `--config-dir X`, `-cd X`, `--help`...)."""
-    out, skip = [], False
+    out, before = [], ""
     for arg in argv:
-        if skip or arg.startswith("-"):
-            skip = arg in ("--config-dir", "-cd", "--config-path", "-cp", "--config-name", "-cn")
-            continue
-        out.append(arg)
+        flag_value = before in HYDRA_FLAGS_WITH_VALUE or (before in ("--info", "-i") and arg in HYDRA_INFO_TOPICS)
+        if not flag_value and not arg.startswith("-"):
+            out.append(arg)
+        before = "" if flag_value else arg
     return out
 
 
@@ -420,11 +427,12 @@ def hide_password(argv: list[str], environ: MutableMapping[str, str]) -> list[st
 
 def unwritable_root(overrides: list[str]) -> str:
     """A one-line problem with where the run would write (`output_root`, under which Hydra makes its run folder),
-    found before Hydra touches it; "" when it can be written. The folder is made, as the run would make it."""
+    found before Hydra touches it; "" when it can be written. The check makes the folder and removes what it made."""
     roots = [v for k, _, v in (a.partition("=") for a in overrides) if k.lstrip("+~") == "output_root"]
     root = roots[-1] if roots else str(_default_root())
     if "${" in root or not root:
         return ""  # an interpolation: Hydra resolves it, and says so if it cannot
+    made = [p for p in (Path(root), *Path(root).parents) if not p.exists()]  # what the check makes, then removes
     try:
         Path(root).mkdir(parents=True, exist_ok=True)
         if not os.access(root, os.W_OK | os.X_OK):
@@ -432,6 +440,10 @@ def unwritable_root(overrides: list[str]) -> str:
     except OSError as exc:
         return (f"cannot write under output_root={root} ({exc.strerror or exc}); "
                 "fix: set output_root=<a folder you can write>, e.g. output_root=$HOME/ladder-output")  # fmt: skip
+    finally:
+        for folder in made:  # nothing is left behind by a run that ends before it writes (a bad override, --help)
+            with contextlib.suppress(OSError):
+                folder.rmdir()
     return ""
 
 

@@ -278,8 +278,12 @@ def _wanted(ctx: Run) -> reuse.Wanted:
 
 def _identity(ctx: Run, profile: str, rung: int) -> str:
     spec = _placeholder_spec(ctx, profile, rung)
-    return reuse.identity(ctx.settings.case.name, reuse.fingerprint(spec), {**ctx.machine.describe, **spec.info,
-                          **reuse.conditions(ctx.settings.workload, ctx.settings.measure)})  # fmt: skip
+    return reuse.identity(ctx.settings.case.name, reuse.fingerprint(spec),
+                          {**ctx.machine.describe, **spec.info, **_conditions(ctx)})  # fmt: skip
+
+
+def _conditions(ctx: Run) -> dict[str, str]:
+    return reuse.conditions(ctx.settings.workload, ctx.settings.measure, ctx.workload.kind is planner.Kind.PROXY)
 
 
 def _to_confirm(ctx: Run) -> policy.Decision | None:
@@ -373,7 +377,7 @@ def _info(ctx: Run, decision: policy.Decision, spec: TrialSpec, trial_dir: Path,
         "config_sha": reuse.fingerprint(_placeholder_spec(ctx, decision.profile, decision.rung)),
         **ctx.machine.describe,
         **spec.info,
-        **reuse.conditions(ctx.settings.workload, ctx.settings.measure),
+        **_conditions(ctx),
         "sweep": ctx.paths.sweep,
         "trial_dir": str(trial_dir.relative_to(ctx.paths.sweep_dir)),
     }

@@ -18,6 +18,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -41,11 +42,13 @@ class Clean:
     folder: Path
 
 
-def search(root: Path, sweep: str, *extra: str, fault_at: str = "", reuse: bool = False) -> subprocess.Popen[str]:
+def search(
+    root: Path, sweep: str, *extra: str, fault_at: str = "", reuse: bool = False, stdout: Any = subprocess.PIPE
+) -> subprocess.Popen[str]:
     env = {**os.environ, fault.VAR: fault_at} if fault_at else {k: v for k, v in os.environ.items() if k != fault.VAR}
     argv = [sys.executable, "-m", "ladder.search", *FAST, f"reuse={str(reuse).lower()}", f"sweep={sweep}",
             f"output_root={root}/output/train", *extra]  # fmt: skip
-    return subprocess.Popen(argv, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(argv, cwd=root, env=env, stdout=stdout, stderr=subprocess.STDOUT, text=True)
 
 
 def run(root: Path, sweep: str, *extra: str, fault_at: str = "", reuse: bool = False) -> tuple[int, str]:
@@ -157,12 +160,21 @@ def test_sigkill_while_a_reused_trial_is_copied(clean: Clean, tmp_path: Path) ->
 def test_sigkill_of_one_of_two_processes_sharing_a_case(clean: Clean, tmp_path: Path) -> None:
     # the first process dies as it records its first trial's outcome (the 5th append: the trial ran), while the
     # second, started once that trial was begun, waits for it; the second then takes the case over
+    # (the first is held stopped until the second says it waits, so the order does not depend on the machine's speed)
     doomed = search(tmp_path, "two", fault_at="journal.after_append:5")
     journal = folder(tmp_path, "two") / "journal.log"
     wait_for(lambda: journal.exists() and b'{"op_code":4,' in journal.read_bytes(), timeout_s=120)
-    other = search(tmp_path, "two")
+    os.kill(doomed.pid, signal.SIGSTOP)
+    log = tmp_path / "other.log"
+    try:
+        with open(log, "w") as fh:
+            other = search(tmp_path, "two", stdout=fh)
+        wait_for(lambda: "waiting for its outcome" in log.read_text(), timeout_s=120)
+    finally:
+        os.kill(doomed.pid, signal.SIGCONT)
     out_doomed, _ = doomed.communicate(timeout=400)
-    out_other, _ = other.communicate(timeout=400)
+    other.wait(timeout=400)
+    out_other = log.read_text()
     assert doomed.returncode == -signal.SIGKILL, out_doomed
     assert other.returncode == 0, out_other
     assert "waiting for its outcome" in out_other and "marked interrupted" in out_other, out_other
