@@ -411,9 +411,14 @@ def _record(
         reason=result.verdict.reason,
         evidence=result.verdict.evidence,
         figures=result.figures,
-        info={**info, "source": source, "exit_code": str(result.exit_code), "leftovers": str(result.leftovers),
-              "confidence": str(result.verdict.confidence)} | ({"basis": result.verdict.basis} if result.verdict.basis
-                                                                else {}),  # fmt: skip
+        info={
+            **info,
+            "source": source,
+            "exit_code": str(result.exit_code),
+            "leftovers": str(result.leftovers),
+            "confidence": str(result.verdict.confidence),
+        }
+        | ({"basis": result.verdict.basis} if result.verdict.basis else {}),  # fmt: skip
     )
 
 

@@ -58,6 +58,8 @@ def capped(f: dict[str, float]) -> str:
     card = f" cap={f['cap_used_mb']:.0f}/{f['cap_mb']:.0f} MiB" if f.get("cap_used_mb") and f.get("cap_mb") else ""
     host = f" cgroup={f['cgroup_peak_mb']:.0f}/{f['cgroup_limit_mb']:.0f} MiB" if f.get("cgroup_limit_mb") else ""
     return card + host
+
+
 def no_pick_line(case: str, records: Sequence[TrialRecord]) -> str:
     """The summary's `best:` line when no trial has figures: a rung that survived unmeasured is no "nothing fits"
     (it fits; it needs a measurement), and the line says what to try."""
