@@ -158,10 +158,11 @@ def test_sigkill_while_a_reused_trial_is_copied(clean: Clean, tmp_path: Path) ->
 
 
 def test_sigkill_of_one_of_two_processes_sharing_a_case(clean: Clean, tmp_path: Path) -> None:
-    # the first process dies as it records its first trial's outcome (the 5th append: the trial ran), while the
-    # second, started once that trial was begun, waits for it; the second then takes the case over
+    # the first process dies as it records its first trial's outcome (the 6th append, after the study, its sweep and
+    # settings attributes, the trial's creation and its first heartbeat: the trial ran), while the second, started
+    # once that trial was begun, waits for it; the second then takes the case over
     # (the first is held stopped until the second says it waits, so the order does not depend on the machine's speed)
-    doomed = search(tmp_path, "two", fault_at="journal.after_append:5")
+    doomed = search(tmp_path, "two", fault_at="journal.after_append:6")
     journal = folder(tmp_path, "two") / "journal.log"
     wait_for(lambda: journal.exists() and b'{"op_code":4,' in journal.read_bytes(), timeout_s=120)
     os.kill(doomed.pid, signal.SIGSTOP)
