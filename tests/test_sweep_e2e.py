@@ -99,7 +99,7 @@ def test_sweep_steps_down_from_a_real_oom_and_records_the_fitting_rung(tmp_path:
     assert trial_processes(tmp_path) == []
 
     # another sweep of the same configuration on this machine reuses both trials and launches nothing
-    other = search(tmp_path, *FAST, "ladder.rungs=[256,64]", "sweep=e2e_b")
+    other = search(tmp_path, *FAST, *GATED, "ladder.rungs=[256,64]", "sweep=e2e_b")
     out3 = finish(other)
     assert other.returncode == 0 and "2 trial(s) reused from earlier sweeps" in out3, out3
     assert "(reused from e2e#0)" in out3 and "(reused from e2e#1)" in out3
@@ -113,7 +113,7 @@ def test_sweep_steps_down_from_a_real_oom_and_records_the_fitting_rung(tmp_path:
     assert (best_b["num_envs"], best_b["samples_per_s"]) == ("64", row["samples_per_s"])
 
     # a different card (another emulated cap) is other hardware: its trial runs
-    changed = search(tmp_path, *FAST, "ladder.rungs=[256]", "sweep=e2e_c", "workload.emulate_gpu_mem_gb=0.65")
+    changed = search(tmp_path, *FAST, *GATED, "ladder.rungs=[256]", "sweep=e2e_c", "workload.emulate_gpu_mem_gb=0.65")
     out4 = finish(changed)
     assert changed.returncode == ExitCode.NO_RUNG_FITS and "reused" not in out4, out4  # e256 alone: it fails there
     assert (sweep_dir(tmp_path, "e2e_c") / "trials" / "amp_pi_plus" / "default_e256_probe_1").is_dir()
