@@ -6,7 +6,10 @@ a row is held out when int(sha256("ladder-holdout-1:" + its lower-cased reposito
 `failure_logs_more_dev.jsonl` (67) was used to write patterns; `failure_logs_more_heldout.jsonl` (29) to measure
 (`python -m ladder.failures --eval`): 17/19 unambiguous at the first look; the two misses showed families missing
 (torch's "Some NCCL operations have failed", Vulkan's ERROR_OUT_OF_DEVICE_MEMORY without its prefix), added from
-public lines, so later figures on it are no longer unseen. `captured/*.log` are real outputs of small torch programs
+public lines, so later figures on it are no longer unseen. `failure_logs/heldout.jsonl` (81, 66 unambiguous) was
+gathered afterwards from 78 other repositories' threads and labelled before its first look (failure_logs/README.md
+has that table: 60/66 unambiguous right); its misses' families were then added, so it too is development now.
+`captured/*.log` are real outputs of small torch programs
 run on this CPU machine (torch 2.13), trimmed of unrelated lines but never edited; captured/README.md says how each
 was made. `PUBLIC` below quotes lines from public issue threads for the patterns that neither of those shows.
 """
@@ -239,6 +242,40 @@ PUBLIC = {
         "(WorkerDict pid=63294) [rank3]:[E416 20:40:12.986007770 ProcessGroupNCCL.cpp:1664] [PG 5 Rank 3] Exception "
         "(either an error or timeout) detected by watchdog at work: 8, last enqueued NCCL work: 10, last completed "
         "NCCL work: 7.",
+    ),
+    # --- lines of failure_logs/heldout.jsonl's misses at its first look, each backing the row written for its family
+    # (so these rows are development now, not held out) ---
+    "kohya-ss-1065-python-names-sigkill": (  # github.com/bmaltais/kohya_ss#1065
+        Reason.HOST_OOM,
+        "died with <Signals.SIGKILL: 9>",
+    ),
+    "rl-swarm-128-macos-shell-killed-9": (  # github.com/gensyn-ai/rl-swarm#128 (its title)
+        Reason.HOST_OOM,
+        "run_rl_swarm.sh: line 160: 91115 Killed: 9",
+    ),
+    "fastmaskrcnn-172-bare-killed-in-emphasis": (  # github.com/CharlesShang/FastMaskRCNN#172
+        Reason.HOST_OOM,
+        "iter 144: image-id:0254212, time:1.722(sec), regular_loss: 0.248765, total-loss 0.5882(0.0360, 0.5233, "
+        "0.000000, 0.0289, 0.0000), instances: 3, batch:(16|85, 0|11, 0|0)\nlabels\n[]\nclasses\n['background']\n\n"
+        "**Killed**",
+    ),
+    "paddle-serving-1160-compiler-killed": (  # github.com/PaddlePaddle/Serving#1160
+        Reason.HOST_OOM,
+        "c++: fatal error: Killed signal terminated program cc1plus\ncompilation terminated.\n"
+        "core/sdk-cpp/CMakeFiles/sdk-cpp.dir/build.make:292: recipe for target "
+        "'core/sdk-cpp/CMakeFiles/sdk-cpp.dir/dense_service.pb.cc.o' failed\n"
+        "make[2]: *** [core/sdk-cpp/CMakeFiles/sdk-cpp.dir/dense_service.pb.cc.o] Error 1",
+    ),
+    "v2ray-onekey-6-compiler-killed-zh-cn": (  # github.com/wulabing/V2Ray_ws-tls_bash_onekey#6
+        Reason.HOST_OOM,
+        "{standard input}: 错误：open CFI at the end of file; missing .cfi_endproc directive\n"
+        "gcc: 致命错误：已杀死 signal terminated program cc1\n编译中断。\n"
+        "make: *** [Makefile:390：src/jemalloc.sym.o] 错误 1",
+    ),
+    "syllabus-2020-1-1088-winerror-10048-es": (  # github.com/IIC2233/syllabus-2020-1#1088
+        Reason.PORT_IN_USE,
+        "self.socket_server.bind((self.host, self.port)) OSError: [WinError 10048]\n"
+        "Solo se permite un uso de cada dirección de socket (protocolo/dirección de red/puerto)",
     ),
     "llamafactory-6269-timeout-at-nccl-work": (  # github.com/hiyouga/LlamaFactory#6269
         Reason.NCCL_TIMEOUT,
@@ -724,10 +761,23 @@ def more(sample_id: str) -> str:
         (more("mujoco-playground-200-warp-nefc-overflow-njmax"), None, Reason.CUDA_OOM),
         (more("ale-583-dreamerv2-breakout-killed"), None, Reason.HOST_OOM),
         (PUBLIC["somiao-pinyin-10-zh-cn-killed"][1], None, Reason.HOST_OOM),
+        (PUBLIC["rl-swarm-128-macos-shell-killed-9"][1], None, Reason.HOST_OOM),
+        (PUBLIC["paddle-serving-1160-compiler-killed"][1], 2, Reason.HOST_OOM),
+        (PUBLIC["kohya-ss-1065-python-names-sigkill"][1], 1, Reason.HOST_OOM),
         ("", -9, Reason.HOST_OOM),
         ("", 137, Reason.HOST_OOM),
     ],
-    ids=["physx-patch-buffer", "mujoco-warp-njmax", "bare-killed", "bare-killed-zh-cn", "exit-minus-9", "exit-137"],
+    ids=[
+        "physx-patch-buffer",
+        "mujoco-warp-njmax",
+        "bare-killed",
+        "bare-killed-zh-cn",
+        "shell-killed-9-macos",
+        "compiler-killed",
+        "python-signals-sigkill",
+        "exit-minus-9",
+        "exit-137",
+    ],
 )
 def test_weak_evidence_gives_a_low_confidence_verdict_with_its_basis(
     text: str, exit_code: int | None, reason: Reason
@@ -856,11 +906,54 @@ def test_cli_names_an_unreadable_recorded_verdict(tmp_path: Path) -> None:
 
 
 def test_the_acceptance_bar_on_every_labelled_unambiguous_row() -> None:
-    """Issue 19's bar (>= 98% right status, >= 90% right reason, no false step-down) on all 134 shared rows that a
-    careful reader labels one way (the held-out part included: it has been measured, so it guards regressions)."""
-    rows = SAMPLES + MORE_DEV + _rows("failure_logs_more_heldout.jsonl")
+    """Issue 19's bar (>= 98% right status, >= 90% right reason, no false step-down) on every labelled row that a
+    careful reader labels one way: the 134 shared rows and failure_logs/heldout.jsonl (all of them measured once
+    already, so here they guard against regressions)."""
+    rows = SAMPLES + MORE_DEV + _rows("failure_logs_more_heldout.jsonl") + HELDOUT
     scored = [s for s in scoring.score(rows) if not s.ambiguous]
-    assert len(rows) == 134 and len(scored) == 100
+    assert len(rows) == 134 + 81 and len(scored) == 100 + 66
     assert sum(s.status_right for s in scored) >= 0.98 * len(scored)
     assert sum(s.reason_right for s in scored) >= 0.90 * len(scored)
     assert not any(s.false_step_down for s in scoring.score(rows) if not s.ambiguous)
+
+
+# --- failure_logs/heldout.jsonl: 81 excerpts from 78 repositories the shared data does not hold, labelled before the
+# classifier saw them (failure_logs/README.md has the first look; after it, its misses' families became rows) ---
+
+HELDOUT = _rows("failure_logs/heldout.jsonl")
+DISPUTED_HELDOUT = {
+    "protomotions-222-physx-700-pinned-segfault-2048-envs": (
+        "the lines say error 700 (an illegal address) and a warning; only the thread says it grows with num_envs"
+    ),
+    "cmgan-25-nccl-invalid-usage": _DUPLICATE_GPU,
+    "genesis-2434-hipmemset-invalid-above-3000-envs": (
+        "an invalid argument to hipMemset is a bug, whatever num_envs sets it off; the thread alone ties it to envs"
+    ),
+    "crowddet-86-nccl-topo-real-path-docker": (
+        "NCCL WARN lines are printed by healthy runs too; the excerpt ends before the failure itself"
+    ),
+}
+
+
+@pytest.mark.parametrize("s", [_param(s, DISPUTED_HELDOUT) for s in HELDOUT])
+def test_heldout_sample(s: dict) -> None:
+    _agrees_with_its_label(s)
+
+
+def test_heldout_rows_are_labelled_sources_from_other_repositories() -> None:
+    shared = {json.loads(line)["source"].split("#")[0].lower() for name in ("failure_logs.jsonl",
+              "failure_logs_more_dev.jsonl", "failure_logs_more_heldout.jsonl")
+              for line in (DATA / name).read_text().splitlines() if line.strip()}  # fmt: skip
+    assert len(HELDOUT) == 81 and sum(not s["ambiguous"] for s in HELDOUT) == 66
+    assert set(DISPUTED_HELDOUT) <= {s["id"] for s in HELDOUT if s["ambiguous"]}
+    for s in HELDOUT:
+        assert s["source"].startswith("github.com/") and "#" in s["source"], s["id"]
+        assert s["source"].split("#")[0].lower() not in shared, s["id"]
+
+
+@pytest.mark.parametrize(
+    "line",
+    ["the **Killed** count went up", "Killed processes: 3", "**Killed", "Killed: 90 of 100", "ld: Killed signal"],
+)
+def test_killed_in_other_text_is_no_kill(line: str) -> None:
+    assert classify_text(line, 1).reason is Reason.ERROR

@@ -99,6 +99,8 @@ _KILL = "a SIGKILL with no kernel OOM line: another killer (a scheduler, a user)
 # the shell's word for SIGKILL in other locales (zh_CN, zh_TW, ja, de, fr, ru, pt, it, ko), lower-cased
 _KILLED_ABROAD = ("已杀死", "已殺死", "已砍除", "強制終了", "getötet", "processus arrêté", "убито", "morto", "ucciso",
                   "죽었음")  # fmt: skip
+# strsignal(SIGKILL) as libc words it: "Killed", and the same words as the shell uses abroad
+_KILLED_WORD = r"(?:Killed|已杀死|已殺死|已砍除|強制終了|Getötet|Processus arrêté|Убито|Morto|Ucciso|죽었음)"
 _GPU = r"(?:cuda|cu(?:da)?malloc|cumem|gpu|device|hip|cudnn|cublas|thcuda|vram)"
 
 # Ordered by precedence: the first row that matches a line names that line.
@@ -208,24 +210,37 @@ PATTERNS: tuple[Pattern, ...] = (
         _DEV + "pokemonredexperiments-6-sb3-rollout-buffer-960gib",
     ),
     _row(_R.HOST_OOM, r"MemoryError(?<!\wMemoryError)(?!: cuMemAlloc)", _CAPTURED + "python_memory_error.log"),
-    # "Killed" after DataLoader's "killed by signal: ", after a shell's job pid, or alone on its line; the shell's
-    # word for SIGKILL in other locales (zh_CN, zh_TW, ja, de, fr, ru, pt, it, ko) alone or after a job pid
+    # "Killed" after DataLoader's "killed by signal: ", after a shell's job pid (bash; "Killed: 9" on macOS), or alone
+    # on its line (also as a paste into a thread sets it: **Killed**); the shell's word for SIGKILL in other locales
+    # (zh_CN, zh_TW, ja, de, fr, ru, pt, it, ko) alone or after a job pid
     _row(
         _R.HOST_OOM,
-        r"Killed(?:(?<=killed by signal: Killed)|(?<=\d Killed)\s|(?<=^Killed)\s*$)"
+        r"Killed(?:(?<=killed by signal: Killed)|(?<=\d Killed)(?:\s|: 9\b)|(?<=^Killed)\s*$)"
+        r"|^([*_`]+)Killed\1\s*$"
         r"|(?:^|\d )\s*(?:已杀死|已殺死|已砍除|強制終了|Getötet|Processus arrêté|Убито|Morto|Ucciso|죽었음)\s*$",
         "github.com/NWPUZhoufei/LDP-Net#4; "
         + _CAPTURED
         + "shell_killed_dash.log, shell_killed_bash.log; "
         + _DEV
-        + "ale-583-dreamerv2-breakout-killed; github.com/crownpku/Somiao-Pinyin#10",
+        + "ale-583-dreamerv2-breakout-killed; github.com/crownpku/Somiao-Pinyin#10; github.com/gensyn-ai/rl-swarm#128; "
+        "github.com/CharlesShang/FastMaskRCNN#172",
         weak=_KILL,
         needles=("killed", *_KILLED_ABROAD),
     ),
+    # a build tool's child ended by SIGKILL: the compiler driver names the signal in the locale's words (gcc, g++)
     _row(
         _R.HOST_OOM,
-        r"exitcode\s*:\s*-9\b|exit (?:code|status) (?:137|-9)\b|signal 9: SIGKILL|Signal 9 \(SIGKILL\)",
-        "github.com/lmzpai/roboMamba#10; github.com/NWPUZhoufei/LDP-Net#4; " + _CAPTURED + "torchrun_sigkill.log",
+        _KILLED_WORD + r" signal terminated program",
+        "github.com/PaddlePaddle/Serving#1160; github.com/wulabing/V2Ray_ws-tls_bash_onekey#6",
+        weak=_KILL,
+        needles=("signal terminated program",),
+    ),
+    _row(
+        _R.HOST_OOM,
+        r"exitcode\s*:\s*-9\b|exit (?:code|status) (?:137|-9)\b|signal 9: SIGKILL|Signal 9 \(SIGKILL\)"
+        r"|<Signals\.SIGKILL: 9>",
+        "github.com/lmzpai/roboMamba#10; github.com/NWPUZhoufei/LDP-Net#4; " + _CAPTURED + "torchrun_sigkill.log; "
+        "github.com/bmaltais/kohya_ss#1065",
         weak=_KILL,
     ),
     # --- fatal program or config errors: a smaller rung would fail the same way ---
@@ -254,12 +269,14 @@ PATTERNS: tuple[Pattern, ...] = (
         + _CAPTURED
         + "tcpstore_eaddrinuse.log",
     ),
-    # the same by number (98 on Linux, 10048 = WSAEADDRINUSE), in Windows' words, or as gRPC's failed bind
+    # the same by number (98 on Linux, 10048 = WSAEADDRINUSE, also as Windows' own [WinError 10048] before a message
+    # in the system's language), in Windows' English words, or as gRPC's failed bind
     _row(
         _R.PORT_IN_USE,
-        r"[Ee]rrno\W{0,3}(?:98|10048)\b|Only one usage of each socket address|Failed to add any wildcard listeners",
+        r"(?:[Ee]rrno|WinError)\W{0,3}(?:98|10048)\b|Only one usage of each socket address"
+        r"|Failed to add any wildcard listeners",
         _DEV + "raisimlib-407-raisimserver-bind-errno-98, ray-23152-raylet-grpc-address-in-use; "
-        "github.com/Adi-iitd/AI-Art#10",
+        "github.com/Adi-iitd/AI-Art#10; github.com/IIC2233/syllabus-2020-1#1088",
     ),
     # --- communication: timeouts, lost peers, NCCL errors ---
     _row(
