@@ -9,6 +9,8 @@ a row is held out when int(sha256("ladder-holdout-1:" + its lower-cased reposito
 public lines, so later figures on it are no longer unseen. `failure_logs/heldout.jsonl` (81, 66 unambiguous) was
 gathered afterwards from 78 other repositories' threads and labelled before its first look (failure_logs/README.md
 has that table: 60/66 unambiguous right); its misses' families were then added, so it too is development now.
+`failure_logs/heldout_b.jsonl` (46, 39 unambiguous, 46 more repositories) was gathered and labelled after that, and
+looked at once (36/39); its misses' families were added in turn.
 `captured/*.log` are real outputs of small torch programs
 run on this CPU machine (torch 2.13), trimmed of unrelated lines but never edited; captured/README.md says how each
 was made. `PUBLIC` below quotes lines from public issue threads for the patterns that neither of those shows.
@@ -276,6 +278,20 @@ PUBLIC = {
         Reason.PORT_IN_USE,
         "self.socket_server.bind((self.host, self.port)) OSError: [WinError 10048]\n"
         "Solo se permite un uso de cada dirección de socket (protocolo/dirección de red/puerto)",
+    ),
+    # --- lines of failure_logs/heldout_b.jsonl's misses at its first look (development now, likewise) ---
+    "openbmc-1887-kernel-killed-process-and-reaper": (  # github.com/openbmc/openbmc#1887
+        Reason.HOST_OOM,
+        "[ 4018.450000] Killed process 935 (python) total-vm:113656kB, anon-rss:102104kB, file-rss:0kB, shmem-rss:0kB\n"
+        "[ 4022.980000] oom_reaper: reaped process 935 (python), now anon-rss:0kB, file-rss:0kB, shmem-rss:0kB",
+    ),
+    "landmark-65-killed-after-a-progress-bar": (  # github.com/InternLandMark/LandMark#65
+        Reason.HOST_OOM,
+        "Training with a single process on 1 GPUs.\n 20%|████                | 216/1063 [00:27<02:17,  6.17it/s]Killed",
+    ),
+    "edgeai-mmdetection-8-communicator-aborted": (  # github.com/TexasInstruments/edgeai-mmdetection#8 (its title)
+        Reason.NCCL_ERROR,
+        "RuntimeError: NCCL communicator was aborted on rank 1",
     ),
     "llamafactory-6269-timeout-at-nccl-work": (  # github.com/hiyouga/LlamaFactory#6269
         Reason.NCCL_TIMEOUT,
@@ -764,6 +780,7 @@ def more(sample_id: str) -> str:
         (PUBLIC["rl-swarm-128-macos-shell-killed-9"][1], None, Reason.HOST_OOM),
         (PUBLIC["paddle-serving-1160-compiler-killed"][1], 2, Reason.HOST_OOM),
         (PUBLIC["kohya-ss-1065-python-names-sigkill"][1], 1, Reason.HOST_OOM),
+        (PUBLIC["landmark-65-killed-after-a-progress-bar"][1], None, Reason.HOST_OOM),
         ("", -9, Reason.HOST_OOM),
         ("", 137, Reason.HOST_OOM),
     ],
@@ -775,6 +792,7 @@ def more(sample_id: str) -> str:
         "shell-killed-9-macos",
         "compiler-killed",
         "python-signals-sigkill",
+        "killed-after-progress-bar",
         "exit-minus-9",
         "exit-137",
     ],
@@ -797,7 +815,13 @@ def test_the_kernels_own_evidence_makes_a_bare_kill_certain() -> None:
 
 
 @pytest.mark.parametrize(
-    "text", [OOM_LINE, sample("stanford-alpaca-207-ncclremoteerror-net-ib"), captured("gloo_peer_closed.log")]
+    "text",
+    [
+        OOM_LINE,
+        sample("stanford-alpaca-207-ncclremoteerror-net-ib"),
+        captured("gloo_peer_closed.log"),
+        PUBLIC["openbmc-1887-kernel-killed-process-and-reaper"][1],
+    ],
 )
 def test_named_failures_are_certain(text: str) -> None:
     verdict = classify_text(text, 1)
@@ -907,11 +931,11 @@ def test_cli_names_an_unreadable_recorded_verdict(tmp_path: Path) -> None:
 
 def test_the_acceptance_bar_on_every_labelled_unambiguous_row() -> None:
     """Issue 19's bar (>= 98% right status, >= 90% right reason, no false step-down) on every labelled row that a
-    careful reader labels one way: the 134 shared rows and failure_logs/heldout.jsonl (all of them measured once
+    careful reader labels one way: the 134 shared rows and failure_logs/heldout*.jsonl (all of them measured once
     already, so here they guard against regressions)."""
-    rows = SAMPLES + MORE_DEV + _rows("failure_logs_more_heldout.jsonl") + HELDOUT
+    rows = SAMPLES + MORE_DEV + _rows("failure_logs_more_heldout.jsonl") + HELDOUT + HELDOUT_B
     scored = [s for s in scoring.score(rows) if not s.ambiguous]
-    assert len(rows) == 134 + 81 and len(scored) == 100 + 66
+    assert len(rows) == 134 + 81 + 46 and len(scored) == 100 + 66 + 39
     assert sum(s.status_right for s in scored) >= 0.98 * len(scored)
     assert sum(s.reason_right for s in scored) >= 0.90 * len(scored)
     assert not any(s.false_step_down for s in scoring.score(rows) if not s.ambiguous)
@@ -935,7 +959,23 @@ DISPUTED_HELDOUT = {
 }
 
 
-@pytest.mark.parametrize("s", [_param(s, DISPUTED_HELDOUT) for s in HELDOUT])
+# failure_logs/heldout_b.jsonl: 46 more from 46 further repositories, gathered after heldout.jsonl's misses were
+# fixed and labelled before the classifier saw them (README there: 36/39 unambiguous right at its first look)
+HELDOUT_B = _rows("failure_logs/heldout_b.jsonl")
+_RAY_WORKER_DIED = (
+    "Ray's own message lists three causes (the OOM killer, ray stop, a crash); none is shown, so no step-down"
+)
+DISPUTED_HELDOUT |= {
+    "mimickit-16-found-lost-aggregate-pairs-nan": (
+        "a capacity overflow is stepped down (with low confidence, so the rung runs again first); that NaN states "
+        "asked for it shows only in the thread"
+    ),
+    "simplerl-reason-25-ray-actor-died-eof": _RAY_WORKER_DIED,
+    "rlinf-622-ray-worker-died-suspected-segv": _RAY_WORKER_DIED,
+}
+
+
+@pytest.mark.parametrize("s", [_param(s, DISPUTED_HELDOUT) for s in HELDOUT + HELDOUT_B])
 def test_heldout_sample(s: dict) -> None:
     _agrees_with_its_label(s)
 
@@ -945,15 +985,26 @@ def test_heldout_rows_are_labelled_sources_from_other_repositories() -> None:
               "failure_logs_more_dev.jsonl", "failure_logs_more_heldout.jsonl")
               for line in (DATA / name).read_text().splitlines() if line.strip()}  # fmt: skip
     assert len(HELDOUT) == 81 and sum(not s["ambiguous"] for s in HELDOUT) == 66
-    assert set(DISPUTED_HELDOUT) <= {s["id"] for s in HELDOUT if s["ambiguous"]}
-    for s in HELDOUT:
+    assert len(HELDOUT_B) == 46 and sum(not s["ambiguous"] for s in HELDOUT_B) == 39
+    assert set(DISPUTED_HELDOUT) <= {s["id"] for s in HELDOUT + HELDOUT_B if s["ambiguous"]}
+    first = {s["source"].split("#")[0].lower() for s in HELDOUT}
+    for s in HELDOUT + HELDOUT_B:
         assert s["source"].startswith("github.com/") and "#" in s["source"], s["id"]
         assert s["source"].split("#")[0].lower() not in shared, s["id"]
+    assert not any(s["source"].split("#")[0].lower() in first for s in HELDOUT_B)
 
 
 @pytest.mark.parametrize(
     "line",
-    ["the **Killed** count went up", "Killed processes: 3", "**Killed", "Killed: 90 of 100", "ld: Killed signal"],
+    [
+        "the **Killed** count went up",
+        "Killed processes: 3",
+        "**Killed",
+        "Killed: 90 of 100",
+        "ld: Killed signal",
+        "Killed process list [done]",
+        " 5/25 [00:05<00:20,  1.02s/it]Killed 3 envs",
+    ],
 )
 def test_killed_in_other_text_is_no_kill(line: str) -> None:
     assert classify_text(line, 1).reason is Reason.ERROR

@@ -187,10 +187,13 @@ PATTERNS: tuple[Pattern, ...] = (
         weak=_SIMULATOR,
     ),
     # --- host memory ---
+    # the kernel's OOM killer in dmesg: its verdict, its victim (the pid, name and sizes it prints only there), its
+    # reaper
     _row(
         _R.HOST_OOM,
-        r"[Oo]ut of memory: Kill(?:ed)? process|oom-kill:",
-        "github.com/ShengcaiLiao/QAConv#19",
+        r"[Oo]ut of memory: Kill(?:ed)? process|oom-kill:|\bKilled process \d+ \([^)\n]*\),? total-vm:"
+        r"|oom_reaper: reaped process",
+        "github.com/ShengcaiLiao/QAConv#19; github.com/openbmc/openbmc#1887",
     ),
     _row(
         _R.HOST_OOM,
@@ -210,12 +213,14 @@ PATTERNS: tuple[Pattern, ...] = (
         _DEV + "pokemonredexperiments-6-sb3-rollout-buffer-960gib",
     ),
     _row(_R.HOST_OOM, r"MemoryError(?<!\wMemoryError)(?!: cuMemAlloc)", _CAPTURED + "python_memory_error.log"),
-    # "Killed" after DataLoader's "killed by signal: ", after a shell's job pid (bash; "Killed: 9" on macOS), or alone
-    # on its line (also as a paste into a thread sets it: **Killed**); the shell's word for SIGKILL in other locales
+    # "Killed" after DataLoader's "killed by signal: ", after a shell's job pid (bash; "Killed: 9" on macOS), alone on
+    # its line, or right after a progress bar's last redraw (tqdm's "…it/s]" then the shell's line, as a terminal
+    # shows it), also as a paste into a thread sets it (**Killed**); the shell's word for SIGKILL in other locales
     # (zh_CN, zh_TW, ja, de, fr, ru, pt, it, ko) alone or after a job pid
     _row(
         _R.HOST_OOM,
-        r"Killed(?:(?<=killed by signal: Killed)|(?<=\d Killed)(?:\s|: 9\b)|(?<=^Killed)\s*$)"
+        r"Killed(?:(?<=killed by signal: Killed)|(?<=\d Killed)(?:\s|: 9\b)|(?<=^Killed)\s*$|(?<=/s\]Killed)\s*$"
+        r"|(?<=/it\]Killed)\s*$)"
         r"|^([*_`]+)Killed\1\s*$"
         r"|(?:^|\d )\s*(?:已杀死|已殺死|已砍除|強制終了|Getötet|Processus arrêté|Убито|Morto|Ucciso|죽었음)\s*$",
         "github.com/NWPUZhoufei/LDP-Net#4; "
@@ -223,7 +228,7 @@ PATTERNS: tuple[Pattern, ...] = (
         + "shell_killed_dash.log, shell_killed_bash.log; "
         + _DEV
         + "ale-583-dreamerv2-breakout-killed; github.com/crownpku/Somiao-Pinyin#10; github.com/gensyn-ai/rl-swarm#128; "
-        "github.com/CharlesShang/FastMaskRCNN#172",
+        "github.com/CharlesShang/FastMaskRCNN#172; github.com/InternLandMark/LandMark#65",
         weak=_KILL,
         needles=("killed", *_KILLED_ABROAD),
     ),
@@ -311,8 +316,10 @@ PATTERNS: tuple[Pattern, ...] = (
     # torch's ProcessGroupNCCL taking the process down after a failed or timed-out collective
     _row(
         _R.NCCL_ERROR,
-        r"Some NCCL operations have failed or timed out|Exception \(either an error or timeout\) detected by watchdog",
-        "github.com/EvolvingLMMs-Lab/open-r1-multimodal#20; github.com/GAIR-NLP/DeepResearcher#16",
+        r"Some NCCL operations have failed or timed out|Exception \(either an error or timeout\) detected by watchdog"
+        r"|NCCL communicator was aborted",
+        "github.com/EvolvingLMMs-Lab/open-r1-multimodal#20; github.com/GAIR-NLP/DeepResearcher#16; "
+        "github.com/TexasInstruments/edgeai-mmdetection#8",
     ),
     # an NCCL call that failed, by name (XLA's wording, glog's Check failed), or NCCL's own result strings
     _row(
