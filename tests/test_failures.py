@@ -293,6 +293,17 @@ PUBLIC = {
         Reason.NCCL_ERROR,
         "RuntimeError: NCCL communicator was aborted on rank 1",
     ),
+    # --- a family looked for after the second look: torch.multiprocessing.spawn reporting a child's SIGKILL ---
+    "acumen-4-spawn-process-terminated-with-sigkill": (  # github.com/lyu-yx/ACUMEN#4
+        Reason.HOST_OOM,
+        "    raise ProcessExitedException(\n"
+        "          └ <class 'torch.multiprocessing.spawn.ProcessExitedException'>\n\n"
+        "torch.multiprocessing.spawn.ProcessExitedException: process 0 terminated with signal SIGKILL",
+    ),
+    "hybrik-198-spawn-exception-terminated-with-sigkill": (  # github.com/jeffffffli/HybrIK#198
+        Reason.HOST_OOM,
+        "    (error_index, name)\nException: process 3 terminated with signal SIGKILL",
+    ),
     "llamafactory-6269-timeout-at-nccl-work": (  # github.com/hiyouga/LlamaFactory#6269
         Reason.NCCL_TIMEOUT,
         "[rank0]:[E1206 18:44:16.994932383 ProcessGroupNCCL.cpp:1709] [PG 1 Rank 0] Timeout at NCCL work: 7753, last "
@@ -781,6 +792,7 @@ def more(sample_id: str) -> str:
         (PUBLIC["paddle-serving-1160-compiler-killed"][1], 2, Reason.HOST_OOM),
         (PUBLIC["kohya-ss-1065-python-names-sigkill"][1], 1, Reason.HOST_OOM),
         (PUBLIC["landmark-65-killed-after-a-progress-bar"][1], None, Reason.HOST_OOM),
+        (PUBLIC["acumen-4-spawn-process-terminated-with-sigkill"][1], 1, Reason.HOST_OOM),
         ("", -9, Reason.HOST_OOM),
         ("", 137, Reason.HOST_OOM),
     ],
@@ -793,6 +805,7 @@ def more(sample_id: str) -> str:
         "compiler-killed",
         "python-signals-sigkill",
         "killed-after-progress-bar",
+        "spawn-child-sigkill",
         "exit-minus-9",
         "exit-137",
     ],

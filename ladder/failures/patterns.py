@@ -243,9 +243,9 @@ PATTERNS: tuple[Pattern, ...] = (
     _row(
         _R.HOST_OOM,
         r"exitcode\s*:\s*-9\b|exit (?:code|status) (?:137|-9)\b|signal 9: SIGKILL|Signal 9 \(SIGKILL\)"
-        r"|<Signals\.SIGKILL: 9>",
+        r"|<Signals\.SIGKILL: 9>|process \d+ terminated with signal SIGKILL",
         "github.com/lmzpai/roboMamba#10; github.com/NWPUZhoufei/LDP-Net#4; " + _CAPTURED + "torchrun_sigkill.log; "
-        "github.com/bmaltais/kohya_ss#1065",
+        "github.com/bmaltais/kohya_ss#1065; github.com/lyu-yx/ACUMEN#4 (torch.multiprocessing.spawn's wording)",
         weak=_KILL,
     ),
     # --- fatal program or config errors: a smaller rung would fail the same way ---
