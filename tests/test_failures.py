@@ -10,7 +10,8 @@ public lines, so later figures on it are no longer unseen. `failure_logs/heldout
 gathered afterwards from 80 other repositories' threads and labelled before its first look (failure_logs/README.md
 has that table: 60/66 unambiguous right); its misses' families were then added, so it too is development now.
 `failure_logs/heldout_b.jsonl` (46, 39 unambiguous, 46 more repositories) was gathered and labelled after that, and
-looked at once (36/39); its misses' families were added in turn.
+looked at once (36/39); its misses' families were added in turn. `failure_logs/heldout_c.jsonl` (33, 30 unambiguous,
+33 more repositories) likewise after that: 29/30 at its first look.
 `captured/*.log` are real outputs of small torch programs
 run on this CPU machine (torch 2.13), trimmed of unrelated lines but never edited; captured/README.md says how each
 was made. `PUBLIC` below quotes lines from public issue threads for the patterns that neither of those shows.
@@ -303,6 +304,12 @@ PUBLIC = {
     "hybrik-198-spawn-exception-terminated-with-sigkill": (  # github.com/jeffffffli/HybrIK#198
         Reason.HOST_OOM,
         "    (error_index, name)\nException: process 3 terminated with signal SIGKILL",
+    ),
+    # --- the line of failure_logs/heldout_c.jsonl's one unambiguous miss at its first look (development now) ---
+    "simdino-15-gloo-connect-full-mesh-failed": (  # github.com/RobinWu218/SimDINO#15
+        Reason.PEER_LOST,
+        "[E314 16:42:10.528865173 ProcessGroupGloo.cpp:143] Gloo connectFullMesh failed with "
+        "[../third_party/gloo/gloo/transport/tcp/pair.cc:144] no error",
     ),
     "llamafactory-6269-timeout-at-nccl-work": (  # github.com/hiyouga/LlamaFactory#6269
         Reason.NCCL_TIMEOUT,
@@ -946,9 +953,9 @@ def test_the_acceptance_bar_on_every_labelled_unambiguous_row() -> None:
     """Issue 19's bar (>= 98% right status, >= 90% right reason, no false step-down) on every labelled row that a
     careful reader labels one way: the 134 shared rows and failure_logs/heldout*.jsonl (all of them measured once
     already, so here they guard against regressions)."""
-    rows = SAMPLES + MORE_DEV + _rows("failure_logs_more_heldout.jsonl") + HELDOUT + HELDOUT_B
+    rows = SAMPLES + MORE_DEV + _rows("failure_logs_more_heldout.jsonl") + HELDOUT + HELDOUT_B + HELDOUT_C
     scored = [s for s in scoring.score(rows) if not s.ambiguous]
-    assert len(rows) == 134 + 81 + 46 and len(scored) == 100 + 66 + 39
+    assert len(rows) == 134 + 81 + 46 + 33 and len(scored) == 100 + 66 + 39 + 30
     assert sum(s.status_right for s in scored) >= 0.98 * len(scored)
     assert sum(s.reason_right for s in scored) >= 0.90 * len(scored)
     assert not any(s.false_step_down for s in scoring.score(rows) if not s.ambiguous)
@@ -988,7 +995,17 @@ DISPUTED_HELDOUT |= {
 }
 
 
-@pytest.mark.parametrize("s", [_param(s, DISPUTED_HELDOUT) for s in HELDOUT + HELDOUT_B])
+# failure_logs/heldout_c.jsonl: 33 more from 33 further repositories, gathered after heldout_b.jsonl's misses were
+# fixed and labelled before the classifier saw them (README there: 29/30 unambiguous right at its first look)
+HELDOUT_C = _rows("failure_logs/heldout_c.jsonl")
+DISPUTED_HELDOUT |= {
+    "open-duck-playground-15-cusolver-internal-error": (
+        "cuSolver's internal error names no memory; XLA's preallocation behind it shows only in other threads"
+    ),
+}
+
+
+@pytest.mark.parametrize("s", [_param(s, DISPUTED_HELDOUT) for s in HELDOUT + HELDOUT_B + HELDOUT_C])
 def test_heldout_sample(s: dict) -> None:
     _agrees_with_its_label(s)
 
@@ -999,12 +1016,14 @@ def test_heldout_rows_are_labelled_sources_from_other_repositories() -> None:
               for line in (DATA / name).read_text().splitlines() if line.strip()}  # fmt: skip
     assert len(HELDOUT) == 81 and sum(not s["ambiguous"] for s in HELDOUT) == 66
     assert len(HELDOUT_B) == 46 and sum(not s["ambiguous"] for s in HELDOUT_B) == 39
-    assert set(DISPUTED_HELDOUT) <= {s["id"] for s in HELDOUT + HELDOUT_B if s["ambiguous"]}
-    first = {s["source"].split("#")[0].lower() for s in HELDOUT}
-    for s in HELDOUT + HELDOUT_B:
+    assert len(HELDOUT_C) == 33 and sum(not s["ambiguous"] for s in HELDOUT_C) == 30
+    every = HELDOUT + HELDOUT_B + HELDOUT_C
+    assert set(DISPUTED_HELDOUT) <= {s["id"] for s in every if s["ambiguous"]}
+    for s in every:
         assert s["source"].startswith("github.com/") and "#" in s["source"], s["id"]
         assert s["source"].split("#")[0].lower() not in shared, s["id"]
-    assert not any(s["source"].split("#")[0].lower() in first for s in HELDOUT_B)
+    repos = [{s["source"].split("#")[0].lower() for s in part} for part in (HELDOUT, HELDOUT_B, HELDOUT_C)]
+    assert not (repos[0] & repos[1] or repos[0] & repos[2] or repos[1] & repos[2])
 
 
 @pytest.mark.parametrize(

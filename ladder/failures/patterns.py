@@ -301,6 +301,8 @@ PATTERNS: tuple[Pattern, ...] = (
     _row(_R.PEER_LOST, r"[Ff]ailed to recv, got 0 bytes", _CAPTURED + "store_peer_died.log"),
     _row(_R.PEER_LOST, r"Timed out after \d+ seconds waiting for clients", _CAPTURED + "store_timeout.log"),
     _row(_R.PEER_LOST, r"Broken pipe\b", "github.com/Lightning-AI/pytorch-lightning#8139"),
+    # gloo's ranks failing to connect to one another at init (its full mesh): a peer that is not there
+    _row(_R.PEER_LOST, r"connectFullMesh failed", "github.com/RobinWu218/SimDINO#15"),
     # a peer that is gone: NCCL's bootstrap retrying a refused connect, c10d's store client refused
     _row(
         _R.PEER_LOST,
