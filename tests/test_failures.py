@@ -316,6 +316,37 @@ PUBLIC = {
         "[rank0]:[E1206 18:44:16.994932383 ProcessGroupNCCL.cpp:1709] [PG 1 Rank 0] Timeout at NCCL work: 7753, last "
         "enqueued NCCL work: 7755, last completed NCCL work: 7752.",
     ),
+    # --- the line of failure_logs/heldout_d.jsonl's one unambiguous miss at its first look (development now), and
+    # the same family (c10d's store timing out while it waits for a key another rank should set) in other wordings ---
+    "c-optim-10-store-get-socket-timeout": (  # github.com/kyleliang919/C-Optim#10
+        Reason.PEER_LOST,
+        "RuntimeError: [4] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via c10d key-value "
+        "store by key '0', but store->get('0') got error: Socket Timeout\nException raised from doWait at "
+        "/opt/conda/conda-bld/pytorch_1695392020195/work/torch/csrc/distributed/c10d/TCPStore.cpp:445 (most recent "
+        "call first):",
+    ),
+    "kaito-135-idle-worker-store-get-socket-timeout": (  # github.com/kaito-project/kaito#135
+        Reason.PEER_LOST,
+        "[1] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via c10d key-value store by key "
+        "'0', but store->get('0') got error: Socket Timeout\nException raised from recvBytes at "
+        "/opt/pytorch/pytorch/torch/csrc/distributed/c10d/Utils.hpp:605 (most recent call first):",
+    ),
+    "pai-megatron-patch-468-dist-store-error-socket-timeout": (  # github.com/alibaba/Pai-Megatron-Patch#468 (title)
+        Reason.PEER_LOST,
+        "torch.distributed.DistStoreError: Socket Timeout",
+    ),
+    "pytorch-55571-tcpstore-wait-socket-timeout": (  # github.com/pytorch/pytorch#55571
+        Reason.PEER_LOST,
+        'Traceback (most recent call last):\n  File "<stdin>", line 1, in <module>\nRuntimeError: Socket Timeout',
+    ),
+    "pytorch-131808-store-wait-timeout-keys": (  # github.com/pytorch/pytorch#131808
+        Reason.PEER_LOST,
+        "DistStoreError: wait timeout after 100ms, keys: /the_key",
+    ),
+    "pytorch-111805-store-waiting-for-workers": (  # github.com/pytorch/pytorch#111805
+        Reason.PEER_LOST,
+        "torch.distributed.DistStoreError: Timed out after 6 seconds waiting for workers. 1/2 workers joined.",
+    ),
 }
 
 # Each captured log, the launcher's exit code that went with it, and the reason it proves.
@@ -953,9 +984,9 @@ def test_the_acceptance_bar_on_every_labelled_unambiguous_row() -> None:
     """Issue 19's bar (>= 98% right status, >= 90% right reason, no false step-down) on every labelled row that a
     careful reader labels one way: the 134 shared rows and failure_logs/heldout*.jsonl (all of them measured once
     already, so here they guard against regressions)."""
-    rows = SAMPLES + MORE_DEV + _rows("failure_logs_more_heldout.jsonl") + HELDOUT + HELDOUT_B + HELDOUT_C
+    rows = SAMPLES + MORE_DEV + _rows("failure_logs_more_heldout.jsonl") + HELDOUT + HELDOUT_B + HELDOUT_C + HELDOUT_D
     scored = [s for s in scoring.score(rows) if not s.ambiguous]
-    assert len(rows) == 134 + 81 + 46 + 33 and len(scored) == 100 + 66 + 39 + 30
+    assert len(rows) == 134 + 81 + 46 + 33 + 52 and len(scored) == 100 + 66 + 39 + 30 + 40
     assert sum(s.status_right for s in scored) >= 0.98 * len(scored)
     assert sum(s.reason_right for s in scored) >= 0.90 * len(scored)
     assert not any(s.false_step_down for s in scoring.score(rows) if not s.ambiguous)
@@ -1008,9 +1039,31 @@ DISPUTED_HELDOUT |= {
 # failure_logs/heldout_d.jsonl: 52 more from 49 further repositories, weighted to RL and GPU-simulation stacks,
 # gathered after heldout_c.jsonl's misses were fixed and labelled before the classifier saw them
 HELDOUT_D = _rows("failure_logs/heldout_d.jsonl")
+_MUJOCO_ALLOC = (
+    "MuJoCo says 'Could not allocate memory' when malloc fails and when the model's memory size setting is too small; "
+    "no reply in the thread names which"
+)
+_PHYSX_700 = (
+    "the lines say error 700 (an illegal address) and a pinned-memory warning; only the thread ties it to num_envs"
+)
+DISPUTED_HELDOUT |= {
+    "rsl-rl-96-nan-losses-then-found-lost-pairs": (
+        "a capacity overflow is stepped down (with low confidence, so the rung runs again first); the NaN losses "
+        "before it are training output, not a failure line"
+    ),
+    "mppi-isaac-64-anymal-found-lost-pairs-then-illegal-access": (
+        "the excerpt ends in the middle of PhysX's message ('The appli'), before any capacity or memory word"
+    ),
+    "asap-35-isaacgym-hoi-4000-envs-physx-700": _PHYSX_700,
+    "depRL-11-mujoco-could-not-allocate-memory": _MUJOCO_ALLOC,
+    "cpo-pytorch-5-mujoco-loadxml-could-not-allocate": _MUJOCO_ALLOC,
+    "ksim-gym-44-xla-cusolver-internal": (
+        "cuSolver's internal error names no memory; XLA's preallocation behind it shows only in other threads"
+    ),
+}
 
 
-@pytest.mark.parametrize("s", [_param(s, DISPUTED_HELDOUT) for s in HELDOUT + HELDOUT_B + HELDOUT_C])
+@pytest.mark.parametrize("s", [_param(s, DISPUTED_HELDOUT) for s in HELDOUT + HELDOUT_B + HELDOUT_C + HELDOUT_D])
 def test_heldout_sample(s: dict) -> None:
     _agrees_with_its_label(s)
 

@@ -299,7 +299,17 @@ PATTERNS: tuple[Pattern, ...] = (
         "github.com/RVC-Project/Retrieval-based-Voice-Conversion-WebUI#1882",
     ),
     _row(_R.PEER_LOST, r"[Ff]ailed to recv, got 0 bytes", _CAPTURED + "store_peer_died.log"),
-    _row(_R.PEER_LOST, r"Timed out after \d+ seconds waiting for clients", _CAPTURED + "store_timeout.log"),
+    # c10d's key-value store timing out while it waits for a key that another rank should have set (NCCL's unique
+    # id, the rendezvous count): a rank that never arrived; by count, by torch's older and newer wordings. A client
+    # that cannot reach the store at all ("The client socket has timed out ... while trying to connect") is left out:
+    # that is more often a wrong address or port than a peer lost.
+    _row(
+        _R.PEER_LOST,
+        r"Timed out after \d+ seconds waiting for (?:clients|workers)"
+        r"|(?:got error|DistStoreError|RuntimeError): Socket Timeout\b|DistStoreError: wait timeout after \d+ ?ms",
+        _CAPTURED + "store_timeout.log; github.com/kyleliang919/C-Optim#10; github.com/kaito-project/kaito#135; "
+        "github.com/alibaba/Pai-Megatron-Patch#468; github.com/pytorch/pytorch#55571, #111805, #131808",
+    ),
     _row(_R.PEER_LOST, r"Broken pipe\b", "github.com/Lightning-AI/pytorch-lightning#8139"),
     # gloo's ranks failing to connect to one another at init (its full mesh): a peer that is not there
     _row(_R.PEER_LOST, r"connectFullMesh failed", "github.com/RobinWu218/SimDINO#15"),
