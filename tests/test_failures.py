@@ -11,7 +11,8 @@ gathered afterwards from 80 other repositories' threads and labelled before its 
 has that table: 60/66 unambiguous right); its misses' families were then added, so it too is development now.
 `failure_logs/heldout_b.jsonl` (46, 39 unambiguous, 46 more repositories) was gathered and labelled after that, and
 looked at once (36/39); its misses' families were added in turn. `failure_logs/heldout_c.jsonl` (33, 30 unambiguous,
-33 more repositories) likewise after that: 29/30 at its first look.
+33 more repositories) likewise after that: 29/30 at its first look; `failure_logs/heldout_d.jsonl` (52, 40
+unambiguous, 49 more repositories, mostly RL and GPU-simulation stacks) likewise: 39/40 at its first look.
 `captured/*.log` are real outputs of small torch programs
 run on this CPU machine (torch 2.13), trimmed of unrelated lines but never edited; captured/README.md says how each
 was made. `PUBLIC` below quotes lines from public issue threads for the patterns that neither of those shows.
