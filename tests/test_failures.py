@@ -569,6 +569,19 @@ def test_illegal_memory_access_is_an_error_not_oom() -> None:
     assert "illegal memory access" in verdict.evidence
 
 
+def test_a_store_wait_timeout_is_a_lost_peer_but_a_store_client_that_cannot_connect_is_not() -> None:
+    """Waiting for a key another rank should set is waiting for a peer; failing to reach the store at all is more
+    often a wrong address or port (failure_logs/README.md), so it stops the profile instead of stepping down."""
+    waited = classify_text(PUBLIC["c-optim-10-store-get-socket-timeout"][1], 1)
+    assert (waited.status, waited.reason) == (Status.OOM_OR_NCCL, Reason.PEER_LOST)
+    # github.com/vllm-project/vllm#19670 (its title)
+    unreachable = (
+        "torch.distributed.DistNetworkError: The client socket has timed out after 600000ms while trying to connect "
+        "to (172.17.0.9, 46229)."
+    )
+    assert classify_text(unreachable, 1).status is Status.ERROR
+
+
 def test_memory_line_after_a_fatal_error_is_its_consequence() -> None:
     text = sample("isaacsim-555-warp-oom-symptom-egl-root-cause")
     assert classify_text(text).evidence.startswith("Warp CUDA error 101: invalid device ordinal")
