@@ -154,6 +154,16 @@ def test_presets_on_real_trainer_output(preset: str) -> None:
     assert points[-1].step_time_s == last_step
 
 
+def test_sheeprl_preset_counts_policy_steps_at_episode_ends() -> None:
+    """sheeprl prints `Rank-0: policy_step=N, reward_env_i=R` as each episode ends (two envs may end on one step);
+    its Hydra config dump and warnings before them match nothing."""
+    points = read_all(DATA / "sheeprl_0.8.4_stdout.log", "regex", "sheeprl")
+    assert len(points) == 71 and [p.iter for p in points] == list(range(1, 72))
+    samples = [p.samples for p in points]
+    assert samples[:3] == [88.0, 112.0, 128.0] and samples[-1] == 4064.0 and samples == sorted(samples)
+    assert all(p.sps is None for p in points)  # a count, no printed rate
+
+
 def test_tqdm_preset_counts_the_bar_redrawn_with_carriage_returns() -> None:
     points = read_all(DATA / "tqdm_stderr.log", "regex", "tqdm")
     assert [p.iter for p in points] == list(range(41))  # the second bar starts again at 0: not an advance
