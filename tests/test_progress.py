@@ -149,7 +149,7 @@ PRESET_CASES = {
     "sb3": ("sb3_ppo_stdout.log", list(range(1, 9)), [256.0 * i for i in range(1, 9)], 583.0, None),
     "stable-baselines3": ("sb3_ppo_stdout.log", list(range(1, 9)), [256.0 * i for i in range(1, 9)], 583.0, None),
     "rsl_rl": ("rsl_rl_5.5.1_stdout.log", list(range(36)), [1536.0 * (i + 1) for i in range(36)], 1270.0, 1.21),
-    "legged_gym": ("rsl_rl_2.3.0_stdout.log", [0, 1, 2], [98304.0, 196608.0, 294912.0], 94888.0, 1.04),
+    "legged_gym": ("rsl_rl_2.3.0_stdout.log", list(range(12)), [1536.0 * (i + 1) for i in range(12)], 12196.0, 0.13),
     "rl_games": ("rl_games_1.6.5_stdout.log", [1, 2, 3, 4, 5], [65536.0 * i for i in range(1, 6)], 93623.0, None),
     "mimickit": ("mimickit_stdout.log", list(range(12)), [(i + 1) * MIMICKIT_PER_ITER for i in range(12)], None, None),
 }
