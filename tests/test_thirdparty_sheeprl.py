@@ -22,8 +22,9 @@ pytest.importorskip("sheeprl", reason="pip install sheeprl (the test extra)")
 
 # An env that holds `grab_mb` MiB once it has stepped (as an env whose state grows with use would): each env lives
 # in its own AsyncVectorEnv worker process. The workers grow together, each smaller than the parent (~440 MiB RSS),
-# so each marks itself as the kernel's first pick, as Ray's workers do: the kernel kills a worker, and the parent
-# lives on to see its pipe close. Without a cap the cgroup peaked at 412 MiB at e2 with 48 MiB each, 1210 at e16.
+# so each marks itself as the kernel's first pick, as Ray's workers do: the kernel kills a worker, not the parent (seen
+# in the kernel log: the process killed had oom_score_adj 1000); ladder stops the trial at that first evidence, before
+# the parent's own ending. Without a cap the cgroup peaked at 412 MiB at e2 with 48 MiB each, 1210 at e16.
 CAP_MB, GRAB_MB = 768, 48
 
 GRAB_ENV = textwrap.dedent(
