@@ -5,8 +5,8 @@ gained since the last read and feeds it, with the file's modification time (when
 Formats: JSON lines (the proxy's `progress.jsonl`; trainers writing a `metrics.jsonl` with `iter`, `data_time`,
 `iter_time` like seed 003's), MimicKit's `log.txt` (a row every `iters_per_output` iterations; `Wall_Time` in
 hours since training began) and its per-iteration stdout table, and a regex on any log, with presets for the
-prints of common trainers (CleanRL, stable-baselines3, rsl_rl / legged_gym / Isaac Lab, rl_games, tqdm bars,
-MimicKit's table).
+prints of common trainers (CleanRL, stable-baselines3, rsl_rl / legged_gym / Isaac Lab, rl_games, sheeprl, tqdm
+bars, MimicKit's table).
 Records without a time of their own get one from the file: those that arrive together are spread evenly, by
 iteration, between the previous point and the write. Records whose iteration does not advance are dropped (a
 line every rank prints counts once).
@@ -299,6 +299,10 @@ PRESETS = {
     # tqdm's bar, redrawn with \r: ` 45%|####5     | 450/1000 [00:12<00:15, 36.52it/s]` or `450it [00:12, 36.52it/s]`
     "tqdm": Preset(r"(?P<iter>\d+)(?:/\d+|it) \[[\d:]+(?:<[\d:?]+)?(?:,\s*(?P<sps>[\d.]+)it/s)?",
                    samples_from_iter=True, source="tqdm 4.x std.py format_meter"),
+    # sheeprl's algos (ppo.py, sac.py, dreamer_v3.py, ...): `fabric.print(f"Rank-0: policy_step={policy_step},
+    # reward_env_{i}={ep_rew}")` at each episode's end; policy_step counts the env steps of all envs and ranks
+    "sheeprl": Preset(r"^Rank-0: policy_step=(?P<samples>\d+), reward_env_\d+=",
+                      source="sheeprl 0.8.4 algos/ppo/ppo.py (and every algo's loop)"),
     # MimicKit's util/logger.py Logger.print_log table, printed by rank 0 after every iteration
     "mimickit": Preset(r"^\|\s*Samples\s*\|\s*(?P<samples>[\d.eE+]+)\s*\|",
                        (r"^\|\s*Iteration\s*\|\s*(?P<iter>\d+)\s*\|",),

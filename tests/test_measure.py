@@ -23,12 +23,16 @@ REGEX = r"step (?P<iter>\d+) samples (?P<samples>\d+)"
 TRAINER = """
 import sys, time
 first, period, busy = float(sys.argv[1]), float(sys.argv[2]), sys.argv[3] == "busy"
+grow, held = sys.argv[3] == "grow", []  # idle, but holding 4 MiB more every half second (written: resident)
 jitter = len(sys.argv) > 4  # every other line comes ten times later
 print("starting: building the envs", flush=True)
 end = time.time() + first
 while time.time() < end:
     if busy:
         sum(i * i for i in range(20000))
+    elif grow:
+        held.append(b"x" * (4 << 20))
+        time.sleep(0.5)
     else:
         time.sleep(0.05)
 i = 0
@@ -82,6 +86,14 @@ def test_a_trainer_whose_lines_never_match_is_a_setting_to_fix(tmp_path: Path) -
 def test_a_slow_first_update_that_visibly_works_is_not_a_hang(tmp_path: Path) -> None:
     """12 s of CPU work before the first line, against a 3 s start-up limit: it waits, and then measures."""
     result = run(tmp_path, ("12", "0.3", "busy"), conf(startup_timeout_s=3.0, stall_timeout_s=3.0))
+    assert result.verdict.status is Status.OK and result.stopped_by == "window_done"
+    assert result.figures["window_start_s"] > 3.0
+
+
+def test_a_slow_first_update_whose_memory_grows_is_not_a_hang(tmp_path: Path) -> None:
+    """12 s with an idle CPU but memory growing (as a trainer filling its buffers, or waiting on a loading GPU),
+    against a 3 s start-up limit: it waits, and then measures."""
+    result = run(tmp_path, ("12", "0.3", "grow"), conf(startup_timeout_s=3.0, stall_timeout_s=3.0))
     assert result.verdict.status is Status.OK and result.stopped_by == "window_done"
     assert result.figures["window_start_s"] > 3.0
 

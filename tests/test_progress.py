@@ -118,18 +118,29 @@ def test_mimickit_stdout_table() -> None:
 
 
 def test_cleanrl_sps_lines_with_the_batch_size() -> None:
+    """CleanRL's ppo.py, run (4 envs x 128 steps): one `SPS:` line per iteration; the batch size counts them."""
     points = read_all(DATA / "cleanrl_stdout.log", "regex", "cleanrl", samples_per_iter=4 * 128)
     assert [p.iter for p in points] == list(range(1, 21))
     assert [p.samples for p in points] == [512.0 * i for i in range(1, 21)]
-    assert points[-1].sps == 1698  # CleanRL's own SPS (a mean since its start), kept for reference
+    assert points[-1].sps == 281  # CleanRL's own SPS (a mean since its start), kept for reference
 
 
 def test_cleanrl_without_a_batch_size_counts_its_global_steps() -> None:
-    """No batch size: each SPS line counts the latest `global_step=` printed before it (none yet: 0)."""
+    """No batch size: each SPS line counts the latest `global_step=` printed before it, a lower bound by less than
+    one iteration's 512 steps."""
     points = read_all(DATA / "cleanrl_stdout.log", "regex", "cleanrl")
     assert len(points) == 20
-    assert [p.samples for p in points[:6]] == [0.0, 0.0, 1442.0, 1442.0, 1442.0, 2779.0]
-    assert points[-1].samples == 8949.0 and points[-1].sps == 1698
+    assert [p.samples for p in points[:3]] == [484.0, 956.0, 1484.0] and points[-1].samples == 10212.0
+    assert all(512.0 * (p.iter - 1) < p.samples <= 512.0 * p.iter for p in points)
+    assert points[-1].sps == 281
+
+
+def test_cleanrl_on_gymnasium_1_prints_only_its_rate() -> None:
+    """The same ppo.py on gymnasium 1.x: its `final_info` check never holds, so no `global_step=` line; each SPS
+    line is a point with no count, and its rate is the one figure (it stands for samples/s, recorded as such)."""
+    points = read_all(DATA / "cleanrl_gymnasium1_stdout.log", "regex", "cleanrl")
+    assert [p.iter for p in points] == list(range(1, 21))
+    assert all(p.samples == 0.0 for p in points) and points[-1].sps == 334
 
 
 # Real output of each trainer (tests/data/progress/README.md says how each was made): the preset gives the
@@ -137,8 +148,8 @@ def test_cleanrl_without_a_batch_size_counts_its_global_steps() -> None:
 PRESET_CASES = {
     "sb3": ("sb3_ppo_stdout.log", list(range(1, 9)), [256.0 * i for i in range(1, 9)], 583.0, None),
     "stable-baselines3": ("sb3_ppo_stdout.log", list(range(1, 9)), [256.0 * i for i in range(1, 9)], 583.0, None),
-    "rsl_rl": ("rsl_rl_5.5.1_stdout.log", [0, 1, 2], [98304.0, 196608.0, 294912.0], 94888.0, 1.04),
-    "legged_gym": ("rsl_rl_2.3.0_stdout.log", [0, 1, 2], [98304.0, 196608.0, 294912.0], 94888.0, 1.04),
+    "rsl_rl": ("rsl_rl_5.5.1_stdout.log", list(range(36)), [1536.0 * (i + 1) for i in range(36)], 1270.0, 1.21),
+    "legged_gym": ("rsl_rl_2.3.0_stdout.log", list(range(12)), [1536.0 * (i + 1) for i in range(12)], 12196.0, 0.13),
     "rl_games": ("rl_games_1.6.5_stdout.log", [1, 2, 3, 4, 5], [65536.0 * i for i in range(1, 6)], 93623.0, None),
     "mimickit": ("mimickit_stdout.log", list(range(12)), [(i + 1) * MIMICKIT_PER_ITER for i in range(12)], None, None),
 }
@@ -152,6 +163,16 @@ def test_presets_on_real_trainer_output(preset: str) -> None:
     assert [p.samples for p in points] == samples
     assert points[-1].sps == last_sps
     assert points[-1].step_time_s == last_step
+
+
+def test_sheeprl_preset_counts_policy_steps_at_episode_ends() -> None:
+    """sheeprl prints `Rank-0: policy_step=N, reward_env_i=R` as each episode ends (two envs may end on one step);
+    its Hydra config dump and warnings before them match nothing."""
+    points = read_all(DATA / "sheeprl_0.8.4_stdout.log", "regex", "sheeprl")
+    assert len(points) == 71 and [p.iter for p in points] == list(range(1, 72))
+    samples = [p.samples for p in points]
+    assert samples[:3] == [88.0, 112.0, 128.0] and samples[-1] == 4064.0 and samples == sorted(samples)
+    assert all(p.sps is None for p in points)  # a count, no printed rate
 
 
 def test_tqdm_preset_counts_the_bar_redrawn_with_carriage_returns() -> None:
