@@ -32,27 +32,23 @@ from hydra.errors import ConfigCompositionException, HydraException, OverridePar
 from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig
-from optuna.storages import BaseStorage
 
-from ladder import launch, lease, procs, results, store, sweepsettings
+from ladder import dryrun, launch, lease, procs, results, store, sweepsettings
 from ladder.catalog import CONF_DIR, INLINE_CASE, env_overrides, inline_case, known, user_dirs
 from ladder.config import Device, Settings, register, settings_from
-from ladder.dryrun import Planned, estimate_left, every_trial, format_dry_run, format_estimate, rung_label
+from ladder.dryrun import rung_label
 from ladder.errors import ConfigError, ExitCode, LadderError
 from ladder.monitor import NvmlSampler, nvml_gpu_count
-from ladder.policy import Decision, Outcome
-from ladder.records import Phase, Status
-from ladder.sweep import GROWS_WITH_ENVS, Machine, Paths, Run, Summary, plan, run, workload_of, would_reuse
-from ladder.view import PlainView, make_view, no_pick_line, trial_line
+from ladder.policy import Outcome
+from ladder.records import Status
+from ladder.sweep import Machine, Paths, Summary, run
+from ladder.view import make_view, no_pick_line, trial_line
 from ladder.workloads import planner
 from ladder.workloads.command import single_process
 
 log = logging.getLogger(__name__)
 
-CUT_SAVES = 0.75  # dry-run estimate: the share of the window a descent step cut short does not run
-STARTUP_GUESS_S = 10.0  # dry-run estimate: launch to first evidence (torchrun ~3-4 s, imports, env creation)
 UNWRITABLE = (errno.EROFS, errno.EACCES, errno.EPERM)  # a place ladder may not write (a missing one: unwritable_root)
-WARMUP_GUESS_S = 15.0  # dry-run estimate: warm-up until the window opens
 DEFAULT_OUTPUT_ROOT = "output/train"  # conf/config.yaml's: a resume command names output_root only where it differs
 
 
@@ -276,32 +272,7 @@ def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
 
 def dry_run(settings: Settings, paths: Paths, machine: Machine) -> str:
     """Every trial the walk could launch, exactly as it would be launched, and what the sweep may cost."""
-    workload = workload_of(settings)
-    storage = _existing_storage(settings, paths)
-    ctx = Run(settings, paths, machine, workload, None, storage, PlainView())  # type: ignore[arg-type]
-    known = would_reuse(ctx)
-    port = launch.free_port()  # free now, so a command copied from here runs as shown; each launch takes its own
-    planned = [
-        Planned(variant, rung, str(trial_dir), plan(ctx, Decision(variant, rung, ""), trial_dir, port), note)
-        for variant, rung in every_trial([p.name for p in settings.profiles], settings.rungs)
-        for trial_dir in [paths.trial_dir(settings.case.name, variant, rung, Phase.PROBE, 1, settings.knob).absolute()]
-        for note in [known.get((variant, rung), "")]
-    ]
-    m = settings.measure
-    fail_s, fit_s = STARTUP_GUESS_S, STARTUP_GUESS_S + min(m.warmup_timeout_s, WARMUP_GUESS_S) + m.window_s
-    cut_s = fit_s - m.window_s * CUT_SAVES if settings.objective not in GROWS_WITH_ENVS else None
-    profiles = dict.fromkeys(p.variant for p in planned)
-    left = [sum(1 for p in planned if p.variant == v and not p.known) for v in profiles]
-    cost = estimate_left(left, fail_s, fit_s, cut_s)
-    return format_dry_run(settings.case.name, settings.knob, planned) + format_estimate(cost) + "\n"
-
-
-def _existing_storage(settings: Settings, paths: Paths) -> BaseStorage | None:
-    """The sweep's storage where it exists already (a dry run creates nothing)."""
-    if settings.storage:
-        return store.open_storage(settings.storage, paths.sweep_dir)
-    journal = paths.sweep_dir / store.JOURNAL
-    return store.open_storage(None, paths.sweep_dir) if journal.is_file() else None
+    return dryrun.show(settings, paths, machine, emulated_card_gb(settings))
 
 
 def resolve_resume(settings: Settings) -> Settings:
