@@ -13,6 +13,7 @@ import dataclasses
 import errno
 import logging
 import os
+import re
 import shlex
 import signal
 import socket
@@ -32,6 +33,7 @@ from hydra.errors import ConfigCompositionException, HydraException, OverridePar
 from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig
+from omegaconf.errors import InterpolationKeyError
 
 from ladder import dryrun, launch, lease, procs, results, store, sweepsettings
 from ladder.catalog import CONF_DIR, INLINE_CASE, env_overrides, inline_case, known, user_dirs
@@ -102,6 +104,23 @@ def _quoted(arg: str) -> str:
         return f"'{key}=[{','.join(plain)}]'" + (f"  (or '{key[:-7]}cmd=\"{' '.join(items)}\"')"
                                                  if key.endswith(".command") else "")  # fmt: skip
     return f"'{key}=\"{value.strip(chr(34))}\"'"
+
+
+def interpolation_problem(exc: InterpolationKeyError, argv: list[str]) -> ConfigError:
+    """A `${x}` meant for a child Hydra app (the trainer) that ladder's own Hydra tried to resolve: the override as
+    it must be written (`\\${{x}}`: the backslash keeps ladder's Hydra off it, the doubled braces keep ladder's own
+    placeholders off it; the trainer gets `${x}`)."""
+    fixed = [_escaped(a) for a in _overrides_only(argv) if _UNESCAPED.search(a)]
+    shown = "  ".join(shlex.quote(a) for a in fixed) or "write each ${x} as \\${{x}}"
+    return ConfigError(f"{exc}: ladder's own config resolves every ${{...}} in an override, and has no such key",
+                       f"for an interpolation your trainer resolves, escape it: {shown}")  # fmt: skip
+
+
+_UNESCAPED = re.compile(r"(?<!\\)\$\{([^{}]*)\}")
+
+
+def _escaped(arg: str) -> str:
+    return _UNESCAPED.sub(lambda m: "\\${{" + m.group(1) + "}}", arg)
 
 
 def _overrides_only(argv: list[str]) -> list[str]:
@@ -345,6 +364,9 @@ def main(cfg: DictConfig) -> int:
         code = execute(_one_sweep_per_multirun(settings_from(cfg, known_cases(_user_conf_dirs()), given_keys())))
     except LadderError as exc:
         print(f"ladder: {exc}", file=sys.stderr)
+        code = ExitCode.BAD_SETTINGS
+    except InterpolationKeyError as exc:  # a `${x}` meant for the trainer
+        print(f"ladder: {interpolation_problem(exc, sys.argv[1:])}", file=sys.stderr)
         code = ExitCode.BAD_SETTINGS
     except OSError as exc:
         if exc.errno not in UNWRITABLE or not exc.filename:
