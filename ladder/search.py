@@ -44,6 +44,7 @@ from ladder.monitor import NvmlSampler, nvml_gpu_count
 from ladder.policy import Outcome
 from ladder.records import Status
 from ladder.sweep import Machine, Paths, Summary, run
+from ladder.sweep import _tuning as walk_tuning
 from ladder.view import make_view, no_pick_line, trial_line
 from ladder.workloads import planner
 from ladder.workloads.command import single_process
@@ -322,7 +323,8 @@ def execute(settings: Settings) -> int:
         signal.signal(sig, _raise_interrupt)
     view = make_view()
     view.sweep_started(banner(settings, paths, machine), settings.case.name, settings.rungs,
-                       [p.name for p in settings.profiles], settings.knob)  # fmt: skip
+                       [p.name for p in settings.profiles], settings.knob, walk_tuning(settings),
+                       settings.objective)  # fmt: skip
     try:
         summary = run(settings, paths, machine, view)
     except KeyboardInterrupt:
