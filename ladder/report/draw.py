@@ -40,7 +40,11 @@ def _plot_rungs(ax: Any, series: tuple[Series, ...], best: Series | None, colors
         elif s.lo:
             err = ([y - lo for y, lo in zip(s.y, s.lo, strict=True)], [hi - y for y, hi in zip(s.y, s.hi, strict=True)])
             ax.errorbar(x, s.y, yerr=err, fmt="o-", color=colors[profile], linewidth=1.8, markersize=7, capsize=4,
-                        label=f"{s.label} (95% interval)")  # fmt: skip
+                        label=s.label + ("" if len(s.no_interval) == len(s.x) else " (95% interval)"))  # fmt: skip
+            if s.no_interval:  # hollow: no interval could be measured (too few points in the window)
+                blank = [(xi, y) for xi, v, y in zip(x, s.x, s.y, strict=True) if v in s.no_interval]
+                ax.plot(*zip(*blank, strict=True), "o", color=colors[profile], markerfacecolor="white", markersize=7,
+                        markeredgewidth=2, zorder=4, label=f"{s.label}: no interval (too few points)")  # fmt: skip
         else:
             ax.plot(x, s.y, "o-", color=colors[profile], linewidth=1.8, markersize=7, label=s.label)
     if best is not None:  # a ring around the pick, centred on its (nudged) point, which stays visible
