@@ -135,10 +135,17 @@ def test_the_report_of_a_real_sweep_explains_its_pick(swept: Path) -> None:
     plotted = {(s.label.split()[0], int(x)) for s in (*chart.util, *chart.sps) for x in s.x}
     assert not plotted & (failed | cut)  # ... and none is plotted as a figure
     assert plotted == {(r["variant"], int(r["num_envs"])) for r in trials if r["status"] == "ok"} - cut
-    for s in chart.sps:  # every measured point has its interval around it
-        assert all(lo <= y <= hi for lo, y, hi in zip(s.lo, s.y, s.hi, strict=True)) and any(
-            hi > lo for lo, hi in zip(s.lo, s.hi, strict=True)
-        )
+    shown = {(s.label, x): (lo, y, hi, x in s.no_interval) for s in chart.sps
+             for x, lo, y, hi in zip(s.x, s.lo, s.y, s.hi, strict=True)}  # fmt: skip
+    for r in trials:  # each measured rate with its recorded interval, or hollow where the window had too few points
+        if (r["variant"], int(r["num_envs"])) in failed | cut:
+            continue
+        lo, y, hi, hollow = shown[(r["variant"], float(r["num_envs"]))]
+        assert y == float(r["samples_per_s"])
+        if r["samples_per_s_hi"] == "inf":
+            assert hollow and lo == y == hi
+        else:
+            assert not hollow and (lo, hi) == (float(r["samples_per_s_lo"]), float(r["samples_per_s_hi"]))
     assert chart.card_mem_mb == 614.0  # the emulated card's line
     assert chart.best_sps is not None and chart.best_sps.x == (float(best["num_envs"]),)
     report = (folder / "report.md").read_text()
