@@ -13,6 +13,7 @@ import dataclasses
 import errno
 import logging
 import os
+import re
 import shlex
 import signal
 import socket
@@ -32,27 +33,25 @@ from hydra.errors import ConfigCompositionException, HydraException, OverridePar
 from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig
-from optuna.storages import BaseStorage
+from omegaconf.errors import InterpolationKeyError
 
-from ladder import launch, lease, procs, results, store, sweepsettings
+from ladder import dryrun, launch, lease, procs, results, store, sweepsettings
 from ladder.catalog import CONF_DIR, INLINE_CASE, env_overrides, inline_case, known, user_dirs
 from ladder.config import Device, Settings, register, settings_from
-from ladder.dryrun import Planned, estimate_left, every_trial, format_dry_run, format_estimate, rung_label
+from ladder.dryrun import rung_label
 from ladder.errors import ConfigError, ExitCode, LadderError
 from ladder.monitor import NvmlSampler, nvml_gpu_count
-from ladder.policy import Decision, Outcome
-from ladder.records import Phase, Status
-from ladder.sweep import GROWS_WITH_ENVS, Machine, Paths, Run, Summary, plan, run, workload_of, would_reuse
-from ladder.view import PlainView, make_view, no_pick_line, trial_line
+from ladder.policy import Outcome
+from ladder.records import Status
+from ladder.sweep import Machine, Paths, Summary, run
+from ladder.sweep import _tuning as walk_tuning
+from ladder.view import make_view, no_pick_line, trial_line
 from ladder.workloads import planner
 from ladder.workloads.command import single_process
 
 log = logging.getLogger(__name__)
 
-CUT_SAVES = 0.75  # dry-run estimate: the share of the window a descent step cut short does not run
-STARTUP_GUESS_S = 10.0  # dry-run estimate: launch to first evidence (torchrun ~3-4 s, imports, env creation)
 UNWRITABLE = (errno.EROFS, errno.EACCES, errno.EPERM)  # a place ladder may not write (a missing one: unwritable_root)
-WARMUP_GUESS_S = 15.0  # dry-run estimate: warm-up until the window opens
 DEFAULT_OUTPUT_ROOT = "output/train"  # conf/config.yaml's: a resume command names output_root only where it differs
 
 
@@ -106,6 +105,23 @@ def _quoted(arg: str) -> str:
         return f"'{key}=[{','.join(plain)}]'" + (f"  (or '{key[:-7]}cmd=\"{' '.join(items)}\"')"
                                                  if key.endswith(".command") else "")  # fmt: skip
     return f"'{key}=\"{value.strip(chr(34))}\"'"
+
+
+def interpolation_problem(exc: InterpolationKeyError, argv: list[str]) -> ConfigError:
+    """A `${x}` meant for a child Hydra app (the trainer) that ladder's own Hydra tried to resolve: the override as
+    it must be written (`\\${{x}}`: the backslash keeps ladder's Hydra off it, the doubled braces keep ladder's own
+    placeholders off it; the trainer gets `${x}`)."""
+    fixed = [_escaped(a) for a in _overrides_only(argv) if _UNESCAPED.search(a)]
+    shown = "  ".join(shlex.quote(a) for a in fixed) or "write each ${x} as \\${{x}}"
+    return ConfigError(f"{exc}: ladder's own config resolves every ${{...}} in an override, and has no such key",
+                       f"for an interpolation your trainer resolves, escape it: {shown}")  # fmt: skip
+
+
+_UNESCAPED = re.compile(r"(?<!\\)\$\{([^{}]*)\}")
+
+
+def _escaped(arg: str) -> str:
+    return _UNESCAPED.sub(lambda m: "\\${{" + m.group(1) + "}}", arg)
 
 
 def _overrides_only(argv: list[str]) -> list[str]:
@@ -276,32 +292,7 @@ def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
 
 def dry_run(settings: Settings, paths: Paths, machine: Machine) -> str:
     """Every trial the walk could launch, exactly as it would be launched, and what the sweep may cost."""
-    workload = workload_of(settings)
-    storage = _existing_storage(settings, paths)
-    ctx = Run(settings, paths, machine, workload, None, storage, PlainView())  # type: ignore[arg-type]
-    known = would_reuse(ctx)
-    port = launch.free_port()  # free now, so a command copied from here runs as shown; each launch takes its own
-    planned = [
-        Planned(variant, rung, str(trial_dir), plan(ctx, Decision(variant, rung, ""), trial_dir, port), note)
-        for variant, rung in every_trial([p.name for p in settings.profiles], settings.rungs)
-        for trial_dir in [paths.trial_dir(settings.case.name, variant, rung, Phase.PROBE, 1, settings.knob).absolute()]
-        for note in [known.get((variant, rung), "")]
-    ]
-    m = settings.measure
-    fail_s, fit_s = STARTUP_GUESS_S, STARTUP_GUESS_S + min(m.warmup_timeout_s, WARMUP_GUESS_S) + m.window_s
-    cut_s = fit_s - m.window_s * CUT_SAVES if settings.objective not in GROWS_WITH_ENVS else None
-    profiles = dict.fromkeys(p.variant for p in planned)
-    left = [sum(1 for p in planned if p.variant == v and not p.known) for v in profiles]
-    cost = estimate_left(left, fail_s, fit_s, cut_s)
-    return format_dry_run(settings.case.name, settings.knob, planned) + format_estimate(cost) + "\n"
-
-
-def _existing_storage(settings: Settings, paths: Paths) -> BaseStorage | None:
-    """The sweep's storage where it exists already (a dry run creates nothing)."""
-    if settings.storage:
-        return store.open_storage(settings.storage, paths.sweep_dir)
-    journal = paths.sweep_dir / store.JOURNAL
-    return store.open_storage(None, paths.sweep_dir) if journal.is_file() else None
+    return dryrun.show(settings, paths, machine, emulated_card_gb(settings))
 
 
 def resolve_resume(settings: Settings) -> Settings:
@@ -332,7 +323,8 @@ def execute(settings: Settings) -> int:
         signal.signal(sig, _raise_interrupt)
     view = make_view()
     view.sweep_started(banner(settings, paths, machine), settings.case.name, settings.rungs,
-                       [p.name for p in settings.profiles], settings.knob)  # fmt: skip
+                       [p.name for p in settings.profiles], settings.knob, walk_tuning(settings),
+                       settings.objective)  # fmt: skip
     try:
         summary = run(settings, paths, machine, view)
     except KeyboardInterrupt:
@@ -374,6 +366,9 @@ def main(cfg: DictConfig) -> int:
         code = execute(_one_sweep_per_multirun(settings_from(cfg, known_cases(_user_conf_dirs()), given_keys())))
     except LadderError as exc:
         print(f"ladder: {exc}", file=sys.stderr)
+        code = ExitCode.BAD_SETTINGS
+    except InterpolationKeyError as exc:  # a `${x}` meant for the trainer
+        print(f"ladder: {interpolation_problem(exc, sys.argv[1:])}", file=sys.stderr)
         code = ExitCode.BAD_SETTINGS
     except OSError as exc:
         if exc.errno not in UNWRITABLE or not exc.filename:

@@ -1,8 +1,10 @@
 """What a person sees while a sweep runs: a live rich display on a terminal, plain lines anywhere else.
 
 Both views take the same events (sweep started, trial started, tick, trial finished). The live one redraws the
-ladder so far (profiles × rungs), the running trial (phase, elapsed, window progress, latest util and memory per
-device) and what comes next; finished trials are also printed as the plain line, so the scrollback keeps them.
+ladder so far (profiles × rungs: each cell its outcome and the objective's figure, named; a rung the walk ruled out,
+`skipped` with why), the running trial (phase, elapsed, window progress, latest util and memory per device) and what
+comes next on either outcome, asked of the walk itself (`policy.next_trial` with the running trial as if it had
+fitted, then as if it had failed); finished trials are also printed as the plain line, so the scrollback keeps them.
 """
 
 from __future__ import annotations
@@ -18,19 +20,29 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from ladder import pick as rules
+from ladder import policy
 from ladder.dryrun import rung_label
 from ladder.records import Source, Status, TrialRecord
 from ladder.trial import Tick
 
 STYLE = {Status.OK: "green", Status.OOM_OR_NCCL: "red", Status.TIMEOUT: "yellow", Status.ERROR: "bold red",
          Status.INTERRUPTED: "magenta", Status.RETRY: "yellow", Status.UNMEASURED: "cyan"}  # fmt: skip
+DEFAULT_TUNING = policy.Tuning()  # the walk's defaults (frozen): a view told nothing else asks the walk with these
 SHORT = {Status.OK: "ok", Status.OOM_OR_NCCL: "oom/nccl", Status.TIMEOUT: "timeout", Status.ERROR: "ERROR",
          Status.INTERRUPTED: "interrupted", Status.RETRY: "retry", Status.UNMEASURED: "unmeasured"}  # fmt: skip
 
 
 class View(Protocol):
     def sweep_started(
-        self, banner: str, case: str, rungs: Sequence[int], profiles: Sequence[str], knob: str = "num_envs"
+        self,
+        banner: str,
+        case: str,
+        rungs: Sequence[int],
+        profiles: Sequence[str],
+        knob: str = "num_envs",
+        tuning: policy.Tuning = DEFAULT_TUNING,
+        objective: str = "min_avg_util",
     ) -> None: ...
     def trial_started(self, variant: str, rung: int) -> None: ...
     def tick(self, tick: Tick) -> None: ...
@@ -78,7 +90,14 @@ class PlainView:
         self.console = console or Console(highlight=False, soft_wrap=True)
 
     def sweep_started(
-        self, banner: str, case: str, rungs: Sequence[int], profiles: Sequence[str], knob: str = "num_envs"
+        self,
+        banner: str,
+        case: str,
+        rungs: Sequence[int],
+        profiles: Sequence[str],
+        knob: str = "num_envs",
+        tuning: policy.Tuning = DEFAULT_TUNING,
+        objective: str = "min_avg_util",
     ) -> None:
         self.console.print(banner, markup=False, soft_wrap=True)
 
@@ -106,32 +125,76 @@ class Board:
     running: tuple[str, int] | None = None
     tick: Tick | None = None
     knob: str = "num_envs"  # what the rungs set: their labels say it (e64, or update_interval=10)
+    tuning: policy.Tuning = DEFAULT_TUNING  # how the sweep walks: what "next" is asked of
+    objective: str = "min_avg_util"  # what picks: the figure a cell shows
+    records: list[TrialRecord] = field(default_factory=list)  # every finished trial, in order (retries included)
+
+    def walks(self) -> dict[str, policy.Walk]:
+        attempts = _attempts(self.records, self.objective)
+        return {p: policy.walk(self.rungs, p, attempts, self.tuning) for p in self.profiles}
+
+
+def _attempts(records: Sequence[TrialRecord], objective: str) -> list[policy.Attempt]:
+    return [policy.Attempt(*fact) for fact in rules.attempts(records, objective)]
 
 
 def render(board: Board) -> RenderableType:
-    return Group(_ladder_table(board), _running_line(board), _next_line(board))
+    walks = board.walks()
+    return Group(_ladder_table(board, walks), _skipped_line(board, walks), _running_line(board), _next_line(board))
 
 
-def _ladder_table(board: Board) -> Table:
+def _ladder_table(board: Board, walks: dict[str, policy.Walk]) -> Table:
     table = Table(title=f"{board.case}: the ladder so far", title_justify="left", expand=False)
     table.add_column("profile")
     for rung in board.rungs:
         table.add_column(rung_label(board.knob, rung), justify="center")
     for profile in board.profiles:
-        table.add_row(profile, *(_cell(board, profile, rung) for rung in board.rungs))
+        table.add_row(profile, *(_cell(board, walks[profile], rung) for rung in board.rungs))
     return table
 
 
-def _cell(board: Board, profile: str, rung: int) -> Text:
-    if board.running == (profile, rung):
+def _cell(board: Board, walk: policy.Walk, rung: int) -> Text:
+    """A trial's outcome and figure; a rung ruled out, `skipped` and why; one the walk ended without, why not; `·`
+    where the walk has not come yet."""
+    if board.running == (walk.profile, rung):
         return Text("running", style="bold cyan")
-    record = board.cells.get((profile, rung))
-    if record is None:
-        return Text("·", style="dim")
-    label = SHORT[record.status]
-    if record.status is Status.OK and "min_avg_util" in record.figures:
-        label += f" util {record.figures['min_avg_util']:.0f}%"
-    return Text(label, style=STYLE[record.status])
+    record = board.cells.get((walk.profile, rung))
+    if record is not None:
+        return Text(SHORT[record.status] + _figure(record, board.objective), style=STYLE[record.status])
+    if why := dict(walk.skipped).get(rung):
+        return Text(f"skipped ({_short(why)})", style="dim yellow")
+    if walk.outcome is not policy.Outcome.PENDING:
+        return Text(_not_needed(walk, rung, board.knob), style="dim")
+    return Text("·", style="dim")
+
+
+def _figure(record: TrialRecord, objective: str) -> str:
+    """The figure that picks, named: `util 47%` (min avg util over the window), `1627 samples/s`."""
+    f = record.figures
+    if record.status is not Status.OK:
+        return ""
+    if objective == "samples_per_s" and "samples_per_s" in f:
+        return f" {f['samples_per_s']:.0f} samples/s" + (" (cut)" if f.get("cut") else "")
+    return f" util {f['min_avg_util']:.0f}%" if "min_avg_util" in f else ""
+
+
+def _short(why: str) -> str:
+    """A skip reason short enough for a cell (the whole of it is listed under the table)."""
+    return why if len(why) <= 32 else why[:31] + "…"
+
+
+def _not_needed(walk: policy.Walk, rung: int, knob: str) -> str:
+    if walk.outcome is policy.Outcome.FOUND and walk.rung is not None and rung < walk.rung:
+        return f"not run: fits below {rung_label(knob, walk.rung)}"
+    if walk.outcome is policy.Outcome.ERROR:
+        return "not run: profile stopped"
+    return "not run"
+
+
+def _skipped_line(board: Board, walks: dict[str, policy.Walk]) -> Text:
+    whys = [f"{p} {rung_label(board.knob, r)}: {why}" for p, w in walks.items() for r, why in w.skipped
+            if (p, r) not in board.cells]  # fmt: skip
+    return Text("skipped: " + "; ".join(whys), style="dim yellow") if whys else Text("")
 
 
 def _running_line(board: Board) -> Text:
@@ -146,15 +209,30 @@ def _running_line(board: Board) -> Text:
 
 
 def _next_line(board: Board) -> Text:
+    """What the walk launches after the running trial, on either outcome, asked of the walk itself. Where the walk
+    measures below the largest fit, what follows a fit depends on its figure: both cases are named (beating the
+    profile's best so far, or not). A fit's memory point is unknown until it ends, so a memory-fit jump
+    it would allow is not foreseen."""
     if board.running is None:
         return Text("")
     profile, rung = board.running
-    lower = [r for r in board.rungs if r < rung]
-    open_above = [rung_label(board.knob, r) for r in board.rungs if r > rung and (profile, r) not in board.cells]
-    on_ok = (f"rungs above are still untried ({', '.join(open_above)})" if open_above  # a seeded start
-             else f"{profile} is done, unless a lower rung may still win on samples/s")  # fmt: skip
-    on_fail = f"a lower rung (from {rung_label(board.knob, lower[0])})" if lower else "no rung left"
+    ok = [(r.variant, v) for r in board.records if r.status is Status.OK and (v := r.figures.get(board.objective))]
+    own = [v for p, v in ok if p == profile]
+    level = max(own or [v for _, v in ok] or [1.0])  # no better than the profile's best so far
+    level_next = _after(board, policy.Attempt(profile, rung, Status.OK, value=level))
+    better = _after(board, policy.Attempt(profile, rung, Status.OK, value=4 * max([level, *(v for _, v in ok)])))
+    on_ok = level_next if better == level_next else f"{better} if it beats {profile}'s best so far, else {level_next}"
+    on_fail = _after(board, policy.Attempt(profile, rung, Status.OOM_OR_NCCL))
     return Text(f"next: on ok, {on_ok}; on oom/nccl or timeout, {on_fail}", style="dim")
+
+
+def _after(board: Board, outcome: policy.Attempt) -> str:
+    attempts = [*_attempts(board.records, board.objective), outcome]
+    decision = policy.next_trial(board.rungs, board.profiles, attempts, board.tuning)
+    if decision is None:
+        return "the sweep ends"
+    done = f"{outcome.profile} is done; " if decision.profile != outcome.profile else ""
+    return f"{done}{decision.profile} {rung_label(board.knob, decision.rung)} ({decision.why})"
 
 
 class LiveView:
@@ -167,10 +245,17 @@ class LiveView:
         self._restore: list[tuple[logging.StreamHandler[TextIO], TextIO]] = []
 
     def sweep_started(
-        self, banner: str, case: str, rungs: Sequence[int], profiles: Sequence[str], knob: str = "num_envs"
+        self,
+        banner: str,
+        case: str,
+        rungs: Sequence[int],
+        profiles: Sequence[str],
+        knob: str = "num_envs",
+        tuning: policy.Tuning = DEFAULT_TUNING,
+        objective: str = "min_avg_util",
     ) -> None:
         self.console.print(banner, markup=False)
-        self.board = Board(case, tuple(rungs), tuple(profiles), knob=knob)
+        self.board = Board(case, tuple(rungs), tuple(profiles), knob=knob, tuning=tuning, objective=objective)
         self.live.start()
         self._restore = _route_logging(sys.stderr)  # Live's proxy: log lines print above the display
         self._draw()
@@ -185,6 +270,7 @@ class LiveView:
 
     def trial_finished(self, record: TrialRecord) -> None:
         self.board.cells[(record.variant, record.num_envs)] = record
+        self.board.records.append(record)
         self.board.running = None
         self.console.print(trial_line(record), markup=False)
         self._draw()

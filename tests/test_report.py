@@ -172,6 +172,21 @@ def test_why_this_pick_says_what_beat_what() -> None:
                                                                "default e128 failed (host_oom).")  # fmt: skip
 
 
+def test_a_rate_without_an_interval_has_no_bar_and_a_tie_says_what_broke_it() -> None:
+    """A window of too few points records its interval as 0 to inf: no bar from 0 is drawn, and the paragraph says
+    the noise is unknown; a pick tied with a faster one says what broke the tie."""
+    open_rows = [{**r, "samples_per_s_lo": "0", "samples_per_s_hi": "inf"} if r["status"] == "ok" else r
+                 for r in TRIALS]  # fmt: skip
+    pick = {**open_rows[4], "tie": "tied on samples_per_s with default e64 (within the measured noise); broken by "
+            "min_avg_util"}  # fmt: skip
+    sps = charts.case_chart(open_rows, "amp_pi_plus", [pick]).sps
+    assert sps[0] == Series("default", (64.0,), (2178.0,), lo=(2178.0,), hi=(2178.0,), no_interval=(64.0,))
+    why = charts.why_pick("amp_pi_plus", [pick], open_rows)
+    assert why.startswith("hiutil e64: 777 samples/s (no interval), min avg util 22.2%. default's best")
+    assert "default's best, e64: 2178 samples/s (no interval), min avg util 38.6%, with no interval on one side" in why
+    assert why.endswith(" Tied on samples_per_s with default e64 (within the measured noise); broken by min_avg_util.")
+
+
 # ---------------------------------------------------------------- files
 
 

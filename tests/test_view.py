@@ -6,14 +6,17 @@ import io
 
 from rich.console import Console
 
+from ladder import policy
 from ladder.monitor import Sample
 from ladder.records import Phase, Reason, Status, TrialRecord
 from ladder.trial import Tick
 from ladder.view import LiveView, PlainView, make_view
+from ladder.view import _attempts as attempts_of
+from ladder.view import _next_line as next_line
 
 
-def record(variant: str, rung: int, status: Status, util: float | None = None) -> TrialRecord:
-    figures = {"max_mem0": 800.0, "max_mem1": 801.0} | ({"min_avg_util": util, "samples_per_s": 3900.0} if util else {})
+def record(variant: str, rung: int, status: Status, util: float | None = None, sps: float = 3900.0) -> TrialRecord:
+    figures = {"max_mem0": 800.0, "max_mem1": 801.0} | ({"min_avg_util": util, "samples_per_s": sps} if util else {})
     reason = Reason.NONE if status is Status.OK else Reason.HOST_OOM
     info = {"duration_s": "4.1"}
     return TrialRecord("amp_pi_plus", "amp", variant, rung, Phase.PROBE, status, reason, "", figures, info)
@@ -35,7 +38,7 @@ def test_live_view_draws_the_ladder_the_running_trial_and_what_comes_next() -> N
     final = text.split("amp_pi_plus: the ladder so far")[-1]
     assert "│ default │ oom/nccl │ running │  ·  │" in final
     assert "running default e128: window 50%, iter 9, 12 s   [0] 87% 809 MiB  [1] 85% 810 MiB" in final
-    assert "on oom/nccl or timeout, a lower rung (from e64)" in " ".join(final.split())
+    assert "on oom/nccl or timeout, default e64 (the highest rung left)" in " ".join(final.split())
 
 
 def test_plain_view_prints_one_line_per_trial_and_nothing_per_tick() -> None:
@@ -52,3 +55,95 @@ def test_plain_view_prints_one_line_per_trial_and_nothing_per_tick() -> None:
 
 def test_a_pipe_gets_the_plain_view() -> None:
     assert isinstance(make_view(Console(file=io.StringIO())), PlainView)
+
+
+def final_picture(view: LiveView) -> str:
+    """The last redraw, one space between words (rich wraps long lines at the console's width)."""
+    text = view.console.file.getvalue()  # type: ignore[attr-defined]
+    return " ".join(text.split("the ladder so far")[-1].split())
+
+
+def seeded(objective: str = "min_avg_util") -> LiveView:
+    """default walked down to e64, which fits; hiutil starts at that seed."""
+    view = LiveView(console())
+    view.sweep_started("banner", "amp_pi_plus", [256, 128, 64, 48], ["default", "hiutil"], "num_envs",
+                       policy.Tuning(), objective)  # fmt: skip
+    for rung, status, util in ((256, Status.OOM_OR_NCCL, None), (128, Status.OOM_OR_NCCL, None), (64, Status.OK, 38.0)):
+        view.trial_started("default", rung)
+        view.trial_finished(record("default", rung, status, util, sps=1600.0))
+    return view
+
+
+def test_the_next_line_of_a_seeded_profile_is_what_the_walk_runs_next() -> None:
+    view = seeded()
+    view.trial_started("hiutil", 64)
+    view.close()
+    text = final_picture(view)
+    # on ok the rung above the seed is still open (the walk ran hiutil e128 there, once said "hiutil is done")
+    assert "next: on ok, hiutil e128 (just above the largest rung that fits);" in text, text
+    assert "on oom/nccl or timeout, hiutil e48 (the highest rung left)" in text, text
+    view = seeded()
+    view.trial_started("hiutil", 64)
+    view.trial_finished(record("hiutil", 64, Status.OK, 20.0, sps=390.0))
+    view.trial_started("hiutil", 128)
+    view.close()
+    text = final_picture(view)
+    assert "next: on ok, hiutil e256 (" in text and "on oom/nccl or timeout, the sweep ends" in text, text
+
+
+def test_the_next_line_agrees_with_the_walk_at_every_step_of_a_scripted_sweep() -> None:
+    """Each trial the walk starts is the one the line before it named for the outcome that came (with the descent
+    below the largest fit: for a fit that beat the best so far, or one that did not)."""
+    rungs, profiles, tuning = (256, 128, 64, 48, 32), ("default", "hiutil"), policy.Tuning(descend=True)
+    fits = {"default": 64, "hiutil": 128}  # the largest rung that fits each profile
+    rate = {("default", 64): 900.0, ("default", 48): 990.0, ("default", 32): 950.0, ("hiutil", 128): 400.0,
+            ("hiutil", 64): 300.0, ("hiutil", 48): 250.0}  # default's e48 beats its e64, e32 does not  # fmt: skip
+    view = LiveView(console())
+    view.sweep_started("banner", "c", rungs, profiles, "num_envs", tuning, "samples_per_s")
+    said, launched, beat = [], [], []
+    while (d := policy.next_trial(rungs, profiles, _attempts(view), tuning)) is not None:
+        launched.append(f"{d.profile} e{d.rung}")
+        view.trial_started(d.profile, d.rung)
+        ok = d.rung <= fits[d.profile]
+        line = " ".join(_next(view).split())
+        said.append(line.split("; on oom/nccl or timeout, ")[0 if ok else 1].removeprefix("next: on ok, "))
+        mine = [r for r in view.board.records if r.variant == d.profile and r.status is Status.OK]
+        own = [r.figures["samples_per_s"] for r in mine]
+        beat.append(ok and rate[(d.profile, d.rung)] > max(own, default=0.0))
+        status = Status.OK if ok else Status.OOM_OR_NCCL
+        view.trial_finished(record(d.profile, d.rung, status, 30.0 if ok else None, rate.get((d.profile, d.rung), 0)))
+    view.close()
+    assert launched == ["default e256", "default e128", "default e64", "default e48", "default e32", "hiutil e64",
+                        "hiutil e48", "hiutil e128", "hiutil e256"], launched  # fmt: skip
+    for line, then, won in zip(said, [*launched[1:], "the sweep ends"], beat, strict=True):
+        if "'s best so far, else " in line:
+            line = line.split(" if it beats ")[0] if won else line.split("'s best so far, else ")[1]
+        assert line.removeprefix(line.split("; ")[0] + "; " if " is done; " in line else "").startswith(then), (
+            line,
+            then,
+        )
+
+
+def _attempts(view: LiveView) -> list[policy.Attempt]:
+    return attempts_of(view.board.records, view.board.objective)
+
+
+def _next(view: LiveView) -> str:
+    return next_line(view.board).plain
+
+
+def test_cells_name_their_figure_and_say_why_a_rung_was_skipped() -> None:
+    view = seeded()
+    view.trial_started("hiutil", 64)
+    view.trial_finished(record("hiutil", 64, Status.OK, 20.0, sps=390.0))
+    view.trial_started("hiutil", 128)
+    view.trial_finished(record("hiutil", 128, Status.OOM_OR_NCCL))
+    view.close()
+    text = final_picture(view)
+    assert "│ default │ oom/nccl │ oom/nccl │ ok util 38% │ not run: fits below e64 │" in text, text
+    assert "skipped (above the failure at 128 envs)" in text  # hiutil e256: never launched, and why
+    assert "skipped: hiutil e256: above the failure at 128 envs" in text
+    assert "·" not in text  # every cell says what happened to its rung
+    by_rate = seeded(objective="samples_per_s")
+    by_rate.close()
+    assert "ok 1600 samples/s" in final_picture(by_rate)

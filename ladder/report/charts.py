@@ -29,6 +29,7 @@ class Series:
     failed: bool = False  # drawn as crosses: rungs that did not run through (the label names the reason)
     lo: tuple[float, ...] = ()  # the bottom of each point's 95% interval (samples/s), () = none
     hi: tuple[float, ...] = ()  # ... and its top
+    no_interval: tuple[float, ...] = ()  # the x of points whose interval is unknown (too few points in the window)
 
 
 @dataclass(frozen=True)
@@ -163,18 +164,20 @@ def case_chart(trials: Sequence[Row], case: str, best: Sequence[Row] = ()) -> Ca
 
 
 def _sps_series(rows: Sequence[Row]) -> tuple[Series, ...]:
-    """samples/s per profile through its measured rungs, each with its interval (the value itself where none)."""
+    """samples/s per profile through its measured rungs, each with its interval; where the window held too few
+    points for one (recorded as 0 to inf), the point is listed in `no_interval` and has no bar."""
     groups: dict[str, dict[int, tuple[float, float, float]]] = {}
     for row in rows:
         if (v := num(row, "samples_per_s")) is not None:
             lo, hi = num(row, "samples_per_s_lo"), num(row, "samples_per_s_hi")
-            groups.setdefault(series_label(row), {})[int(row["num_envs"])] = (v, v if lo is None else lo,
-                                                                             v if hi is None else hi)  # fmt: skip
+            known = lo is not None and hi is not None
+            groups.setdefault(series_label(row), {})[int(row["num_envs"])] = (v, lo if known else v, hi if known else v)
     out = []
     for label, pts in sorted(groups.items()):
         xs = sorted(pts)
         out.append(Series(label, tuple(float(x) for x in xs), tuple(pts[x][0] for x in xs),
-                          lo=tuple(pts[x][1] for x in xs), hi=tuple(pts[x][2] for x in xs)))  # fmt: skip
+                          lo=tuple(pts[x][1] for x in xs), hi=tuple(pts[x][2] for x in xs),
+                          no_interval=tuple(float(x) for x in xs if pts[x][1] == pts[x][2])))  # fmt: skip
     return tuple(out)
 
 
@@ -358,6 +361,8 @@ def why_pick(case: str, best: Sequence[Row], trials: Sequence[Row]) -> str:
     cut = [f"{r.get('variant')} {_name(r)}" for r in rows if r.get("status") == "ok" and num(r, "cut")]
     if cut:
         text += f" Cut short once they could not beat the best so far: {', '.join(cut)}."
+    if tie := pick.get("tie"):  # why a pick that is not the top figure won: the others were within the noise
+        text += f" {tie[0].upper()}{tie[1:]}."
     return text
 
 
@@ -374,8 +379,8 @@ def _outcome(row: Row) -> str:
 def _figures(row: Row) -> str:
     sps, lo, hi = num(row, "samples_per_s"), num(row, "samples_per_s_lo"), num(row, "samples_per_s_hi")
     util = num(row, "min_avg_util")
-    parts = [f"{sps:.0f} samples/s" + (f" (95% interval {lo:.0f}-{hi:.0f})" if lo is not None and hi is not None
-                                       else "")] if sps is not None else []  # fmt: skip
+    interval = f" (95% interval {lo:.0f}-{hi:.0f})" if lo is not None and hi is not None else " (no interval)"
+    parts = [f"{sps:.0f} samples/s{interval}"] if sps is not None else []
     parts += [f"min avg util {util:g}%"] if util is not None else []
     return ", ".join(parts) or "no figures"
 
@@ -384,6 +389,8 @@ def _versus(row: Row, pick: Row) -> str:
     sps, top, low = num(row, "samples_per_s"), num(row, "samples_per_s_hi"), num(pick, "samples_per_s_lo")
     if sps is None or num(pick, "samples_per_s") is None:
         return ""
+    if None in (top, low, num(row, "samples_per_s_lo"), num(pick, "samples_per_s_hi")):
+        return ", with no interval on one side or both: the noise between them is unknown"
     if (top if top is not None else sps) < (low if low is not None else num(pick, "samples_per_s") or 0):
         return ", below the pick's interval"
     return ", within reach of the pick's interval"

@@ -40,12 +40,18 @@ def _plot_rungs(ax: Any, series: tuple[Series, ...], best: Series | None, colors
         elif s.lo:
             err = ([y - lo for y, lo in zip(s.y, s.lo, strict=True)], [hi - y for y, hi in zip(s.y, s.hi, strict=True)])
             ax.errorbar(x, s.y, yerr=err, fmt="o-", color=colors[profile], linewidth=1.8, markersize=7, capsize=4,
-                        label=f"{s.label} (95% interval)")  # fmt: skip
+                        label=s.label + ("" if len(s.no_interval) == len(s.x) else " (95% interval)"))  # fmt: skip
+            if s.no_interval:  # hollow: no interval could be measured (too few points in the window)
+                blank = [(xi, y) for xi, v, y in zip(x, s.x, s.y, strict=True) if v in s.no_interval]
+                ax.plot(*zip(*blank, strict=True), "o", color=colors[profile], markerfacecolor="white", markersize=7,
+                        markeredgewidth=2, zorder=4, label=f"{s.label}: no interval (too few points)")  # fmt: skip
         else:
             ax.plot(x, s.y, "o-", color=colors[profile], linewidth=1.8, markersize=7, label=s.label)
-    if best is not None:  # a ring around the pick: the point itself stays visible
-        ax.plot(best.x, best.y, "o", markerfacecolor="none", markeredgecolor="goldenrod", markeredgewidth=2.5,
-                markersize=20, zorder=5, label=best.label)  # fmt: skip
+    if best is not None:  # a ring around the pick, centred on its (nudged) point, which stays visible
+        pick = best.label.removeprefix("best: ").rsplit(" ", 1)[0]
+        nudge = _nudge(list(colors).index(pick), len(colors)) if pick in colors else 1.0
+        ax.plot([v * nudge for v in best.x], best.y, "o", markerfacecolor="none", markeredgecolor="goldenrod",
+                markeredgewidth=2.5, markersize=20, zorder=5, label=best.label)  # fmt: skip
 
 
 def _plot_marks(ax: Any, marks: tuple[Series, ...], colors: dict[str, str]) -> None:
@@ -68,6 +74,8 @@ def _nudge(i: int, n: int) -> float:
 def _rung_axis(ax: Any, rungs: tuple[int, ...], knob: str = "num_envs") -> None:
     ax.set_xscale("log", base=2)
     ax.set_xticks(list(rungs))
+    if rungs:  # room beside the end rungs: the pick's ring and the profiles' side-by-side points stay inside
+        ax.set_xlim(min(rungs) / 2**0.35, max(rungs) * 2**0.35)
     ax.set_xticklabels([str(r) for r in rungs])
     ax.minorticks_off()
     ax.set_xlabel(f"{knob} (log scale)")
@@ -95,11 +103,11 @@ def draw_case(chart: CaseChart, path: Path) -> None:
     mem_ax.set_title(chart.mem_title, fontsize=10)
     for ax in (util_ax, sps_ax, mem_ax):
         _rung_axis(ax, chart.rungs, chart.knob)
-        ax.set_ylim(0, ax.get_ylim()[1] * 1.3)  # headroom for the legend above the lines
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=8, loc="upper left", framealpha=0.9)
+        ax.set_ylim(0, ax.get_ylim()[1] * 1.1)  # the pick's ring stays inside the panel
+        if ax.get_legend_handles_labels()[0]:  # below the panel: a legend inside may cover a point
+            ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, frameon=False)
     fig.suptitle(f"{chart.case}: util, samples/s and peak memory per rung and profile", fontsize=13)
-    _save(plt, fig, path)
+    _save(plt, fig, path, tight=True)
 
 
 def draw_trial(chart: TrialChart, path: Path) -> None:
@@ -150,8 +158,9 @@ def _phases(ax: Any, chart: TrialChart, labelled: bool) -> None:
                    label="trial ended" if labelled else None)  # fmt: skip
 
 
-def _save(plt: Any, fig: Any, path: Path, bottom: float | None = None) -> None:
+def _save(plt: Any, fig: Any, path: Path, bottom: float | None = None, tight: bool = False) -> None:
+    """`tight`: the saved picture grows to hold what lies outside the panels (legends below them)."""
     fig.tight_layout(rect=(0, bottom or 0, 1, 1))
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=DPI)
+    fig.savefig(path, dpi=DPI, bbox_inches="tight" if tight else None)
     plt.close(fig)
