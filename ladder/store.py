@@ -9,10 +9,8 @@ heartbeat while it runs (`heartbeat(...)` around the run). When a sweep starts, 
 trials whose owner is dead (see `ladder.heartbeat` for the rule), kills what is left of them on this machine, and
 marks them `interrupted`, so the walk runs them again; finished trials are never touched.
 
-A case's walk is one, however many processes run it (the same command twice, or hosts on one server): a process
-decides only while no live owner runs a trial of the case (`live_running`), and once its trial is begun it
-yields it (`withdraw`) if an older trial of a live owner is running too (`began_after_another`): two processes that
-decided at the same moment launch only the older trial, and the other decides again from its outcome.
+Turn-taking between the processes that run one case's walk is `ladder.turns`, built on `live_running`, `begin`
+and `withdraw` here.
 """
 
 from __future__ import annotations
@@ -49,7 +47,6 @@ SCHEMA_RACE_TRIES, SCHEMA_RACE_WAIT_S = 6, 0.25  # a fresh database's tables cre
 PASSWORD_VAR = "LADDER_STORAGE_PASSWORD"  # a storage URL's password, kept off the command line and Hydra's printouts
 SETTINGS_ATTR = "ladder_settings"  # study user attr: the sweep's settings for the case (ladder.sweepsettings)
 SET_ASIDE_ATTR = "set_aside"  # study user attr: numbers of finished trials that no longer count (settings changed)
-TURN_POLL_S = 1.0  # how often a process waiting for another's trial of the same study looks again
 
 
 def redact(url: str | None) -> str:
@@ -191,31 +188,6 @@ def live_running(study: optuna.Study, stale_after_s: float = hb.STALE_AFTER_S) -
     here = hb.Owner.here()
     running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
     return [t for t in running if not _abandoned_because(t, here, stale_after_s)]
-
-
-def wait_turn(study: optuna.Study, stale_after_s: float = hb.STALE_AFTER_S, poll_s: float = TURN_POLL_S) -> None:
-    """While another process (the same command started twice, another host on the same storage) runs a trial of
-    the study, wait for its outcome: the next decision depends on it. A dead owner's trial is marked interrupted on
-    the way (`mark_abandoned`), so the wait never outlives the process waited on."""
-    told: set[int] = set()
-    while running := live_running(study, stale_after_s):
-        for t in (t for t in running if t.number not in told):
-            told.add(t.number)
-            log.info("%s: trial %d (%s e%s) is running in %s; waiting for its outcome before deciding",
-                     study.study_name, t.number, t.params.get("variant"), t.params.get("num_envs"),
-                     _owner_words(t.user_attrs))  # fmt: skip
-        time.sleep(poll_s)
-        mark_abandoned(study, stale_after_s)
-
-
-def _owner_words(attrs: dict[str, Any]) -> str:
-    host, pid = attrs.get("owner_host"), attrs.get("owner_pid")
-    return f"another process (pid {pid} on {host})" if host and pid else "another process"
-
-
-def began_after_another(study: optuna.Study, trial: optuna.Trial, stale_after_s: float = hb.STALE_AFTER_S) -> bool:
-    """Another live owner's trial of the study is running and was created before `trial`."""
-    return any(t._trial_id < trial._trial_id for t in live_running(study, stale_after_s))
 
 
 def withdraw(study: optuna.Study, trial: optuna.Trial) -> None:

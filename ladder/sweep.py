@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import logging
 import os
 import socket
@@ -39,6 +40,7 @@ from ladder import pick as rules
 from ladder.config import MeasureConf, Settings
 from ladder.monitor import Sampler, sampler_for
 from ladder.records import Phase, Status, TrialRecord
+from ladder.turns import Turns
 from ladder.view import View
 from ladder.workloads import planner
 from ladder.workloads.builtin import Placement
@@ -111,6 +113,11 @@ class Run:
     view: View
     shown: set[int] = dataclasses.field(default_factory=set)  # numbers of the stored trials the view has shown
 
+    @functools.cached_property
+    def turns(self) -> Turns:
+        """Who may launch now, between the processes that run this case's walk."""
+        return Turns(self.study, self.settings.stale_after_s)
+
 
 def workload_of(settings: Settings) -> planner.Workload:
     """The sweep's workload with `auto` resolved; says in one log line what runs and why."""
@@ -149,39 +156,39 @@ def run(settings: Settings, paths: Paths, machine: Machine, view: View) -> Summa
 def _step(ctx: Run, gate: preflight.Preflight | None) -> bool:
     """Decide and launch the case's next trial; False once the walk has nothing left to launch.
 
-    The case's walk is one, whichever processes run it: this one decides only while no other runs a trial of the
-    case (it waits for that trial's outcome, holding no devices), and decides again inside its device lease, so a
-    decision never goes stale while it waits for devices."""
-    store.wait_turn(ctx.study, ctx.settings.stale_after_s)
-    _show_others(ctx)
-    if (step := _decide(ctx)) is None:
+    The case's records are loaded once, when this process's turn comes (`ladder.turns`: no other process runs a
+    trial of the case; it waits holding no devices), and the decision is taken from them. Where trials lease
+    devices, it is taken again inside the lease from records loaded then, so it never goes stale while it waits."""
+    records = ctx.turns.wait()
+    _show_others(ctx, records)
+    if (step := _decide(ctx, records)) is None:
         return False
     with _lease(ctx) as held:
         if held is not None:  # waiting for devices can take long: another process may have moved the walk meanwhile
-            if store.live_running(ctx.study, ctx.settings.stale_after_s):
+            if (records := ctx.turns.now()) is None:
                 return True  # it began a trial of this case: its outcome comes first
-            if (step := _decide(ctx)) is None:
+            if (step := _decide(ctx, records)) is None:
                 return False
         if gate is not None:
             gate.before_launch(ctx.machine.gpus)  # a refusal raises LaunchError, naming the processes and the fix
-        _measure(ctx, *step, held)
+        _measure(ctx, *step, records, held)
     return True
 
 
-def _show_others(ctx: Run) -> None:
+def _show_others(ctx: Run, records: list[TrialRecord]) -> None:
     """Trials of this case that another process finished (see `_step`), shown as they land, like this one's."""
-    for record in store.records(ctx.study):
+    for record in records:
         if record.number not in ctx.shown:
             ctx.shown.add(record.number)
             ctx.view.trial_finished(record)
 
 
-def _decide(ctx: Run) -> tuple[policy.Decision, Phase] | None:
+def _decide(ctx: Run, records: list[TrialRecord]) -> tuple[policy.Decision, Phase] | None:
     """The walk's next probe; once none is left, the pick's confirmation (if `confirm_s` asks for one and it has
     not passed). A failed confirmation steps that profile down, and the walk goes on."""
-    if (decision := _next(ctx)) is not None:
+    if (decision := _next(ctx, records)) is not None:
         return decision, Phase.PROBE
-    if (pick := _to_confirm(ctx)) is not None:
+    if (pick := _to_confirm(ctx, records)) is not None:
         return pick, Phase.CONFIRM
     return None
 
@@ -286,24 +293,28 @@ def _conditions(ctx: Run) -> dict[str, str]:
     return reuse.conditions(ctx.settings.workload, ctx.settings.measure, ctx.workload.kind is planner.Kind.PROXY)
 
 
-def _to_confirm(ctx: Run) -> policy.Decision | None:
+def _to_confirm(ctx: Run, records: list[TrialRecord]) -> policy.Decision | None:
     """With `confirm_s`, the probes' pick runs that long; a pick whose confirmation has passed needs none."""
     if not ctx.settings.confirm_s:
         return None
-    pick = rules.to_confirm(store.records(ctx.study), ctx.settings.objective)
+    pick = rules.to_confirm(records, ctx.settings.objective)
     if pick is None:
         return None
     return policy.Decision(pick.variant, pick.num_envs, f"confirm the pick for {ctx.settings.confirm_s:.0f} s")
 
 
-def _measure(ctx: Run, decision: policy.Decision, phase: Phase, held: lease.Lease | None) -> None:
+def _measure(
+    ctx: Run, decision: policy.Decision, phase: Phase, records: list[TrialRecord], held: lease.Lease | None
+) -> None:
     """One launch of the decision, and `measure.repeats - 1` more while it fits; each is its own trial, and
-    each carries the repeat verdict over the rates so far (unstable: repeats disagree, or an interval is wide)."""
+    each carries the repeat verdict over the rates so far (unstable: repeats disagree, or an interval is wide).
+    `records`: the case's, as the decision was taken from them."""
     rates: list[stats.Rate] = []
     for _ in range(ctx.settings.measure.repeats):
-        record = _run_one(ctx, decision, phase, rates, held)
+        record = _run_one(ctx, decision, phase, records, rates, held)
         if record is None:  # another process's trial of the case came first: decide again after its outcome
             return
+        records = [*records, record]
         ctx.view.trial_finished(record)
         results.write_trials(ctx.paths.trials_tsv, lambda: store.sweep_records(ctx.storage, ctx.paths.sweep))
         if record.status is Status.INTERRUPTED:
@@ -312,18 +323,23 @@ def _measure(ctx: Run, decision: policy.Decision, phase: Phase, held: lease.Leas
             return
 
 
-def _next(ctx: Run) -> policy.Decision | None:
+def _next(ctx: Run, records: list[TrialRecord]) -> policy.Decision | None:
     profiles = tuple(p.name for p in ctx.settings.profiles)
-    return policy.next_trial(ctx.settings.rungs, profiles, _attempts(store.records(ctx.study), ctx.settings.objective),
-                              _tuning(ctx.settings))  # fmt: skip
+    return policy.next_trial(ctx.settings.rungs, profiles, _attempts(records, ctx.settings.objective),
+                             _tuning(ctx.settings))  # fmt: skip
 
 
 def _run_one(
-    ctx: Run, decision: policy.Decision, phase: Phase, rates: list[stats.Rate], held: lease.Lease | None
+    ctx: Run,
+    decision: policy.Decision,
+    phase: Phase,
+    records: list[TrialRecord],
+    rates: list[stats.Rate],
+    held: lease.Lease | None,
 ) -> TrialRecord | None:
     """Launch the decision as a new trial and record it; None when another process's trial came first."""
     key = (decision.profile, decision.rung, phase)
-    done = [r for r in store.records(ctx.study) if (r.variant, r.num_envs, r.phase) == key]
+    done = [r for r in records if (r.variant, r.num_envs, r.phase) == key]
     trial_dir = _fresh_trial_dir(ctx, decision.profile, decision.rung, phase, len(done) + 1)
     spec = plan(ctx, decision, trial_dir, launch.free_port())
     if held is not None:  # the trial sees only its leased GPUs (as cuda:0..n-1), or gets its CPU slots
@@ -332,9 +348,8 @@ def _run_one(
     trial_id = uuid.uuid4().hex[:12]  # before begin: a crashed trial's processes are found by it
     attrs = {"case": ctx.settings.case.name, "method": ctx.settings.case.method, "phase": str(phase), "info": info,
              "trial_id": trial_id}  # fmt: skip
-    otrial = store.begin(ctx.study, decision.profile, decision.rung, catalog.known("profile"), attrs)
-    if store.began_after_another(ctx.study, otrial, ctx.settings.stale_after_s):
-        store.withdraw(ctx.study, otrial)  # decided at the same moment as another process: the older one runs
+    otrial = ctx.turns.claim(decision.profile, decision.rung, catalog.known("profile"), attrs)
+    if otrial is None:  # decided at the same moment as another process: the older trial runs
         return None
     ctx.shown.add(otrial.number)
     ctx.view.trial_started(decision.profile, decision.rung)

@@ -209,26 +209,6 @@ def test_a_reused_pid_and_a_stale_remote_heartbeat_are_abandoned(where: str) -> 
     assert mine.number == 0
 
 
-def test_of_two_trials_begun_at_once_the_older_runs_and_the_other_leaves_no_record(where: str) -> None:
-    """Two processes that decided at the same moment: each begins its trial, then looks; only the younger one
-    finds an older live trial, and withdraws without a trace; a dead owner's trial never holds anyone back."""
-    study, other = study_at(where), study_at(where)  # two processes' views of one storage
-    older = store.begin(study, "default", 256, VARIANTS, {})
-    younger = store.begin(other, "default", 256, VARIANTS, {})
-    assert [store.began_after_another(study, older), store.began_after_another(other, younger)] == [False, True]
-    store.withdraw(other, younger)
-    assert [t.number for t in store.live_running(study)] == [older.number]
-    store.finish(study, older, record(256, Status.OOM_OR_NCCL), None)
-    assert [(r.num_envs, r.status) for r in store.records(other)] == [(256, Status.OOM_OR_NCCL)]
-    assert store.live_running(other) == [] and store.mark_abandoned(other) == 0  # the withdrawn one is not waited on
-
-    gone = store.begin(other, "default", 64, VARIANTS, {})
-    other._storage.set_trial_user_attr(gone._trial_id, "owner_started", Owner.here().started - 3600)  # pid reused
-    mine = store.begin(study, "default", 64, VARIANTS, {})
-    assert [t.number for t in store.live_running(study)] == [mine.number]
-    assert not store.began_after_another(study, mine)
-
-
 def test_sweep_records_keep_sweeps_apart_in_one_storage(where: str) -> None:
     storage = store.open_storage_at(where)
     for sweep, case, n in (("s1", "amp_pi_plus", 64), ("s1", "add_pi_plus", 48), ("s2", "amp_pi_plus", 32)):
