@@ -122,7 +122,8 @@ def workload_of(settings: Settings) -> planner.Workload:
 
 def plan(run: Run, decision: policy.Decision, trial_dir: Path, port: int) -> TrialSpec:
     profile = next(p for p in run.settings.profiles if p.name == decision.profile)
-    place = Placement(run.machine.device, run.machine.nproc, port, run.machine.python)
+    place = Placement(run.machine.device, run.machine.nproc, port, run.machine.python,
+                      single_rank=run.settings.workload.single_rank)
     return planner.plan(run.workload, run.settings.case, profile, decision.rung, place, str(trial_dir.absolute()),
                         run.settings.measure.trial_timeout_s, {**run.settings.nccl_env, **run.machine.env})  # fmt: skip
 
