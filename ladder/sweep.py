@@ -481,7 +481,8 @@ def _preflight(settings: Settings, machine: Machine) -> preflight.Preflight | No
 def _tuning(settings: Settings) -> policy.Tuning:
     descend = settings.objective not in GROWS_WITH_ENVS
     return policy.Tuning(policy.Strategy(settings.strategy), settings.mem_headroom_frac, settings.mem_margin_frac,
-                         descend, settings.descent_gain_max, settings.objective == "samples_per_s")  # fmt: skip
+                         descend, settings.descent_gain_max, settings.objective == "samples_per_s",
+                         settings.descent_short)  # fmt: skip
 
 
 def _sampler_factory(machine: Machine, held: lease.Lease | None, trial_id: str) -> Callable[[int], Sampler]:
