@@ -248,6 +248,9 @@ def pooled_verdicts(caps: list[float], tables: list[dict[Key, Cell]], rows: list
     """Each scenario judged on every run of each configuration in this bench: the grid's best by those figures
     (ladder's rule, as `winner`), and ladder's pick against it (`same_pick`); how many are the same."""
     pool, spread = pooled(tables)
+    if not pool:  # one scenario: no configuration ran twice, nothing to pool
+        print(f"{label}, every run: no configuration ran in two scenarios; the one-pass verdict stands")
+        return sum(1 for r in rows if r[4])
     print(f"one configuration from run to run: spread {spread:.1%} (sd/mean, pooled over those run in several "
           f"scenarios); one window's 95% interval: median half-width {window_half_width(tables):.1%}")  # fmt: skip
     same = 0
