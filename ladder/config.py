@@ -94,6 +94,7 @@ class WorkloadConf:
     mimickit_num_envs: int = 0  # --num_envs while the ladder walks another knob
     command: list[str] = field(default_factory=list)  # kind command: the argv template ({num_envs}, {trial_dir}...)
     launcher: str = "direct"  # kind command: direct or torchrun
+    single_rank: str = "direct"  # a one-rank torchrun trial: direct (torchrun's variables, no agent) or torchrun
     progress: str = ""  # "" = the kind's own; mimickit: mimickit_stdout|mimickit_log; command: regex|jsonl
     progress_regex: str = ""  # kind command with regex progress: the pattern or a preset; "" = the default
     progress_file: str = ""  # kind command: relative to the trial folder; "" = stdout.log or progress.jsonl
@@ -167,6 +168,7 @@ class SweepConf:
     # this many times over stays below the case's best is not measured lower; null = always measure lower. 1.3: the
     # largest such gain on record is 1.22 (a sweep that peaked at 4096 envs and lost 18% at 8192)
     descent_gain_max: float | None = 1.3
+    descent_short: bool = True  # samples/s: a step below the largest fit is a short probe while more envs was faster
     device: str = "auto"  # auto (cuda when a GPU is visible, else cpu), cpu or cuda
     sweep: str | None = None  # sweep name: resume it when it exists; null = a new one named by the time
     output_root: str = "output/train"  # sweeps live in <output_root>/case_gpu_bench_<sweep>/
@@ -233,6 +235,7 @@ class Settings:
     nccl_env: dict[str, str]
     settings_change: str = "refuse"
     given: tuple[str, ...] | None = None  # the keys set on the command line; None = unknown (all count as given)
+    descent_short: bool = True  # samples/s: a descent step is a short probe while more envs was faster (policy.rising)
 
 
 def settings_from(cfg: DictConfig, known_cases: tuple[str, ...] = (), given: tuple[str, ...] | None = None) -> Settings:
@@ -259,6 +262,7 @@ def settings_from(cfg: DictConfig, known_cases: tuple[str, ...] = (), given: tup
         mem_margin_frac=float(raw.get("mem_margin_frac", 0.10)),
         reuse=bool(raw.get("reuse", True)),
         descent_gain_max=_gain(raw.get("descent_gain_max", 1.3)),
+        descent_short=bool(raw.get("descent_short", True)),
         device=_device(str(raw.get("device", "auto"))),
         sweep=_opt_str(raw.get("sweep")),
         output_root=str(raw.get("output_root", "output/train")),

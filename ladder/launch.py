@@ -1,5 +1,7 @@
 """Start a trial's process group, tee its output to the trial folder, and stop it: every process, always reaped.
 
+A trial's argv is what its spec planned: torchrun for several ranks, the trainer itself with torchrun's variables
+for one (`ladder.workloads.builtin.ranks`); either way it is one supervised process group, killed whole.
 A trial runs in its own session (`start_new_session`), inside a memory cgroup where the system allows one, and
 every process it starts carries `LADDER_TRIAL_ID` in its environment. The orchestrator is a child subreaper, so
 workers orphaned by a dying launcher are re-parented to it; stopping sends SIGTERM to the group, waits a grace
@@ -30,6 +32,7 @@ from ladder.workloads.spec import TrialSpec
 log = logging.getLogger(__name__)
 
 __all__ = ["TRIAL_ID_VAR", "Running", "become_subreaper", "free_port", "leftovers", "reap_orphans", "start", "stop"]
+ERROR_FILE_VAR = "TORCHELASTIC_ERROR_FILE"  # where an elastic `@record` entry point writes its error.json
 leftovers = procs.carrying  # the trial's processes still alive, by its id (kept under this name for its callers)
 
 
@@ -58,6 +61,8 @@ def write_files(spec: TrialSpec, trial_dir: Path) -> None:
         (trial_dir / name).write_text(text)
     (trial_dir / "cmd.txt").write_text(shlex.join(spec.argv) + "\n")
     (trial_dir / "env.txt").write_text("".join(f"{k}={v}\n" for k, v in sorted(spec.env.items())))
+    if error_file := spec.env.get(ERROR_FILE_VAR):  # a rank ladder starts itself: torchrun would make this folder
+        Path(error_file).parent.mkdir(parents=True, exist_ok=True)
 
 
 def start(spec: TrialSpec, trial_dir: Path, trial_id: str, mem_limit_bytes: int | None) -> Running:

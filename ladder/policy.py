@@ -36,12 +36,17 @@ above it by at most that factor), and its walk says so. Upwards there is a bound
 (`throughput`): an iteration never gets faster with more envs, so samples/s grows at most in proportion to
 num_envs, and a rung above a profile's fit that even such perfect scaling keeps below the case's best is not
 launched (`_above_reach`); its walk says so too.
+
+The descent is insurance, and it pays for itself (`insure_short`): where every pair of rungs measured so far (any
+profile of the case) says samples/s rose with num_envs (`rising`), a descent step is a short probe
+(`Decision.short`): it stops after a short window once its rate is below what it must beat, where a full one would
+run on until its whole interval were. `insurance` sums what the steps below the largest fit cost, for the summary.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
@@ -86,6 +91,7 @@ class Decision:
     rung: int
     why: str
     beat: float | None = None  # what it must reach to become the case's pick (stop it once it clearly cannot)
+    short: bool = False  # insurance the evidence says is unlikely to pay: a short probe, not a window (`rising`)
 
 
 @dataclass(frozen=True)
@@ -117,6 +123,7 @@ class Tuning:
     descend: bool = False  # measure below the largest fit while fewer envs do better (objective samples/s)
     gain_max: float | None = None  # ... unless even this many times a profile's best stays below the case's best
     throughput: bool = False  # the objective is samples/s: at most proportional to num_envs (see `_above_reach`)
+    insure_short: bool = True  # a descent step is a short probe while every measured pair says more envs is faster
 
     @property
     def descends(self) -> bool:
@@ -134,7 +141,7 @@ def next_trial(
         seed = _seed(rungs, picks, nothing_fits, tuning) if tuning.strategy is Strategy.MODEL else None
         decision = decide(rungs, profile, attempts, tuning, seed)
         if decision is not None:
-            return _with_beat(decision, attempts) if tuning.descends else decision
+            return _with_beat(_insured(decision, attempts, tuning), attempts) if tuning.descends else decision
         mine = _mine(profile, attempts)
         if (floor := _floor(mine)) is not None:
             picks.append(floor)
@@ -241,7 +248,45 @@ def _descent_step(
     if step is None or _out_of_reach(step[0], tuning, case_best):
         return None
     best, rung = step
-    return Decision(profile, rung, f"below the largest fit: measured while fewer envs do better than {best.rung}")
+    return Decision(profile, rung, f"{DESCENT_WHY}: measured while fewer envs do better than {best.rung}")
+
+
+def rising(attempts: Sequence[Attempt]) -> str:
+    """Why a lower rung is unlikely to win ("" where it is not known to be): every pair of rungs measured so far,
+    within each profile of the case, has the higher rung faster (by point value), and there is such a pair."""
+    pairs = 0
+    for profile in dict.fromkeys(a.profile for a in attempts):
+        measured = sorted((a.rung, a.value) for a in _mine(profile, attempts) if a.status is Status.OK
+                          and a.value is not None)  # fmt: skip
+        for (low, low_v), (high, high_v) in zip(measured, measured[1:], strict=False):
+            if high == low:
+                continue
+            if low_v is None or high_v is None or low_v >= high_v:
+                return ""
+            pairs += 1
+    return f"samples/s rose with num_envs in every measured pair ({pairs})" if pairs else ""
+
+
+def _insured(decision: Decision, attempts: Sequence[Attempt], tuning: Tuning) -> Decision:
+    """A descent step as a short probe where the evidence says it is unlikely to win (`rising`)."""
+    if not tuning.insure_short or not decision.why.startswith(DESCENT_WHY) or not (why := rising(attempts)):
+        return decision
+    return replace(decision, short=True, why=f"{decision.why}; a short probe: {why}")
+
+
+DESCENT_WHY = "below the largest fit"  # how a descent step's `why` starts (recorded with the trial)
+
+
+def insurance(trials: Sequence[tuple[str, float, Mapping[str, float]]]) -> str:
+    """What the descent cost, from (why, duration_s, figures) of a case's trials: one line for the summary, or ""
+    where it launched nothing below a largest fit."""
+    steps = [(d, f) for why, d, f in trials if why.startswith(DESCENT_WHY)]
+    if not steps:
+        return ""
+    short = sum(1 for _, f in steps if f.get("short"))
+    cut = sum(1 for _, f in steps if f.get("cut"))
+    return (f"insurance: {len(steps)} trial(s) below the largest fit cost {sum(d for d, _ in steps):.1f} s "
+            f"({short} short probe(s), {cut} stopped early)")  # fmt: skip
 
 
 def _with_beat(decision: Decision, attempts: Sequence[Attempt]) -> Decision:

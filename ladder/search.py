@@ -41,7 +41,7 @@ from ladder.config import Device, Settings, register, settings_from
 from ladder.dryrun import rung_label
 from ladder.errors import ConfigError, ExitCode, LadderError
 from ladder.monitor import NvmlSampler, nvml_gpu_count
-from ladder.policy import Outcome
+from ladder.policy import Outcome, insurance
 from ladder.records import Status
 from ladder.sweep import Machine, Paths, Summary, run
 from ladder.sweep import _tuning as walk_tuning
@@ -231,6 +231,9 @@ def print_summary(summary: Summary, paths: Paths, knob: str, objective: str = "m
         state = f"largest stable rung{at}" if w.outcome is Outcome.FOUND else f"{w.outcome.value}{at}"
         skipped = "".join(f"\n    skipped {rung_label(knob, r)}: {why}" for r, why in w.skipped)
         print(f"  {summary.case} {w.profile}: {state}{skipped}")
+    if insured := insurance([(r.info.get("why", ""), float(r.info.get("duration_s") or 0), r.figures)
+                             for r in summary.records]):  # fmt: skip
+        print(f"  {summary.case} {insured}")
     for r in summary.records:
         if r.status is Status.ERROR:
             where = paths.sweep_dir / r.info.get("trial_dir", "")

@@ -129,7 +129,9 @@ def workload_of(settings: Settings) -> planner.Workload:
 
 def plan(run: Run, decision: policy.Decision, trial_dir: Path, port: int) -> TrialSpec:
     profile = next(p for p in run.settings.profiles if p.name == decision.profile)
-    place = Placement(run.machine.device, run.machine.nproc, port, run.machine.python)
+    place = Placement(
+        run.machine.device, run.machine.nproc, port, run.machine.python, single_rank=run.settings.workload.single_rank
+    )
     return planner.plan(run.workload, run.settings.case, profile, decision.rung, place, str(trial_dir.absolute()),
                         run.settings.measure.trial_timeout_s, {**run.settings.nccl_env, **run.machine.env})  # fmt: skip
 
@@ -358,7 +360,7 @@ def _run_one(
     with store.heartbeat(ctx.study, otrial, ctx.settings.heartbeat_s):
         beat = decision.beat if ctx.settings.objective == "samples_per_s" and phase is Phase.PROBE else None
         result = trial.run(spec, trial_dir, trial_id, _measure_conf(ctx.settings, phase), sampler,
-                           _mem_limit(ctx.settings), ctx.view.tick, beat)  # fmt: skip
+                           _mem_limit(ctx.settings), ctx.view.tick, beat, decision.short)  # fmt: skip
     if ctx.settings.measure.repeats > 1 and result.verdict.status is Status.OK:
         result = _with_repeats(result, rates, ctx.settings)
     record = _record(ctx.settings, decision, phase, result, info | _timing(started, result))
@@ -494,7 +496,8 @@ def _preflight(settings: Settings, machine: Machine) -> preflight.Preflight | No
 def _tuning(settings: Settings) -> policy.Tuning:
     descend = settings.objective not in GROWS_WITH_ENVS
     return policy.Tuning(policy.Strategy(settings.strategy), settings.mem_headroom_frac, settings.mem_margin_frac,
-                         descend, settings.descent_gain_max, settings.objective == "samples_per_s")  # fmt: skip
+                         descend, settings.descent_gain_max, settings.objective == "samples_per_s",
+                         settings.descent_short)  # fmt: skip
 
 
 def _sampler_factory(machine: Machine, held: lease.Lease | None, trial_id: str) -> Callable[[int], Sampler]:

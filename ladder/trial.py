@@ -26,6 +26,7 @@ from ladder.workloads.spec import STDOUT_FILE, TrialSpec
 log = logging.getLogger(__name__)
 
 TICK_S = 0.1
+SHORT_FRAC = 0.25  # an insurance probe's short window, as a share of measure.window_s
 # Stops after which nothing of the trial needs an orderly end: its figures (a window measured to its end, or cut)
 # or its failure evidence are on disk already. The group is killed at once; SIGTERM would cost torchrun's own
 # shutdown (0.85 s, FACTS.md), and up to `kill_grace_s` for a trainer that lingers at it.
@@ -48,6 +49,8 @@ class Watch:
     stopped_by: str = ""
     beat: float | None = None  # samples/s this trial must beat to matter; below it, its window closes early
     cut: bool = False  # the window closed early: the trial measured clearly less than `beat`
+    short_s: float | None = None  # an insurance probe: past this much window, a rate below `beat` ends it
+    short: bool = False  # ... and it did
     extended: bool = False  # the window was extended once: its samples/s interval was wider than max_ci_frac
     tail: str = ""  # the progress file's tail when ladder decided to stop it (before its own SIGTERM is echoed)
     samples: Callable[[], list[Sample]] = list  # the monitor's samples so far (is the trainer visibly busy?)
@@ -87,11 +90,15 @@ def run(
     mem_limit_bytes: int | None = None,
     on_tick: OnTick | None = None,
     beat: float | None = None,
+    short: bool = False,
 ) -> Result:
     """Launch, watch, stop and measure one trial. With `beat` (samples/s), the window closes as soon as the
-    rate's measured interval lies wholly below it: the trial cannot matter, and its figures say `cut`."""
+    rate's measured interval lies wholly below it: the trial cannot matter, and its figures say `cut`. A `short`
+    one (insurance the evidence says is unlikely to pay, `policy.rising`) closes after `SHORT_FRAC` of its window
+    once its rate is below `beat`, its interval notwithstanding (figures `cut` and `short`)."""
     running = launch.start(spec, trial_dir, trial_id, mem_limit_bytes)
-    watch = Watch(launch_t=time.time(), last_progress_mono=running.started_mono, beat=beat)
+    short_s = measure.window_s * SHORT_FRAC if short and beat is not None else None
+    watch = Watch(launch_t=time.time(), last_progress_mono=running.started_mono, beat=beat, short_s=short_s)
     monitor = Monitor(make_sampler(running.proc.pid), measure.sample_hz).start()
     watch.samples = lambda: monitor.samples
     progress = reader_for(str(spec.progress_kind.value), trial_dir / spec.progress_file, spec.progress_regex,
@@ -151,7 +158,7 @@ def _stop_reason(watch: Watch, measure: MeasureConf, started_mono: float) -> str
                                          measure.warmup_timeout_s)  # fmt: skip
     if watch.window is not None and _window_done(watch, measure):
         return "window_done"
-    if watch.window is not None and watch.beat is not None and _beaten(watch, watch.beat):
+    if watch.window is not None and watch.beat is not None and (_beaten(watch, watch.beat) or _short_lost(watch)):
         return "window_done"
     silent_s = now_mono - watch.last_progress_mono
     if watch.points and silent_s > measure.stall_timeout_s:
@@ -198,6 +205,23 @@ def _beaten(watch: Watch, beat: float) -> bool:
     return True
 
 
+def _short_lost(watch: Watch, min_points: int = 3) -> bool:
+    """An insurance probe's short window has closed (`short_s`, and at least `min_points` points) with a rate below
+    `beat`: its window ends there."""
+    if watch.short_s is None or watch.window is None or watch.beat is None:
+        return False
+    short = stats.close_window(replace(watch.window, end_t=watch.window.start_t + watch.short_s), watch.points,
+                               min_points)  # fmt: skip
+    if short is None:
+        return False
+    rate = stats.figures([], watch.points, short, watch.launch_t).get("samples_per_s")
+    if rate is None or rate >= watch.beat:
+        watch.short_s = None  # it may win: the rest of its window decides, under the usual cut
+        return False
+    watch.window, watch.cut, watch.short = short, True, True
+    return True
+
+
 def _finish(
     running: launch.Running, watch: Watch, progress: Follow, monitor: Monitor, trial_dir: Path,
     measure: MeasureConf,
@@ -219,6 +243,8 @@ def _finish(
     figures |= {"sampler_cpu_s": round(monitor.cpu_s, 3)}
     if watch.cut:
         figures["cut"] = 1.0
+    if watch.short:
+        figures["short"] = 1.0
     figures |= _interval_verdict(figures, measure, watch.extended)
     duration = round(time.monotonic() - running.started_mono, 2)
     return Result(verdict, figures, code, duration, len(left), stats.source_of(samples), watch.stopped_by)

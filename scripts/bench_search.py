@@ -27,9 +27,13 @@ run more than once (relative to their means; Student t with the pooled degrees o
 taken on those figures too, by the same rule. The single-pass verdict (one window against one window, the grid's
 best by its one pass; the oracle's rungs are chosen so) is printed beside it.
 
-    python scripts/bench_search.py [--window-s 30] [--caps auto|0.354,0.473,0.533,0.681,1.339]
+With `--compare`, ladder also runs each scenario with `descent_short=false` (every step below the largest fit
+measured in full, as before the short insurance probe), so both walks are measured against the same grid.
 
-Last line: `ratio_vs_oracle=<x> same_pick=<k>/<n>`.
+    python scripts/bench_search.py [--window-s 30] [--caps auto|0.354,0.473,0.533,0.681,1.339] [--compare]
+
+Last line: `ratio_vs_oracle=<x> ratio_vs_walk=<y> same_pick=<k>/<n> same_pick_one_pass=<j>/<n>` (and the same
+for `descent_short=false` on the line before it, with `--compare`).
 """
 
 from __future__ import annotations
@@ -132,20 +136,32 @@ def replay_walk(s: Settings, table: dict[Key, Cell]) -> tuple[float, list[Key]]:
     return spent, [(p, w.rung) for p, w in ends if w.outcome is policy.Outcome.FOUND and w.rung is not None]
 
 
-def run_ladder(window_s: float, cap: float, root: Path) -> tuple[float, Key | None, int]:
-    """ladder itself at this cap: the sum of its trials' durations, its pick, and how many trials it launched."""
-    out = root / "ladder"
+class Ladder(NamedTuple):
+    """What ladder did at one cap."""
+
+    seconds: float  # the sum of its trials' durations
+    pick: Key | None
+    trials: int
+    outside: list[float]  # per fitting (ok) trial: its duration less its measured window (start-up, warm-up, stop)
+
+
+def run_ladder(window_s: float, cap: float, root: Path, extra: tuple[str, ...] = ()) -> Ladder:
+    """ladder itself at this cap (with `extra` settings)."""
+    out = root / ("ladder" + "".join(f"_{e.replace('=', '_')}" for e in extra))
     argv = [sys.executable, "-m", "ladder.search", *overrides(window_s), f"workload.emulate_gpu_mem_gb={cap}",
-            f"output_root={out}", f"sweep=cap{cap}", "reuse=false"]  # fmt: skip
+            f"output_root={out}", f"sweep=cap{cap}", "reuse=false", *extra]  # fmt: skip
     done = subprocess.run(argv, capture_output=True, text=True, timeout=1800)
-    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("amp_pi_plus ")]
-    print("\n".join(f"  ladder: {ln}" for ln in lines), flush=True)
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("amp_pi_plus ") or "insurance:" in ln]
+    label = "ladder" + (f" ({' '.join(extra)})" if extra else "")
+    print("\n".join(f"  {label}: {ln.strip()}" for ln in lines), flush=True)
     if done.returncode != 0:
         raise SystemExit(f"ladder failed at cap {cap}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
     rows = read_tsv(out / f"case_gpu_bench_cap{cap}" / "trials.tsv")
     best = read_tsv(out / f"case_gpu_bench_cap{cap}" / "best_by_case.tsv")
     pick = (best[0]["variant"], int(best[0]["num_envs"])) if best and best[0]["status"] == "ok" else None
-    return sum(float(r["duration_s"]) for r in rows), pick, len(rows)
+    outside = [float(r["duration_s"]) - float(r["window_s"]) for r in rows
+               if r["status"] == "ok" and r.get("window_s") and r.get("duration_s")]  # fmt: skip
+    return Ladder(sum(float(r["duration_s"]) for r in rows), pick, len(rows), outside)
 
 
 def winner(table: dict[Key, Cell], keys: list[Key]) -> Key | None:
@@ -211,7 +227,7 @@ def window_half_width(tables: list[dict[Key, Cell]]) -> float:
     return statistics.median(within or [0.0])
 
 
-def summarize(s: Settings, cap: float, table: dict[Key, Cell], ladder: tuple[float, Key | None, int]) -> tuple:
+def summarize(s: Settings, cap: float, table: dict[Key, Cell], ladder: Ladder, label: str = "ladder") -> tuple:
     profiles = [p.name for p in s.profiles]
     grid_s = sum(c.duration_s for c in table.values())
     walk_s, _ = replay_walk(s, table)
@@ -219,18 +235,22 @@ def summarize(s: Settings, cap: float, table: dict[Key, Cell], ladder: tuple[flo
     oracle_s = sum(table[w].duration_s for w in winners)
     grid_pick = winner(table, list(table))
     alone_s = table[grid_pick].duration_s if grid_pick is not None else 0.0
-    ladder_s, ladder_pick, n = ladder
+    ladder_s, ladder_pick, n = ladder.seconds, ladder.pick, ladder.trials
     same = same_pick(table, grid_pick, ladder_pick)
-    print(f"cap {cap} GB: grid {grid_s:.0f} s, walk {walk_s:.0f} s, ladder {ladder_s:.0f} s ({n} trials), "
-          f"oracle {oracle_s:.0f} s (runs {winners}); grid pick {grid_pick}, ladder pick {ladder_pick}"
+    print(f"cap {cap} GB: grid {grid_s:.0f} s, walk {walk_s:.0f} s, {label} {ladder_s:.0f} s ({n} trials), "
+          f"oracle {oracle_s:.0f} s (runs {winners}); {label}/oracle {ladder_s / max(oracle_s, 1e-9):.2f}, "
+          f"{label}/walk {ladder_s / max(walk_s, 1e-9):.2f}; grid pick {grid_pick}, {label} pick {ladder_pick}"
           f"{'' if same else '  (DIFFERENT in one pass)'}", flush=True)  # fmt: skip
     return grid_s, walk_s, ladder_s, oracle_s, same, alone_s, grid_pick, ladder_pick
 
 
-def pooled_verdicts(caps: list[float], tables: list[dict[Key, Cell]], rows: list[tuple]) -> int:
+def pooled_verdicts(caps: list[float], tables: list[dict[Key, Cell]], rows: list[tuple], label: str = "ladder") -> int:
     """Each scenario judged on every run of each configuration in this bench: the grid's best by those figures
     (ladder's rule, as `winner`), and ladder's pick against it (`same_pick`); how many are the same."""
     pool, spread = pooled(tables)
+    if not pool:  # one scenario: no configuration ran twice, nothing to pool
+        print(f"{label}, every run: no configuration ran in two scenarios; the one-pass verdict stands")
+        return sum(1 for r in rows if r[4])
     print(f"one configuration from run to run: spread {spread:.1%} (sd/mean, pooled over those run in several "
           f"scenarios); one window's 95% interval: median half-width {window_half_width(tables):.1%}")  # fmt: skip
     same = 0
@@ -239,7 +259,7 @@ def pooled_verdicts(caps: list[float], tables: list[dict[Key, Cell]], rows: list
         grid, ours = winner(every, list(every)), row[7]
         ok = same_pick(every, grid, ours)
         same += ok
-        print(f"cap {cap} GB, every run: grid pick {_shown(grid, pool)}, ladder pick {_shown(ours, pool)}"
+        print(f"cap {cap} GB, every run: grid pick {_shown(grid, pool)}, {label} pick {_shown(ours, pool)}"
               f"{'' if ok else '  (DIFFERENT)'}")  # fmt: skip
     return same
 
@@ -257,9 +277,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--window-s", type=float, default=30.0, help="see 'The window' above")
     parser.add_argument("--caps", default="auto", help="auto, or emulated GB per rank, one per scenario")
+    parser.add_argument("--compare", action="store_true", help="also run ladder with descent_short=false")
     args = parser.parse_args()
     s = settings(args.window_s)
     launch.become_subreaper()
+    variants = {"ladder": ()} | ({"ladder(descent_short=false)": ("descent_short=false",)} if args.compare else {})
     with tempfile.TemporaryDirectory(prefix="ladder-bench-") as tmp:
         root = Path(tmp)
         if args.caps == "auto":
@@ -267,25 +289,49 @@ def main() -> None:
             caps = auto_caps(s, {(p.name, r): run_cell(s, p.name, r, None, root) for p in s.profiles for r in s.rungs})
         else:
             caps = [float(c) for c in args.caps.split(",")]
-        rows, tables = [], []
+        rows: dict[str, list[tuple]] = {v: [] for v in variants}
+        runs: dict[str, list[Ladder]] = {v: [] for v in variants}
+        tables: list[dict[Key, Cell]] = []
         for cap in caps:
             print(f"scenario: cap {cap} GB per rank", flush=True)
             tables.append(scenario_table(s, cap, root))
-            rows.append(summarize(s, cap, tables[-1], run_ladder(args.window_s, cap, root)))
+            for label, extra in variants.items():
+                runs[label].append(run_ladder(args.window_s, cap, root, extra))
+                rows[label].append(summarize(s, cap, tables[-1], runs[label][-1], label))
     fitting = [c for t in tables for c in t.values() if c.status is Status.OK and c.window_s is not None]
-    totals = [sum(r[i] for r in rows) for i in range(4)]
-    print(f"single pass, one window against one window: same_pick={sum(1 for r in rows if r[4])}/{len(rows)}")
-    same = pooled_verdicts(caps, tables, rows)
-    print(f"total: grid {totals[0]:.0f} s, walk {totals[1]:.0f} s, ladder {totals[2]:.0f} s, oracle {totals[3]:.0f} s")
-    alone = sum(r[5] for r in rows)
+    first = rows["ladder"]
+    totals = [sum(r[i] for r in first) for i in range(4)]
+    print(f"total: grid {totals[0]:.0f} s, walk {totals[1]:.0f} s, oracle {totals[3]:.0f} s, "
+          + ", ".join(f"{label} {sum(r[2] for r in rows[label]):.0f} s" for label in variants))  # fmt: skip
+    alone = sum(r[5] for r in first)
     print(f"grid/oracle {totals[0] / totals[3]:.2f}, walk/oracle {totals[1] / totals[3]:.2f}, "
           f"median fitting trial {statistics.median([c.duration_s for c in fitting] or [0.0]):.1f} s")  # fmt: skip
-    outside = statistics.median([c.duration_s - c.window_s for c in fitting] or [0.0])
-    span = statistics.median([c.window_s for c in fitting] or [1.0])
-    print(f"outside the window (start-up, warm-up, stop), median per fitting trial: {outside:.1f} s against a "
-          f"{span:.1f} s window ({outside / span:.2f} of it)")  # fmt: skip
-    print(f"stricter oracle, the case's winner alone: {alone:.0f} s, ladder/that {totals[2] / alone:.2f}")
-    print(f"ratio_vs_oracle={totals[2] / totals[3]:.3f} same_pick={same}/{len(rows)}")
+    outside = [c.duration_s - c.window_s for c in fitting if c.window_s is not None]
+    span = statistics.median([c.window_s for c in fitting if c.window_s is not None] or [1.0])
+    _outside("grid", outside, span)
+    for label in variants:
+        _outside(label, [o for run in runs[label] for o in run.outside], span)
+    lines = []
+    for label in variants:
+        one_pass = sum(1 for r in rows[label] if r[4])
+        print(f"{label}, single pass, one window against one window: same_pick={one_pass}/{len(caps)}")
+        same = pooled_verdicts(caps, tables, rows[label], label)
+        spent = sum(r[2] for r in rows[label])
+        print(f"stricter oracle, the case's winner alone: {alone:.0f} s, {label}/that {spent / alone:.2f}")
+        tail = f"ratio_vs_oracle={spent / totals[3]:.3f} ratio_vs_walk={spent / totals[1]:.3f} "
+        lines.append(f"{label}: {tail}same_pick={same}/{len(caps)} same_pick_one_pass={one_pass}/{len(caps)}")
+    print("\n".join(lines[::-1]))
+
+
+def _outside(label: str, seconds: list[float], span: float) -> None:
+    """Seconds outside the window (start-up, warm-up, stop) per fitting trial: median and mean."""
+    if not seconds:
+        print(f"outside the window, {label}: no fitting trial")
+        return
+    med = statistics.median(seconds)
+    print(f"outside the window (start-up, warm-up, stop) per fitting trial, {label}: median {med:.1f} s, mean "
+          f"{statistics.fmean(seconds):.1f} s over {len(seconds)} trials, against a {span:.1f} s window "
+          f"({med / span:.2f} of it)")  # fmt: skip
 
 
 if __name__ == "__main__":

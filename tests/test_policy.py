@@ -378,3 +378,81 @@ def test_an_unmeasured_rung_gives_the_memory_fit_a_point_but_no_value_to_beat() 
     descend = Tuning(descend=True, throughput=True)
     decision = next_trial(RUNGS, ["default"], history, descend)
     assert decision is not None and decision.beat is not None and decision.beat >= 900.0
+
+
+# ---------------------------------------------------------------- the descent as insurance: short where it rarely pays
+
+
+def hi(rung: int, value: float) -> Attempt:
+    return Attempt("hiutil", rung, OK, None, value, value * 1.02)
+
+
+@pytest.mark.parametrize(
+    ("history", "rises"),
+    [
+        ([], False),
+        ([rate(256, 5000.0)], False),  # one point: no pair says anything
+        ([rate(256, 5000.0), rate(128, 4000.0)], True),
+        ([rate(256, 5000.0), rate(128, 5200.0)], False),  # the lower rung was faster (even within the interval)
+        ([rate(256, 5000.0), rate(128, 4000.0), hi(256, 3000.0), hi(128, 3100.0)], False),  # one profile peaks lower
+        ([rate(256, 5000.0), rate(128, 4000.0), hi(256, 3000.0)], True),  # a lone point of another profile is mute
+        ([rate(256, 5000.0), rate(128, 4000.0), rate(64, 4100.0)], False),  # any pair that falls breaks it
+        ([rate(256, 5000.0), Attempt("default", 128, OOM), rate(64, 3000.0)], True),  # failures are no figures
+    ],
+    ids=["none", "one-point", "rising", "lower-faster", "other-profile-peaks", "lone-point", "one-pair-falls",
+         "failure-ignored"],
+)  # fmt: skip
+def test_rising_asks_every_measured_pair(history: list[Attempt], rises: bool) -> None:
+    from ladder.policy import rising
+
+    assert bool(rising(history)) is rises
+
+
+@pytest.mark.parametrize(
+    ("history", "profiles", "expected"),
+    [
+        # the first descent step knows no pair yet: it is measured in full (its own interval may still cut it)
+        ([rate(256, 5000.0)], ["default"], (128, False)),
+        # default rose from 128 to 256, so hiutil's step below its fit is a short probe
+        ([rate(256, 5000.0), rate(128, 4000.0), hi(256, 5100.0)], ["default", "hiutil"], (128, True)),
+        # where a lower rung won, the next step down is measured in full: the evidence says fewer envs may pay
+        ([rate(256, 5000.0), rate(128, 6200.0)], ["default"], (64, False)),
+    ],
+    ids=["first-step-full", "evidence-short", "lower-won-full"],
+)  # fmt: skip
+def test_a_descent_step_is_a_short_probe_only_where_every_pair_rose(
+    history: list[Attempt], profiles: list[str], expected: tuple[int, bool]
+) -> None:
+    tuning = Tuning(descend=True)
+    decision = next_trial(PI_PLUS, profiles, history, tuning)
+    assert decision is not None and (decision.rung, decision.short) == expected
+    assert decision.beat is not None and decision.why.startswith("below the largest fit")
+    assert ("a short probe: samples/s rose" in decision.why) is expected[1]
+    off = next_trial(PI_PLUS, profiles, history, replace(tuning, insure_short=False))
+    assert off is not None and (off.rung, off.short) == (expected[0], False)
+
+
+def test_launches_that_are_not_descent_steps_are_never_short() -> None:
+    rose = [rate(256, 5000.0), rate(128, 4000.0)]
+    seeded = next_trial(PI_PLUS, ["default", "hiutil"], rose, Tuning(descend=True))
+    assert seeded is not None and (seeded.profile, seeded.rung, seeded.short) == ("hiutil", 256, False)
+    above = next_trial((512, 256, 128), ["default", "hiutil"], [*rose, hi(256, 5100.0), hi(128, 4000.0)],
+                       Tuning(descend=True))  # fmt: skip
+    assert above is not None and (above.rung, above.short) == (512, False)
+
+
+@pytest.mark.parametrize(
+    ("trials", "line"),
+    [
+        ([], ""),
+        ([("the highest rung left", 9.0, {})], ""),
+        ([("the highest rung left", 9.0, {}), ("below the largest fit: x", 12.5, {"cut": 1.0}),
+          ("below the largest fit: y; a short probe: z", 4.25, {"cut": 1.0, "short": 1.0})],
+         "insurance: 2 trial(s) below the largest fit cost 16.8 s (1 short probe(s), 2 stopped early)"),
+    ],
+    ids=["nothing", "no-descent", "two-steps"],
+)  # fmt: skip
+def test_the_summary_says_what_the_insurance_cost(trials: list, line: str) -> None:
+    from ladder.policy import insurance
+
+    assert insurance(trials) == line

@@ -32,7 +32,7 @@ import yaml
 from ladder.config import Case, Profile
 from ladder.errors import ConfigError
 from ladder.progress import compile_pattern
-from ladder.workloads.builtin import Placement, torchrun
+from ladder.workloads.builtin import Placement, ranks
 from ladder.workloads.profiles import apply_profile
 from ladder.workloads.spec import STDOUT_FILE, Launcher, ProgressKind, TrialSpec
 
@@ -136,16 +136,18 @@ def plan_command(
     check_command(conf, knob)
     values = placeholders(case, profile, rung, knob, place, trial_dir, conf.launch_dir)
     body = tuple(arg.format_map(values) for arg in conf.argv)
-    prefix = torchrun(place, trial_dir) if conf.launcher is Launcher.TORCHRUN else ()
+    prefix, rank_vars, launcher = (
+        ranks(place, trial_dir) if conf.launcher is Launcher.TORCHRUN else ((), {}, conf.launcher)
+    )
     env = {k: v.format_map(values) for k, v in conf.env.items()}
     return TrialSpec(
         argv=prefix + body,
-        env={**conf.inherited, **extra_env, "PYTHONUNBUFFERED": "1", **env},
+        env={**rank_vars, **conf.inherited, **extra_env, "PYTHONUNBUFFERED": "1", **env},
         files=_agent_file(case, profile, conf),
         progress_file=conf.progress_file or PROGRESS_DEFAULTS[conf.progress],
         nproc=place.nproc,
-        info=_info(conf, knob, place),
-        launcher=conf.launcher,
+        info={**_info(conf, knob, place), "launcher": str(launcher)},
+        launcher=launcher,
         progress_kind=conf.progress,
         progress_regex=conf.progress_regex if conf.progress is ProgressKind.REGEX else "",
         cwd=conf.cwd.format_map(values),
