@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Generic, NamedTuple, TypeVar
 
+from ladder import figkeys
 from ladder.records import Phase, Status, TrialRecord
 
 OTHER = {"min_avg_util": "samples_per_s", "samples_per_s": "min_avg_util"}  # what breaks a tie on the objective
@@ -233,7 +234,7 @@ def mem_frac(record: TrialRecord) -> float | None:
     if f.get("cap_mb"):
         return f["cap_used_mb"] / f["cap_mb"] if "cap_used_mb" in f else None
     total = float(record.info.get("gpu_mem_total") or 0)
-    mems = [v for k, v in f.items() if k.startswith("max_mem") and k[7:].isdigit()]
+    mems = figkeys.values(f, figkeys.MAX_MEM)
     if record.info.get("source") == "nvml" and total and mems and not record.info.get("emulate_gpu_mem_gb"):
         return max(mems) / total
     return None
