@@ -38,7 +38,7 @@ from ladder import (
 from ladder import pick as rules
 from ladder.config import MeasureConf, Settings
 from ladder.monitor import Sampler, sampler_for
-from ladder.records import Phase, Status, TrialRecord
+from ladder.records import Objective, Phase, Status, TrialRecord
 from ladder.view import View
 from ladder.workloads import planner
 from ladder.workloads.builtin import Placement
@@ -114,8 +114,7 @@ class Run:
 
 def workload_of(settings: Settings) -> planner.Workload:
     """The sweep's workload with `auto` resolved; says in one log line what runs and why."""
-    workload, note = planner.build(planner.WorkloadInput.of(settings.workload), settings.workload, settings.knob,
-                                   os.environ)  # fmt: skip
+    workload, note = planner.build(settings.workload, settings.knob, os.environ)
     log.info(note)
     return workload
 
@@ -458,9 +457,7 @@ def _tie(choice: rules.Choice[TrialRecord], objective: str) -> str:
 
 def classified(row: dict[str, str], settings: Settings, measured: Collection[str] = ()) -> dict[str, str]:
     """The best row with the decision table's class and action (agreeing with the profiles the walk measured)."""
-    t = settings.decide
-    thresholds = decide.Thresholds(t.vram_frac, t.compute_util, t.low_util, t.low_mem_frac)
-    cls, action = decide.classify_row(row, thresholds, measured)
+    cls, action = decide.classify_row(row, settings.decide, measured)
     return row | {"class": str(cls), "action": action}
 
 
@@ -478,8 +475,8 @@ def _preflight(settings: Settings, machine: Machine) -> preflight.Preflight | No
 
 def _tuning(settings: Settings) -> policy.Tuning:
     descend = settings.objective not in GROWS_WITH_ENVS
-    return policy.Tuning(policy.Strategy(settings.strategy), settings.mem_headroom_frac, settings.mem_margin_frac,
-                         descend, settings.descent_gain_max, settings.objective == "samples_per_s")  # fmt: skip
+    return policy.Tuning(settings.strategy, settings.mem_headroom_frac, settings.mem_margin_frac,
+                         descend, settings.descent_gain_max, settings.objective is Objective.SAMPLES_PER_S)  # fmt: skip
 
 
 def _sampler_factory(machine: Machine, held: lease.Lease | None, trial_id: str) -> Callable[[int], Sampler]:
