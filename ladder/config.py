@@ -18,6 +18,7 @@ from ladder.decide import Thresholds, validate
 from ladder.errors import ConfigError
 from ladder.policy import Strategy
 from ladder.records import Objective, PreflightPolicy, Word
+from ladder.workloads.spec import Kind, Launcher, ProgressKind
 
 OBJECTIVES = tuple(o.value for o in Objective)
 
@@ -260,7 +261,7 @@ def settings_from(cfg: DictConfig, known_cases: tuple[str, ...] = (), given: tup
     raw = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False)
     assert isinstance(raw, dict)
     top: SweepConf = _typed(SweepConf, {k: v for k, v in raw.items() if k not in GROUPS})
-    workload: WorkloadConf = _typed(WorkloadConf, raw.get("workload") or {})
+    workload = _workload(raw.get("workload") or {})
     ladder: LadderConf = _typed(LadderConf, raw.get("ladder") or {})
     return Settings(
         case=_case(raw.get("case"), known_cases, workload.kind),
@@ -334,6 +335,17 @@ def _profiles(raw: dict[str, Any]) -> tuple[Profile, ...]:
     return tuple(
         Profile(name=str(p.get("name", key)), agent_patch=dict(p.get("agent") or {})) for key, p in raw.items()
     )
+
+
+def _workload(raw: dict[str, Any]) -> WorkloadConf:
+    """The workload's choices checked here, before anything launches; which kind `auto` runs, and the progress
+    formats each kind reads, are the planner's to resolve (ladder.workloads.planner)."""
+    conf: WorkloadConf = _typed(WorkloadConf, raw)
+    _enum(Kind, "workload.kind", conf.kind)
+    _enum(Launcher, "workload.launcher", conf.launcher)
+    if conf.progress:
+        _enum(ProgressKind, "workload.progress", conf.progress)
+    return conf
 
 
 def _measure(raw: dict[str, Any]) -> MeasureConf:

@@ -40,6 +40,9 @@ BAD = [
     ("resume=first", r"unknown resume 'first'", r"use resume=latest"),
     ("measure.repeats=0", r"measure.repeats must be >= 1", r"measure.repeats=1"),
     ("measure.min_window_iters=1", r"min_window_iters must be >= 2", r"measure.min_window_iters=5"),
+    ("workload.kind=slurm", r"unknown workload.kind 'slurm'", r"use one of: auto, proxy, mimickit, command"),
+    ("workload.launcher=mpirun", r"unknown workload.launcher 'mpirun'", r"use one of: torchrun, direct"),
+    ("workload.progress=csv", r"unknown workload.progress 'csv'", r"jsonl, regex, mimickit_stdout, mimickit_log"),
     ("measure.sample_hz=0", r"measure.sample_hz must be > 0", r"measure.sample_hz=<seconds>"),
 ]
 

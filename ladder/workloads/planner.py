@@ -14,23 +14,15 @@ from typing import TypeVar
 
 from ladder.config import Case, Profile, WorkloadConf
 from ladder.errors import ConfigError
-from ladder.records import Word
 from ladder.workloads.builtin import Placement, plan_proxy
 from ladder.workloads.command import DEFAULT_REGEX, CommandConf, command_conf, plan_command, split_cmd
 from ladder.workloads.mimickit import NUM_ENVS, MimicKitConf, plan_mimickit
-from ladder.workloads.spec import Launcher, ProgressKind, TrialSpec
+from ladder.workloads.spec import Kind, Launcher, ProgressKind, TrialSpec
 
 ROOT_VAR = "MIMICKIT_ROOT"
 MIMICKIT_PROGRESS = (ProgressKind.MIMICKIT_STDOUT, ProgressKind.MIMICKIT_LOG)
 COMMAND_PROGRESS = (ProgressKind.REGEX, ProgressKind.JSONL)
 E = TypeVar("E", bound=enum.Enum)
-
-
-class Kind(Word):
-    AUTO = "auto"  # mimickit when a MimicKit folder is configured, else proxy
-    PROXY = "proxy"  # the built-in stand-in trainer (ladder.workloads.proxy) under torchrun
-    MIMICKIT = "mimickit"  # MimicKit's mimickit/run.py
-    COMMAND = "command"  # any trainer, from an argv template
 
 
 @dataclass(frozen=True)
