@@ -26,11 +26,12 @@ from dataclasses import dataclass, replace
 from typing import Generic, NamedTuple, TypeVar
 
 from ladder import figkeys
-from ladder.records import Phase, Status, TrialRecord
+from ladder.records import Objective, Phase, Status, TrialRecord
 
-OTHER = {"min_avg_util": "samples_per_s", "samples_per_s": "min_avg_util"}  # what breaks a tie on the objective
+# what breaks a tie on the objective
+OTHER = {Objective.MIN_AVG_UTIL: Objective.SAMPLES_PER_S, Objective.SAMPLES_PER_S: Objective.MIN_AVG_UTIL}
 REPEAT_FIGURES = ("repeats", "unstable", "repeat_spread", "ci_frac")  # about all repeats of a configuration
-SPREAD = {"min_avg_util": "util_spread"}  # objectives whose noise is a half-width figure, not a _lo/_hi interval
+SPREAD = {Objective.MIN_AVG_UTIL: "util_spread"}  # objectives whose noise is a half-width figure, not _lo/_hi
 T = TypeVar("T")
 
 

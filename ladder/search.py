@@ -39,7 +39,7 @@ from ladder.dryrun import Planned, estimate_left, every_trial, format_dry_run, f
 from ladder.errors import ConfigError, ExitCode, LadderError
 from ladder.machine import emulated_card_gb, find_machine
 from ladder.policy import Decision, Outcome
-from ladder.records import Phase, Status
+from ladder.records import Objective, Phase, Status
 from ladder.sweep import GROWS_WITH_ENVS, Machine, Paths, Run, Summary, plan, run, workload_of, would_reuse
 from ladder.view import PlainView, make_view, no_pick_line, trial_line
 
@@ -145,7 +145,7 @@ def worst(codes: list[int]) -> int:
     return min(known, key=lambda c: rank[c], default=ExitCode.PICK_FOUND)
 
 
-def print_summary(summary: Summary, paths: Paths, knob: str, objective: str = "min_avg_util") -> None:
+def print_summary(summary: Summary, paths: Paths, knob: str, objective: Objective = Objective.MIN_AVG_UTIL) -> None:
     print()
     for w in summary.walks:
         at = f" at {rung_label(knob, w.rung)}" if w.rung else ""
