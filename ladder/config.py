@@ -260,7 +260,7 @@ def settings_from(cfg: DictConfig, known_cases: tuple[str, ...] = (), given: tup
     Every default is SweepConf's (and its groups'): a key the config lacks takes the schema's value."""
     raw = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False)
     assert isinstance(raw, dict)
-    top: SweepConf = _typed(SweepConf, {k: v for k, v in raw.items() if k not in GROUPS})
+    top: SweepConf = _typed(SweepConf, {str(k): v for k, v in raw.items() if k not in GROUPS})
     workload = _workload(raw.get("workload") or {})
     ladder: LadderConf = _typed(LadderConf, raw.get("ladder") or {})
     return Settings(

@@ -28,10 +28,13 @@ from typing import Generic, NamedTuple, TypeVar
 from ladder import figkeys
 from ladder.records import Objective, Phase, Status, TrialRecord
 
-# what breaks a tie on the objective
-OTHER = {Objective.MIN_AVG_UTIL: Objective.SAMPLES_PER_S, Objective.SAMPLES_PER_S: Objective.MIN_AVG_UTIL}
+OTHER: dict[str, str] = {  # what breaks a tie on the objective
+    Objective.MIN_AVG_UTIL: Objective.SAMPLES_PER_S,
+    Objective.SAMPLES_PER_S: Objective.MIN_AVG_UTIL,
+}
 REPEAT_FIGURES = ("repeats", "unstable", "repeat_spread", "ci_frac")  # about all repeats of a configuration
-SPREAD = {Objective.MIN_AVG_UTIL: "util_spread"}  # objectives whose noise is a half-width figure, not _lo/_hi
+# objectives whose noise is a half-width figure, not a _lo/_hi interval
+SPREAD: dict[str, str] = {Objective.MIN_AVG_UTIL: "util_spread"}
 T = TypeVar("T")
 
 
