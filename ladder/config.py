@@ -6,16 +6,21 @@ Nothing below this module sees a DictConfig: `settings_from(cfg)` turns the comp
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, TypeVar
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
+from ladder.decide import Thresholds, validate
 from ladder.errors import ConfigError
+from ladder.policy import Strategy
+from ladder.records import Objective, PreflightPolicy, Word
+from ladder.workloads.spec import Kind, Launcher, ProgressKind
 
-OBJECTIVES = ("min_avg_util", "samples_per_s")
+OBJECTIVES = tuple(o.value for o in Objective)
 
 # A sweep's settings record (ladder.sweepsettings): recorded when a sweep starts, taken back when it resumes. Each
 # entry names a setting by its command-line key (a group covers its leaves: `workload` is every workload.* key).
@@ -26,10 +31,22 @@ OUTCOME_SETTINGS = ("case", "ladder", "profile", "workload", "measure", "device"
 NOT_OUTCOME = ("workload.lease_dir", "workload.lease_timeout_s", "measure.kill_grace_s")  # where and how long to wait
 # Carried: how the sweep walks; a resume that does not give it takes the recorded value, one that does wins
 CARRIED_SETTINGS = ("reuse", "strategy", "mem_headroom_frac", "mem_margin_frac", "descent_gain_max")
-SETTINGS_CHANGES = ("refuse", "accept")
 
 
-class Device(str, enum.Enum):
+class SettingsChange(Word):
+    """What a resume does when its command line sets outcome settings other than the sweep recorded."""
+
+    REFUSE = "refuse"  # stop before anything launches, naming the differences
+    ACCEPT = "accept"  # record the change; the rungs it affects start afresh
+
+
+SETTINGS_CHANGES = tuple(c.value for c in SettingsChange)
+
+
+E = TypeVar("E", bound=enum.Enum)
+
+
+class Device(Word):
     AUTO = "auto"  # cuda when a GPU is visible, else cpu
     CPU = "cpu"
     CUDA = "cuda"
@@ -130,17 +147,17 @@ class MeasureConf:
 class DecideConf:
     """The decision table's thresholds (seeds 000/001), relative to the card's memory."""
 
-    vram_frac: float = 0.95  # peak memory at least this share of the card: VRAM-bound
-    compute_util: float = 60.0  # util at least this: compute-heavy
-    low_util: float = 45.0  # util under this with low memory: throughput/env-bound
-    low_mem_frac: float = 0.333  # "low memory": under this share of the card
+    vram_frac: float = Thresholds.vram_frac  # peak memory at least this share of the card: VRAM-bound
+    compute_util: float = Thresholds.compute_util  # util at least this: compute-heavy
+    low_util: float = Thresholds.low_util  # util under this with low memory: throughput/env-bound
+    low_mem_frac: float = Thresholds.low_mem_frac  # "low memory": under this share of the card (1/3)
 
 
 @dataclass
 class PreflightConf:
     """Before each launch on GPUs: no foreign compute process, memory back near its idle baseline."""
 
-    policy: str = "wait"  # wait (poll; refuse after timeout_s), refuse, or ignore
+    policy: str = PreflightPolicy.WAIT.value  # wait (poll; refuse after timeout_s), refuse, or ignore
     mem_slack_mb: float = 512.0  # used memory may sit this far above the GPU's baseline
     timeout_s: float = 600.0  # policy wait: refuse when still busy after this long
     poll_s: float = 2.0  # policy wait: seconds between NVML readings
@@ -159,8 +176,8 @@ class SweepConf:
     decide: DecideConf = field(default_factory=DecideConf)
     dry_run: bool = False  # print every trial the walk could launch (argv, env, files) and launch nothing
     confirm_s: float = 0.0  # > 0: the pick runs this long (phase confirm); failing then steps down and confirms again
-    objective: str = "min_avg_util"  # min_avg_util (the seed's column) or samples_per_s
-    strategy: str = "model"  # model: seeds later profiles, jumps on a memory fit; walk: one rung at a time
+    objective: str = Objective.MIN_AVG_UTIL.value  # min_avg_util (the seed's column) or samples_per_s
+    strategy: str = Strategy.MODEL.value  # model: seeds later profiles, jumps on a memory fit; walk: one rung at a time
     mem_headroom_frac: float = 0.05  # the memory fit jumps only to rungs leaving this fraction of the card free
     mem_margin_frac: float = 0.10  # ... and skips a rung only when it predicts it over the card by this much
     reuse: bool = True  # trials of earlier sweeps with the same configuration on the same hardware are not rerun
@@ -169,7 +186,7 @@ class SweepConf:
     # largest such gain on record is 1.22 (a sweep that peaked at 4096 envs and lost 18% at 8192)
     descent_gain_max: float | None = 1.3
     descent_short: bool = True  # samples/s: a step below the largest fit is a short probe while more envs was faster
-    device: str = "auto"  # auto (cuda when a GPU is visible, else cpu), cpu or cuda
+    device: str = Device.AUTO.value  # auto (cuda when a GPU is visible, else cpu), cpu or cuda
     sweep: str | None = None  # sweep name: resume it when it exists; null = a new one named by the time
     output_root: str = "output/train"  # sweeps live in <output_root>/case_gpu_bench_<sweep>/
     storage: str | None = None  # Optuna storage URL; null = journal file in the sweep folder
@@ -179,7 +196,7 @@ class SweepConf:
     nccl_env: dict[str, str] = field(default_factory=dict)  # set for every trial and written to env.txt
     # a resumed sweep given other outcome settings than it recorded: refuse, or accept (record them; the rungs
     # they change start afresh)
-    settings_change: str = "refuse"
+    settings_change: str = SettingsChange.REFUSE.value
 
 
 def register() -> None:
@@ -215,12 +232,12 @@ class Settings:
     profiles: tuple[Profile, ...]
     workload: WorkloadConf
     measure: MeasureConf
-    preflight: PreflightConf
-    decide: DecideConf
+    preflight: PreflightConf  # its policy a PreflightPolicy
+    decide: Thresholds  # validated: 0 < low_mem_frac < vram_frac <= 1, 0 <= low_util <= compute_util <= 100
     dry_run: bool
     confirm_s: float
-    objective: str
-    strategy: str
+    objective: Objective
+    strategy: Strategy
     mem_headroom_frac: float
     mem_margin_frac: float
     reuse: bool
@@ -233,45 +250,50 @@ class Settings:
     heartbeat_s: float
     stale_after_s: float
     nccl_env: dict[str, str]
-    settings_change: str = "refuse"
+    settings_change: SettingsChange = SettingsChange.REFUSE
     given: tuple[str, ...] | None = None  # the keys set on the command line; None = unknown (all count as given)
     descent_short: bool = True  # samples/s: a descent step is a short probe while more envs was faster (policy.rising)
 
 
+GROUPS = ("case", "ladder", "profile", "workload", "measure", "preflight", "decide")  # SweepConf's nested fields
+
+
 def settings_from(cfg: DictConfig, known_cases: tuple[str, ...] = (), given: tuple[str, ...] | None = None) -> Settings:
-    """Validate the composed config and freeze it; `given`: the keys the command line set (see `Settings.given`)."""
+    """Validate the composed config and freeze it; `given`: the keys the command line set (see `Settings.given`).
+    Every default is SweepConf's (and its groups'): a key the config lacks takes the schema's value."""
     raw = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False)
     assert isinstance(raw, dict)
-    case = _case(raw.get("case"), known_cases, str((raw.get("workload") or {}).get("kind", "auto")))
-    ladder = raw.get("ladder") or {}
+    top: SweepConf = _typed(SweepConf, {str(k): v for k, v in raw.items() if k not in GROUPS})
+    workload = _workload(raw.get("workload") or {})
+    ladder: LadderConf = _typed(LadderConf, raw.get("ladder") or {})
     return Settings(
-        case=case,
-        rungs=validate_rungs(ladder.get("rungs"), str(ladder.get("name", "?"))),
-        ladder_name=str(ladder.get("name", "")),
-        knob=str(ladder.get("knob", "num_envs")),
+        case=_case(raw.get("case"), known_cases, workload.kind),
+        rungs=validate_rungs(ladder.rungs, str(ladder.name)),
+        ladder_name=str(ladder.name),
+        knob=str(ladder.knob),
         profiles=_profiles(raw.get("profile") or {}),
-        workload=_typed(WorkloadConf, raw.get("workload") or {}),
+        workload=workload,
         measure=_measure(raw.get("measure") or {}),
         preflight=_preflight(raw.get("preflight") or {}),
-        decide=_typed(DecideConf, raw.get("decide") or {}),
-        dry_run=bool(raw.get("dry_run", False)),
-        confirm_s=_non_negative("confirm_s", raw.get("confirm_s", 0.0)),
-        objective=validate_objective(str(raw.get("objective"))),
-        strategy=_choice("strategy", str(raw.get("strategy", "model")), ("model", "walk")),
-        mem_headroom_frac=float(raw.get("mem_headroom_frac", 0.05)),
-        mem_margin_frac=float(raw.get("mem_margin_frac", 0.10)),
-        reuse=bool(raw.get("reuse", True)),
-        descent_gain_max=_gain(raw.get("descent_gain_max", 1.3)),
-        descent_short=bool(raw.get("descent_short", True)),
-        device=_device(str(raw.get("device", "auto"))),
-        sweep=_opt_str(raw.get("sweep")),
-        output_root=str(raw.get("output_root", "output/train")),
-        storage=_opt_str(raw.get("storage")),
-        resume=_resume(raw.get("resume")),
-        heartbeat_s=_positive("heartbeat_s", raw.get("heartbeat_s", 30.0)),
-        stale_after_s=_positive("stale_after_s", raw.get("stale_after_s", 300.0)),
-        nccl_env={str(k): str(v) for k, v in (raw.get("nccl_env") or {}).items()},
-        settings_change=_choice("settings_change", str(raw.get("settings_change", "refuse")), SETTINGS_CHANGES),
+        decide=_decide(raw.get("decide") or {}),
+        dry_run=bool(top.dry_run),
+        confirm_s=_non_negative("confirm_s", top.confirm_s),
+        objective=validate_objective(str(top.objective)),
+        strategy=_enum(Strategy, "strategy", top.strategy),
+        mem_headroom_frac=float(top.mem_headroom_frac),
+        mem_margin_frac=float(top.mem_margin_frac),
+        reuse=bool(top.reuse),
+        descent_gain_max=_gain(top.descent_gain_max),
+        descent_short=bool(top.descent_short),
+        device=_device(str(top.device)),
+        sweep=_opt_str(top.sweep),
+        output_root=str(top.output_root),
+        storage=_opt_str(top.storage),
+        resume=_resume(top.resume),
+        heartbeat_s=_positive("heartbeat_s", top.heartbeat_s),
+        stale_after_s=_positive("stale_after_s", top.stale_after_s),
+        nccl_env={str(k): str(v) for k, v in (top.nccl_env or {}).items()},
+        settings_change=_enum(SettingsChange, "settings_change", top.settings_change),
         given=given,
     )
 
@@ -287,13 +309,11 @@ def validate_rungs(rungs: Any, ladder_name: str) -> tuple[int, ...]:
     return tuple(rungs)
 
 
-def validate_objective(objective: str) -> str:
-    if objective not in OBJECTIVES:
-        raise ConfigError(f"unknown objective '{objective}'", f"use one of: {', '.join(OBJECTIVES)}")
-    return objective
+def validate_objective(objective: str) -> Objective:
+    return _enum(Objective, "objective", objective)
 
 
-def _case(raw: Any, known_cases: tuple[str, ...], kind: str = "auto") -> Case:
+def _case(raw: Any, known_cases: tuple[str, ...], kind: str = WorkloadConf.kind) -> Case:
     known = ", ".join(known_cases) or "(none found)"
     if not isinstance(raw, dict) or raw.get("name") in (None, "???"):
         raise ConfigError("no case selected", f"add case=<name>; known cases: {known}")
@@ -321,6 +341,17 @@ def _profiles(raw: dict[str, Any]) -> tuple[Profile, ...]:
     )
 
 
+def _workload(raw: dict[str, Any]) -> WorkloadConf:
+    """The workload's choices checked here, before anything launches; which kind `auto` runs, and the progress
+    formats each kind reads, are the planner's to resolve (ladder.workloads.planner)."""
+    conf: WorkloadConf = _typed(WorkloadConf, raw)
+    _enum(Kind, "workload.kind", conf.kind)
+    _enum(Launcher, "workload.launcher", conf.launcher)
+    if conf.progress:
+        _enum(ProgressKind, "workload.progress", conf.progress)
+    return conf
+
+
 def _measure(raw: dict[str, Any]) -> MeasureConf:
     measure = _typed(MeasureConf, raw)
     if measure.repeats < 1:
@@ -345,11 +376,23 @@ def _measure(raw: dict[str, Any]) -> MeasureConf:
 
 def _preflight(raw: dict[str, Any]) -> PreflightConf:
     conf: PreflightConf = _typed(PreflightConf, raw)
-    _choice("preflight.policy", conf.policy, ("wait", "refuse", "ignore"))
+    policy = _enum(PreflightPolicy, "preflight.policy", conf.policy)
     for name in ("timeout_s", "poll_s"):
         if getattr(conf, name) <= 0:
             raise ConfigError(f"preflight.{name} must be > 0, got {getattr(conf, name)}", f"set preflight.{name}=<s>")
-    return conf
+    return dataclasses.replace(conf, policy=policy)
+
+
+def _decide(raw: dict[str, Any]) -> Thresholds:
+    """The decision table's thresholds, each a number, in the order the table needs them."""
+    conf: DecideConf = _typed(DecideConf, raw)
+    for name in ("vram_frac", "compute_util", "low_util", "low_mem_frac"):
+        value = getattr(conf, name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            example = f"decide.{name}={getattr(Thresholds, name):.3g}"
+            raise ConfigError(f"decide.{name} must be a number, got {value!r}", f"set a number, e.g. {example}")
+    return validate(Thresholds(float(conf.vram_frac), float(conf.compute_util), float(conf.low_util),
+                               float(conf.low_mem_frac)))  # fmt: skip
 
 
 def _typed(kind: Any, raw: dict[str, Any]) -> Any:
@@ -360,10 +403,13 @@ def _typed(kind: Any, raw: dict[str, Any]) -> Any:
     return kind(**raw)
 
 
-def _choice(key: str, value: str, options: tuple[str, ...]) -> str:
-    if value not in options:
-        raise ConfigError(f"unknown {key} '{value}'", f"use one of: {', '.join(options)}")
-    return value
+def _enum(kind: type[E], key: str, value: Any) -> E:
+    """`value` as a member of `kind`, or a ConfigError that lists the valid options."""
+    try:
+        return kind(value)
+    except ValueError:
+        options = ", ".join(str(o.value) for o in kind)
+        raise ConfigError(f"unknown {key} '{value}'", f"use one of: {options}") from None
 
 
 def _device(value: str) -> Device:

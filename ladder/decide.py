@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
+from ladder import figkeys
 from ladder.errors import ConfigError
 from ladder.records import Word
 
@@ -119,7 +120,7 @@ def _classify_ok(row: Mapping[str, str], thresholds: Thresholds) -> tuple[CaseCl
         return classify(util, used, cap, thresholds)
     if row.get("gpu_name") == "cpu":
         return CaseClass.UNCLASSIFIED, "no class on CPU: the classes read a GPU's memory and util; measure on a GPU"
-    mems = [m for k, v in row.items() if k.startswith("max_mem") and k[7:].isdigit() and (m := _float(v)) is not None]
+    mems = [m for v in figkeys.values(row, figkeys.MAX_MEM) if (m := _float(v)) is not None]
     if util is None or card is None or not mems:
         return CaseClass.UNCLASSIFIED, ACTIONS[CaseClass.UNCLASSIFIED]
     return classify(util, max(mems), card, thresholds)

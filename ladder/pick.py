@@ -25,11 +25,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Generic, NamedTuple, TypeVar
 
-from ladder.records import Phase, Status, TrialRecord
+from ladder import figkeys
+from ladder.records import Objective, Phase, Status, TrialRecord
 
-OTHER = {"min_avg_util": "samples_per_s", "samples_per_s": "min_avg_util"}  # what breaks a tie on the objective
+OTHER: dict[str, str] = {  # what breaks a tie on the objective
+    Objective.MIN_AVG_UTIL: Objective.SAMPLES_PER_S,
+    Objective.SAMPLES_PER_S: Objective.MIN_AVG_UTIL,
+}
 REPEAT_FIGURES = ("repeats", "unstable", "repeat_spread", "ci_frac")  # about all repeats of a configuration
-SPREAD = {"min_avg_util": "util_spread"}  # objectives whose noise is a half-width figure, not a _lo/_hi interval
+# objectives whose noise is a half-width figure, not a _lo/_hi interval
+SPREAD: dict[str, str] = {Objective.MIN_AVG_UTIL: "util_spread"}
 T = TypeVar("T")
 
 
@@ -233,7 +238,7 @@ def mem_frac(record: TrialRecord) -> float | None:
     if f.get("cap_mb"):
         return f["cap_used_mb"] / f["cap_mb"] if "cap_used_mb" in f else None
     total = float(record.info.get("gpu_mem_total") or 0)
-    mems = [v for k, v in f.items() if k.startswith("max_mem") and k[7:].isdigit()]
+    mems = figkeys.values(f, figkeys.MAX_MEM)
     if record.info.get("source") == "nvml" and total and mems and not record.info.get("emulate_gpu_mem_gb"):
         return max(mems) / total
     return None

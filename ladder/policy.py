@@ -51,7 +51,7 @@ from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 from ladder import results
-from ladder.records import Status
+from ladder.records import Status, Word
 
 MAX_RETRIES = 3  # launches of one rung that fail for reasons unrelated to it (port in use) before giving up
 
@@ -67,7 +67,9 @@ class Outcome(str, enum.Enum):
     EXHAUSTED = "exhausted"  # no rung fits
 
 
-class Strategy(str, enum.Enum):
+class Strategy(Word):
+    """How the walk moves down the ladder (`strategy=`)."""
+
     WALK = "walk"
     MODEL = "model"
 

@@ -24,19 +24,14 @@ import psutil
 
 from ladder import procs
 from ladder.errors import ConfigError, LaunchError
-from ladder.records import Word
+from ladder.records import PreflightPolicy
 
 log = logging.getLogger(__name__)
 
 MIB = 1024 * 1024
 
 
-class Policy(Word):
-    """What a busy GPU means before a launch."""
-
-    WAIT = "wait"  # poll until clear; refuse after timeout_s
-    REFUSE = "refuse"  # raise at once, naming the processes and the fix
-    IGNORE = "ignore"  # log a warning and launch anyway
+Policy = PreflightPolicy  # what a busy GPU means before a launch (ladder.records, where the settings hold it)
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,32 @@ class Reason(Word):
     NO_PROGRESS_MATCH = "no_progress_match"  # error: alive, but no line it printed matched the progress reader
 
 
+class StopCause(Word):
+    """Why ladder stopped a trial's process group (`Ending.stopped_by`); NONE when it ended by itself."""
+
+    NONE = ""
+    WINDOW_DONE = "window_done"  # the measured window closed: the trial did what it was run for
+    STALLED = "stalled"  # no progress (and no activity) for stall_timeout_s
+    TRIAL_TIMEOUT = "trial_timeout"  # over measure.trial_timeout_s
+    INTERRUPTED = "interrupted"  # the sweep was stopped (Ctrl-C, SIGTERM)
+    OUT_OF_MEMORY = "out_of_memory"  # at the first memory-failure evidence (the verdict still comes from the files)
+
+
+class Objective(Word):
+    """The figure a case's pick maximises (`objective=`)."""
+
+    MIN_AVG_UTIL = "min_avg_util"  # the seed's column: the lower of the devices' mean util
+    SAMPLES_PER_S = "samples_per_s"  # throughput
+
+
+class PreflightPolicy(Word):
+    """What a busy GPU means before a launch (`preflight.policy=`)."""
+
+    WAIT = "wait"  # poll until clear; refuse after timeout_s
+    REFUSE = "refuse"  # raise at once, naming the processes and the fix
+    IGNORE = "ignore"  # log a warning and launch anyway
+
+
 class Confidence(Word):
     """How sure a verdict is: low where its evidence alone leaves the cause open (see README, Verdicts)."""
 
@@ -69,8 +95,7 @@ class Ending:
     log_text: str = ""  # the trial's combined stdout/stderr (its tail is enough)
     rank_logs: dict[int, str] = field(default_factory=dict)  # per-rank output where the launcher keeps it
     error_files: tuple[dict, ...] = ()  # parsed torchrun error.json files (elastic `@record`)
-    stopped_by: str = ""  # why ladder stopped the group: "", "window_done", "stalled", "trial_timeout", "interrupted",
-    # or "out_of_memory" (at the first evidence; the verdict still comes from the files)
+    stopped_by: StopCause = StopCause.NONE  # why ladder stopped the group (NONE: it ended by itself)
     oom_kills: int = 0  # kernel OOM kills counted by the trial's memory cgroup
 
 

@@ -33,6 +33,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from ladder import figkeys
 from ladder.errors import StorageError
 from ladder.pick import REPEAT_FIGURES, best, median_repeats, objective_value, pick, to_beat  # noqa: F401
 from ladder.records import Status, TrialRecord
@@ -90,8 +91,7 @@ def columns(rows: Iterable[dict[str, str]], head: Sequence[str], tail: Sequence[
     """Head, per-device columns in index order (max_memN first, as the seed has them), then the tail;
     with `rest`, every other key the rows carry goes between, sorted."""
     keys = {k for row in rows for k in row}
-    mem = sorted((k for k in keys if k.startswith("max_mem") and k[7:].isdigit()), key=lambda k: int(k[7:]))
-    util = sorted((k for k in keys if k.startswith("avg_util") and k[8:].isdigit()), key=lambda k: int(k[8:]))
+    mem, util = figkeys.keys(keys, figkeys.MAX_MEM), figkeys.keys(keys, figkeys.AVG_UTIL)
     middle = sorted(keys - set(head) - set(tail) - set(mem) - set(util)) if rest else []
     return [*head, *mem, *util, *middle, *tail]
 
@@ -190,7 +190,7 @@ def _key(row: dict[str, str]) -> tuple[str, ...]:
 
 def _fill(column: str) -> str:
     """max_memN of a row measured on fewer devices is 0, so the seed's max(float(...)) still reads it."""
-    return "0" if column.startswith("max_mem") else ""
+    return "0" if figkeys.index_of(column, figkeys.MAX_MEM) is not None else ""
 
 
 def _num(value: float) -> str:

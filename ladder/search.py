@@ -16,11 +16,9 @@ import os
 import re
 import shlex
 import signal
-import socket
 import sys
 from collections.abc import MutableMapping
 from datetime import datetime, timezone
-from importlib import metadata
 from pathlib import Path
 from types import FrameType
 
@@ -35,19 +33,17 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 from omegaconf.errors import InterpolationKeyError
 
-from ladder import dryrun, launch, lease, procs, results, store, sweepsettings
+from ladder import dryrun, launch, procs, store, sweepsettings
 from ladder.catalog import CONF_DIR, INLINE_CASE, env_overrides, inline_case, known, user_dirs
-from ladder.config import Device, Settings, register, settings_from
+from ladder.config import Settings, register, settings_from
 from ladder.dryrun import rung_label
 from ladder.errors import ConfigError, ExitCode, LadderError
-from ladder.monitor import NvmlSampler, nvml_gpu_count
+from ladder.machine import emulated_card_gb, find_machine
 from ladder.policy import Outcome, insurance
-from ladder.records import Status
+from ladder.records import Objective, Status
 from ladder.sweep import Machine, Paths, Summary, run
 from ladder.sweep import _tuning as walk_tuning
 from ladder.view import make_view, no_pick_line, trial_line
-from ladder.workloads import planner
-from ladder.workloads.command import single_process
 
 log = logging.getLogger(__name__)
 
@@ -142,65 +138,6 @@ def _choices(override: Override) -> list[str]:
     return [str(c) for v in values for c in (v if isinstance(v, list) else [v])]
 
 
-def find_machine(settings: Settings) -> Machine:
-    host_gpus = 0 if settings.device is Device.CPU else nvml_gpu_count()
-    visible = _visible_gpus(host_gpus)
-    if settings.device is Device.CUDA and not visible:
-        raise LadderError("device=cuda but no NVIDIA GPU is visible (none in NVML, or CUDA_VISIBLE_DEVICES is empty)",
-                          "use device=auto or device=cpu")  # fmt: skip
-    device = "cuda" if visible else "cpu"
-    per_trial, w = settings.workload.gpus_per_trial, settings.workload
-    single = single_process(w.kind, w.launcher, w.command, w.cmd)  # one direct process: one rank
-    nproc = per_trial or w.nproc or (1 if single else len(visible) or 2)
-    if device == "cuda" and nproc > len(visible):
-        raise LadderError(f"{nproc} GPU(s) per trial asked for, but {len(visible)} visible: {list(visible)}",
-                          "lower workload.nproc (or workload.gpus_per_trial), or make more GPUs visible")  # fmt: skip
-    gpus = visible[:nproc] if device == "cuda" else ()
-    describe = {
-        "host": socket.gethostname(),
-        "n_gpus": str(nproc),
-        "torch": _version("torch"),
-        "workload_version": results.code_version(Path(__file__).parent),
-    }
-    describe.update(_gpu_describe(gpus) if device == "cuda" else _cpu_describe(settings))
-    pool = (visible if device == "cuda" else tuple(sorted(os.sched_getaffinity(0)))) if per_trial else ()
-    # CUDA numbers GPUs fastest first unless told otherwise; NVML (what ladder samples) by PCI bus
-    env = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"} if device == "cuda" else {}
-    return Machine(device, gpus, nproc, sys.executable, describe, pool, env)
-
-
-def _visible_gpus(host_gpus: int) -> tuple[int, ...]:
-    """The GPUs this orchestrator may use, by NVML index: those CUDA_VISIBLE_DEVICES names (a scheduler's
-    allocation), else all of the host's."""
-    if not host_gpus:
-        return ()
-    visible = lease.visible_pool(os.environ, host_gpus)
-    if missing := [i for i in visible if i >= host_gpus]:
-        raise LadderError(f"CUDA_VISIBLE_DEVICES names GPU(s) {missing}, but NVML finds {host_gpus}",
-                          f"name GPUs 0..{host_gpus - 1}, or unset CUDA_VISIBLE_DEVICES")  # fmt: skip
-    return visible
-
-
-def _gpu_describe(gpus: tuple[int, ...]) -> dict[str, str]:
-    sampler = NvmlSampler(list(gpus))
-    try:
-        return sampler.describe()
-    finally:
-        sampler.close()
-
-
-def _cpu_describe(settings: Settings) -> dict[str, str]:
-    cap = emulated_card_gb(settings)
-    return {"gpu_name": "cpu", "gpu_mem_total": str(round(cap * 1024)) if cap else "", "driver": ""}
-
-
-def _version(package: str) -> str:
-    try:
-        return metadata.version(package)
-    except metadata.PackageNotFoundError:
-        return ""
-
-
 # the order in which a multirun's codes win, worst first: a sweep cut short or a bug says more than any answer; a
 # job that could not start, or a broken configuration, must be fixed before any case's answer can be trusted
 WORST_FIRST = (ExitCode.INTERRUPTED, ExitCode.CRASH, ExitCode.BAD_SETTINGS, ExitCode.BROKEN_CONFIG,
@@ -224,7 +161,7 @@ def worst(codes: list[int]) -> int:
     return min(known, key=lambda c: rank[c], default=ExitCode.PICK_FOUND)
 
 
-def print_summary(summary: Summary, paths: Paths, knob: str, objective: str = "min_avg_util") -> None:
+def print_summary(summary: Summary, paths: Paths, knob: str, objective: Objective = Objective.MIN_AVG_UTIL) -> None:
     print()
     for w in summary.walks:
         at = f" at {rung_label(knob, w.rung)}" if w.rung else ""
@@ -263,13 +200,6 @@ def print_summary(summary: Summary, paths: Paths, knob: str, objective: str = "m
         print(f"({summary.resumed} finished trial(s) reused from sweep storage, not run again)")
     print(f"best_by_case.tsv: {paths.best_tsv}")
     print(f"trials.tsv:       {paths.trials_tsv}")
-
-
-def emulated_card_gb(settings: Settings) -> float | None:
-    """The emulated card's size where the workload takes one (the built-in proxy only); None elsewhere, so a
-    setting that does not apply is neither shown nor recorded as the card."""
-    kind = planner.resolve(planner.parse_kind(settings.workload.kind), settings.workload.mimickit_root, os.environ)
-    return settings.workload.emulate_gpu_mem_gb if kind.kind is planner.Kind.PROXY else None
 
 
 def banner(settings: Settings, paths: Paths, machine: Machine) -> str:

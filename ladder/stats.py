@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, NamedTuple
 
+from ladder.figkeys import AVG_SM_UTIL, AVG_UTIL, MAX_MEM, key
 from ladder.records import Sample, Source
 
 if TYPE_CHECKING:  # a type only: importing progress at run time would bring its file reading and logging
@@ -176,7 +177,7 @@ def _util_figures(samples: Sequence[Sample]) -> dict[str, float]:
     avgs = {i: statistics.fmean(v) for i, v in by_index.items()}
     seconds = per_second(samples)
     active = [u for u in seconds if u > ACTIVE_UTIL]
-    out = {f"avg_util{i}": round(a, 2) for i, a in sorted(avgs.items())}
+    out = {key(AVG_UTIL, i): round(a, 2) for i, a in sorted(avgs.items())}
     out["min_avg_util"] = round(min(avgs.values()), 2)
     out["p50_util"] = round(statistics.median(seconds), 2)
     out["n_samples"] = float(len({s.t for s in samples}))
@@ -216,7 +217,7 @@ def per_second(samples: Sequence[Sample]) -> list[float]:
 
 
 def _memory_figures(samples: Sequence[Sample]) -> dict[str, float]:
-    return {f"max_mem{i}": round(max(v)) for i, v in sorted(_by_index(samples, lambda s: s.mem_mb).items())}
+    return {key(MAX_MEM, i): round(max(v)) for i, v in sorted(_by_index(samples, lambda s: s.mem_mb).items())}
 
 
 def _gpu_extras(inside: Sequence[Sample], trial: Sequence[Sample]) -> dict[str, float]:
@@ -225,7 +226,7 @@ def _gpu_extras(inside: Sequence[Sample], trial: Sequence[Sample]) -> dict[str, 
         f"proc_mem_max{i}": round(max(v)) for i, v in sorted(_by_index(trial, lambda s: s.proc_mem_mb).items())
     }
     sm = _by_index(inside, lambda s: s.sm_util)
-    out.update({f"avg_sm_util{i}": round(statistics.fmean(v), 2) for i, v in sorted(sm.items())})
+    out.update({key(AVG_SM_UTIL, i): round(statistics.fmean(v), 2) for i, v in sorted(sm.items())})
     if sm:
         out["min_avg_sm_util"] = round(min(statistics.fmean(v) for v in sm.values()), 2)
     return out

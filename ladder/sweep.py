@@ -39,7 +39,7 @@ from ladder import (
 from ladder import pick as rules
 from ladder.config import MeasureConf, Settings
 from ladder.monitor import Sampler, sampler_for
-from ladder.records import Phase, Status, TrialRecord
+from ladder.records import Objective, Phase, Status, TrialRecord
 from ladder.turns import Turns
 from ladder.view import View
 from ladder.workloads import planner
@@ -49,7 +49,7 @@ from ladder.workloads.spec import TrialSpec
 log = logging.getLogger(__name__)
 
 # objectives that do not fall as num_envs grows (the seed's util); any other is measured below the largest fit too
-GROWS_WITH_ENVS = frozenset({"min_avg_util"})
+GROWS_WITH_ENVS = frozenset({Objective.MIN_AVG_UTIL})
 
 
 @dataclass(frozen=True)
@@ -121,8 +121,7 @@ class Run:
 
 def workload_of(settings: Settings) -> planner.Workload:
     """The sweep's workload with `auto` resolved; says in one log line what runs and why."""
-    workload, note = planner.build(planner.WorkloadInput.of(settings.workload), settings.workload, settings.knob,
-                                   os.environ)  # fmt: skip
+    workload, note = planner.build(settings.workload, settings.knob, os.environ)
     log.info(note)
     return workload
 
@@ -358,7 +357,7 @@ def _run_one(
     started = _utc_now()
     sampler = _sampler_factory(ctx.machine, held, trial_id)
     with store.heartbeat(ctx.study, otrial, ctx.settings.heartbeat_s):
-        beat = decision.beat if ctx.settings.objective == "samples_per_s" and phase is Phase.PROBE else None
+        beat = decision.beat if ctx.settings.objective is Objective.SAMPLES_PER_S and phase is Phase.PROBE else None
         result = trial.run(spec, trial_dir, trial_id, _measure_conf(ctx.settings, phase), sampler,
                            _mem_limit(ctx.settings), ctx.view.tick, beat, decision.short)  # fmt: skip
     if ctx.settings.measure.repeats > 1 and result.verdict.status is Status.OK:
@@ -475,9 +474,7 @@ def _tie(choice: rules.Choice[TrialRecord], objective: str) -> str:
 
 def classified(row: dict[str, str], settings: Settings, measured: Collection[str] = ()) -> dict[str, str]:
     """The best row with the decision table's class and action (agreeing with the profiles the walk measured)."""
-    t = settings.decide
-    thresholds = decide.Thresholds(t.vram_frac, t.compute_util, t.low_util, t.low_mem_frac)
-    cls, action = decide.classify_row(row, thresholds, measured)
+    cls, action = decide.classify_row(row, settings.decide, measured)
     return row | {"class": str(cls), "action": action}
 
 
@@ -495,8 +492,8 @@ def _preflight(settings: Settings, machine: Machine) -> preflight.Preflight | No
 
 def _tuning(settings: Settings) -> policy.Tuning:
     descend = settings.objective not in GROWS_WITH_ENVS
-    return policy.Tuning(policy.Strategy(settings.strategy), settings.mem_headroom_frac, settings.mem_margin_frac,
-                         descend, settings.descent_gain_max, settings.objective == "samples_per_s",
+    return policy.Tuning(settings.strategy, settings.mem_headroom_frac, settings.mem_margin_frac,
+                         descend, settings.descent_gain_max, settings.objective is Objective.SAMPLES_PER_S,
                          settings.descent_short)  # fmt: skip
 
 

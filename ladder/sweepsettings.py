@@ -36,9 +36,12 @@ from ladder.config import (
     Profile,
     ProxyShape,
     Settings,
+    SettingsChange,
     WorkloadConf,
 )
 from ladder.errors import ConfigError
+from ladder.policy import Strategy
+from ladder.records import Objective
 
 Record = dict[str, Any]  # command-line key (dotted) -> its value, as JSON has it
 LATEST_FILE = "latest_sweep"  # under output_root: the name of the sweep ladder.search started or resumed last
@@ -138,10 +141,10 @@ def _settings(s: Settings, m: Mapping[str, Any]) -> Settings:
         workload=_conf(WorkloadConf, s.workload, m, "workload"),
         measure=_conf(MeasureConf, s.measure, m, "measure"),
         device=Device(m["device"]),
-        objective=m["objective"],
+        objective=Objective(m["objective"]),
         confirm_s=float(m["confirm_s"]),
         nccl_env=dict(m["nccl_env"]),
-        **{k: m[k] for k in CARRIED_SETTINGS},
+        **{k: m[k] for k in CARRIED_SETTINGS} | {"strategy": Strategy(m["strategy"])},
     )
 
 
@@ -167,7 +170,7 @@ def recorded_for(s: Settings, sweep: str, sweep_dir: Path) -> Settings:
     if recorded is None:
         return s
     diffs = differences(recorded, record(s), s.given)
-    if diffs and s.settings_change != "accept":
+    if diffs and s.settings_change is not SettingsChange.ACCEPT:
         raise changed(sweep, recorded["case.name"], diffs)
     return adopt(s, recorded, s.given)
 

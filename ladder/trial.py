@@ -20,7 +20,7 @@ from ladder.config import MeasureConf
 from ladder.evidence import Evidence
 from ladder.monitor import Monitor, Sample, Sampler, write_samples
 from ladder.progress import Follow, Point, reader_for
-from ladder.records import Ending, Reason, Status, Verdict
+from ladder.records import Ending, Reason, Status, StopCause, Verdict
 from ladder.workloads.spec import STDOUT_FILE, TrialSpec
 
 log = logging.getLogger(__name__)
@@ -30,7 +30,7 @@ SHORT_FRAC = 0.25  # an insurance probe's short window, as a share of measure.wi
 # Stops after which nothing of the trial needs an orderly end: its figures (a window measured to its end, or cut)
 # or its failure evidence are on disk already. The group is killed at once; SIGTERM would cost torchrun's own
 # shutdown (0.85 s, FACTS.md), and up to `kill_grace_s` for a trainer that lingers at it.
-KILL_AT_ONCE = frozenset({"out_of_memory", "window_done"})
+KILL_AT_ONCE = frozenset({StopCause.OUT_OF_MEMORY, StopCause.WINDOW_DONE})
 LOG_TAIL_BYTES = 256 * 1024
 MIB = 1024 * 1024
 SHOWN_LINES = 3  # lines of the trainer's own output a "no progress matched" verdict shows
@@ -46,7 +46,7 @@ class Watch:
     last_progress_mono: float
     points: list[Point] = field(default_factory=list)
     window: stats.Window | None = None
-    stopped_by: str = ""
+    stopped_by: StopCause = StopCause.NONE
     beat: float | None = None  # samples/s this trial must beat to matter; below it, its window closes early
     cut: bool = False  # the window closed early: the trial measured clearly less than `beat`
     short_s: float | None = None  # an insurance probe: past this much window, a rate below `beat` ends it
@@ -78,7 +78,7 @@ class Result:
     duration_s: float
     leftovers: int  # processes of the trial found alive after the stop (and then killed)
     source: str = ""  # nvml or host: what the figures were sampled from
-    stopped_by: str = ""  # why ladder stopped it ("" when it ended by itself; see `Ending.stopped_by`)
+    stopped_by: StopCause = StopCause.NONE  # why ladder stopped it (NONE: it ended by itself)
 
 
 def run(
@@ -108,7 +108,7 @@ def run(
         _watch(running, watch, progress, measure, evidence,
                lambda: on_tick and on_tick(_tick(watch, monitor, running)))  # fmt: skip
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM (see search.py): the result says `interrupted`
-        watch.stopped_by = "interrupted"
+        watch.stopped_by = StopCause.INTERRUPTED
     finally:  # any other exception still stops and reaps the group before it goes on up
         result = _finish(running, watch, progress, monitor, trial_dir, measure)
         _write_result(trial_dir, result)
@@ -150,28 +150,29 @@ def _take_progress(watch: Watch, progress: Follow) -> None:
         watch.last_progress_mono = time.monotonic()
 
 
-def _stop_reason(watch: Watch, measure: MeasureConf, started_mono: float) -> str:
+def _stop_reason(watch: Watch, measure: MeasureConf, started_mono: float) -> StopCause:
     now_mono = time.monotonic()
     if watch.window is None:
         rule = stats.Rule(measure.warmup_iters, measure.stable_k, measure.stable_tol, measure.data_time_max_s)
         watch.window = stats.open_window(watch.points, watch.launch_t, time.time(), measure.window_s, rule,
                                          measure.warmup_timeout_s)  # fmt: skip
     if watch.window is not None and _window_done(watch, measure):
-        return "window_done"
+        return StopCause.WINDOW_DONE
     if watch.window is not None and watch.beat is not None and (_beaten(watch, watch.beat) or _short_lost(watch)):
-        return "window_done"
+        return StopCause.WINDOW_DONE
     silent_s = now_mono - watch.last_progress_mono
     if watch.points and silent_s > measure.stall_timeout_s:
-        return "stalled"
+        return StopCause.STALLED
     if now_mono - started_mono > measure.trial_timeout_s:
         if watch.extended and watch.window is not None:  # out of time while extended: the window it had stands
             watch.window = replace(watch.window, end_t=watch.points[-1].t)
-            return "window_done"
-        return "trial_timeout"
+            return StopCause.WINDOW_DONE
+        return StopCause.TRIAL_TIMEOUT
     # before the first progress line: a slow first update is not a hang while the trainer visibly works
     if not watch.points and silent_s > max(measure.stall_timeout_s, measure.startup_timeout_s):
-        return "" if stats.busy(watch.samples(), time.time() - measure.stall_timeout_s) else "stalled"
-    return ""
+        busy = stats.busy(watch.samples(), time.time() - measure.stall_timeout_s)
+        return StopCause.NONE if busy else StopCause.STALLED
+    return StopCause.NONE
 
 
 def _window_done(watch: Watch, measure: MeasureConf) -> bool:
@@ -189,10 +190,10 @@ def _window_done(watch: Watch, measure: MeasureConf) -> bool:
     return True
 
 
-def _out_of_memory(evidence: Evidence, running: launch.Running) -> str:
+def _out_of_memory(evidence: Evidence, running: launch.Running) -> StopCause:
     """A rank ran out of memory: stop the trial at this first evidence (its verdict is read from the same files)."""
     oom_kills = running.cgroup.oom_kills() if running.cgroup else 0
-    return "out_of_memory" if evidence.check(oom_kills) is not None else ""
+    return StopCause.OUT_OF_MEMORY if evidence.check(oom_kills) is not None else StopCause.NONE
 
 
 def _beaten(watch: Watch, beat: float) -> bool:
@@ -234,7 +235,7 @@ def _finish(
         log.warning("trial %s left process %d alive after the stop; killed it", running.trial_id, pid)
     write_samples(samples, trial_dir / "samples.csv")
     ending = _ending(trial_dir, code, watch.stopped_by, running)
-    window = watch.window if watch.stopped_by == "window_done" else None
+    window = watch.window if watch.stopped_by is StopCause.WINDOW_DONE else None
     figures = stats.figures(samples, watch.points, window, watch.launch_t)
     verdict = _settled(_with_last_progress(failures.classify(ending), watch.tail, progress), watch, measure, progress,
                        trial_dir)  # fmt: skip
@@ -274,11 +275,11 @@ def cgroup_figures(usage: Usage | None) -> dict[str, float]:
     return {"cgroup_peak_mb": round(usage.peak_bytes / MIB, 1)} | limit
 
 
-def _with_cgroup_oom(verdict: Verdict, running: launch.Running, stopped_by: str) -> Verdict:
+def _with_cgroup_oom(verdict: Verdict, running: launch.Running, stopped_by: StopCause) -> Verdict:
     """The kernel killed a process of the trial for the cgroup's cap: that is the cause, whatever the parent did
     after (an EOFError from its dead worker, an exit code 1, a hang). Only a stop by the user keeps its verdict."""
     usage = running.cgroup_usage
-    if usage is None or usage.oom_kills <= 0 or stopped_by == "interrupted":
+    if usage is None or usage.oom_kills <= 0 or stopped_by is StopCause.INTERRUPTED:
         return verdict
     name = running.cgroup.path.name if running.cgroup is not None else "?"
     found = f"memory cgroup {name} counted {usage.oom_kills} OOM kill(s) (peak {usage.peak_bytes / MIB:.0f} MiB)"
@@ -309,7 +310,7 @@ def _settled(verdict: Verdict, watch: Watch, measure: MeasureConf, progress: Fol
                            f"no line matched {_reader(progress)}: fix the progress setting (workload.progress_regex or "
                            f"a preset, workload.progress_file); its last lines: {shown}")  # fmt: skip
         return verdict
-    done = watch.stopped_by == "window_done"
+    done = watch.stopped_by is StopCause.WINDOW_DONE
     if verdict.status is Status.OK and not done or verdict.reason is Reason.TRIAL_TIMEOUT and watch.points:
         held = stats.window_points(watch.window, watch.points) if watch.window is not None else 0
         return Verdict(Status.UNMEASURED, Reason.FEW_POINTS,
@@ -339,7 +340,7 @@ def _own_lines(text: str) -> list[str]:
     return [s for line in text.splitlines() if (s := line.strip()) and not OWN_SIGNAL.search(s)]
 
 
-def _ending(trial_dir: Path, code: int, stopped_by: str, running: launch.Running) -> Ending:
+def _ending(trial_dir: Path, code: int, stopped_by: StopCause, running: launch.Running) -> Ending:
     """What the folder holds (the log, torchrun's per-rank logs and error files: read as `ladder.failures` reads any
     trial folder), and what only the running trial knows: why ladder stopped it, the cgroup's OOM kills."""
     found = failures.load_ending(trial_dir, code)

@@ -20,8 +20,8 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from ladder import figkeys, policy
 from ladder import pick as rules
-from ladder import policy
 from ladder.dryrun import rung_label
 from ladder.records import Source, Status, TrialRecord
 from ladder.trial import Tick
@@ -52,7 +52,7 @@ class View(Protocol):
 
 def trial_line(r: TrialRecord) -> str:
     f = r.figures
-    mems = "/".join(str(round(f[k])) for k in sorted(f) if k.startswith("max_mem")) or "-"
+    mems = "/".join(str(round(v)) for v in figkeys.values(f, figkeys.MAX_MEM)) or "-"
     util = f"{f['min_avg_util']:.1f}" if "min_avg_util" in f else "-"
     sps = f"{f['samples_per_s']:.0f}" if "samples_per_s" in f and r.status is Status.OK else "-"
     sps += " (cut)" if f.get("cut") else ""

@@ -17,6 +17,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from ladder import figkeys
 from ladder.decide import Thresholds, classify_row, validate
 from ladder.errors import LadderError
 from ladder.results import read_tsv
@@ -29,7 +30,7 @@ def latest_sweep(root: Path) -> Path | None:
 
 
 def peak_mem(row: Mapping[str, str]) -> int:
-    mems = [float(v) for k, v in row.items() if k.startswith("max_mem") and k[7:].isdigit() and v]
+    mems = [float(v) for v in figkeys.values(row, figkeys.MAX_MEM) if v]
     return int(max(mems, default=0.0))
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from ladder import monitor
 from ladder.errors import LadderError
-from ladder.search import find_machine
+from ladder.machine import find_machine
 from tests.test_config import settings
 from tests.test_monitor import FakeGpu, FakeNvml
 

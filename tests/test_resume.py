@@ -24,9 +24,10 @@ from hydra import compose, initialize_config_dir
 from ladder import launch, reuse, store, sweep
 from ladder.catalog import CONF_DIR
 from ladder.config import register, settings_from
+from ladder.machine import find_machine
 from ladder.records import Phase, Reason, Status, TrialRecord
 from ladder.results import read_tsv
-from ladder.search import find_machine, known_cases
+from ladder.search import known_cases
 from ladder.view import PlainView
 from tests.test_store import wait_for
 

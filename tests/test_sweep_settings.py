@@ -20,7 +20,7 @@ from hydra import compose, initialize_config_dir
 
 from ladder import dryrun, store, sweepsettings
 from ladder.catalog import CONF_DIR
-from ladder.config import Settings, register, settings_from
+from ladder.config import Settings, SettingsChange, register, settings_from
 from ladder.errors import ExitCode
 from ladder.results import read_tsv
 from ladder.search import known_cases, resolve_resume
@@ -121,7 +121,7 @@ def test_the_record_refuses_or_comes_back_from_either_storage(tmp_path: Path, ba
     silent = settings(*loc, given=keys(*loc))
     back = sweepsettings.recorded_for(silent, "s", sweep_dir)
     assert back.workload.emulate_gpu_mem_gb == 0.8 and [p.name for p in back.profiles] == ["default"]
-    accepted = dataclasses.replace(again, settings_change="accept")
+    accepted = dataclasses.replace(again, settings_change=SettingsChange.ACCEPT)
     assert sweepsettings.recorded_for(accepted, "s", sweep_dir).workload.emulate_gpu_mem_gb == 0.6
 
 

@@ -21,7 +21,7 @@ from ladder.search import quoting_problems
 from ladder.sweep import Paths
 from ladder.view import LiveView
 from ladder.workloads.builtin import Placement
-from ladder.workloads.planner import WorkloadInput, build, plan
+from ladder.workloads.planner import build, plan
 
 ONE = Placement(device="cpu", nproc=1, port=0, python="python")
 CASE = Case("mine", "", "", "", {}, ProxyShape())
@@ -46,8 +46,8 @@ for i in range(1, 100000):
 
 
 def workload(launch_dir: Path, **kw: object):  # noqa: ANN201
-    inp = WorkloadInput(kind="command", **kw)  # type: ignore[arg-type]
-    return build(inp, WorkloadConf(), "num_envs", {"PYTHONPATH": "/opt/lib", "HOME": "/home/x"})[0]
+    inp = WorkloadConf(kind="command", **kw)  # type: ignore[arg-type]
+    return build(inp, "num_envs", {"PYTHONPATH": "/opt/lib", "HOME": "/home/x"})[0]
 
 
 def search(cwd: Path, *overrides: str, flags: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:

@@ -26,7 +26,7 @@ from ladder.search import emulated_card_gb, known_cases
 from ladder.workloads.builtin import Placement
 from ladder.workloads.command import CommandConf
 from ladder.workloads.mimickit import MimicKitConf, missing_files
-from ladder.workloads.planner import Kind, Workload, WorkloadInput, build, parse_kind, plan, resolve
+from ladder.workloads.planner import Kind, Workload, build, parse_kind, plan, resolve
 from ladder.workloads.spec import Launcher, ProgressKind, TrialSpec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -202,10 +202,10 @@ def test_env_patch_from_hydra_overrides_and_only_for_mimickit() -> None:
     s = settings(
         "deepmimic_humanoid_ppo", f"+workload.env_patch.motion_file={SWAY}", "+workload.env_patch.episode_length=2"
     )
-    workload, _ = build(WorkloadInput.of(s.workload), s.workload, s.knob, {"MIMICKIT_ROOT": "/opt/MimicKit"})
+    workload, _ = build(s.workload, s.knob, {"MIMICKIT_ROOT": "/opt/MimicKit"})
     assert workload.mimickit is not None and workload.mimickit.env_patch == {"motion_file": SWAY, "episode_length": 2}
     with pytest.raises(ConfigError, match="env_patch patches a MimicKit env config, but the workload is proxy"):
-        build(WorkloadInput.of(s.workload), s.workload, s.knob, {})
+        build(s.workload, s.knob, {})
 
 
 def test_an_emulated_card_is_shown_and_recorded_for_the_proxy_only() -> None:
@@ -237,12 +237,12 @@ def test_auto_without_mimickit_runs_the_proxy_and_says_how_to_switch() -> None:
 
 
 def test_build_from_plain_settings() -> None:
-    proxy, note = build(WorkloadInput.of(WorkloadConf(kind="proxy")), WorkloadConf(), "num_envs", {})
+    proxy, note = build(WorkloadConf(kind="proxy"), "num_envs", {})
     assert proxy.kind is Kind.PROXY and proxy.mimickit is None and note == "workload proxy"
-    mk, note = build(WorkloadInput(progress="mimickit_log"), WorkloadConf(), "num_envs", {"MIMICKIT_ROOT": "/mk"})
+    mk, note = build(WorkloadConf(progress="mimickit_log"), "num_envs", {"MIMICKIT_ROOT": "/mk"})
     assert mk.mimickit == MimicKitConf(root="/mk", progress=ProgressKind.MIMICKIT_LOG) and "/mk" in note
-    inp = WorkloadInput(kind="command", command=("t", "{k}"), launcher="torchrun", progress_regex="")
-    cmd, _ = build(inp, WorkloadConf(), "k", {})
+    inp = WorkloadConf(kind="command", command=["t", "{k}"], launcher="torchrun", progress_regex="")
+    cmd, _ = build(inp, "k", {})
     assert cmd.command is not None and cmd.command.launcher is Launcher.TORCHRUN and cmd.knob == "k"
     assert "(?P<iter>" in cmd.command.progress_regex  # "" = the default pattern
 
@@ -250,16 +250,16 @@ def test_build_from_plain_settings() -> None:
 @pytest.mark.parametrize(
     ("inp", "message"),
     [
-        (WorkloadInput(kind="slurm"), "unknown workload.kind 'slurm'.*auto, proxy, mimickit, command"),
-        (WorkloadInput(kind="command", launcher="mpirun"), "unknown workload.launcher 'mpirun'.*torchrun, direct"),
-        (WorkloadInput(kind="command", progress="mimickit_log"), "workload.progress 'mimickit_log'.*regex, jsonl"),
-        (WorkloadInput(kind="mimickit", mimickit_root="/m", progress="regex"), "mimickit_stdout, mimickit_log"),
+        (WorkloadConf(kind="slurm"), "unknown workload.kind 'slurm'.*auto, proxy, mimickit, command"),
+        (WorkloadConf(kind="command", launcher="mpirun"), "unknown workload.launcher 'mpirun'.*torchrun, direct"),
+        (WorkloadConf(kind="command", progress="mimickit_log"), "workload.progress 'mimickit_log'.*regex, jsonl"),
+        (WorkloadConf(kind="mimickit", mimickit_root="/m", progress="regex"), "mimickit_stdout, mimickit_log"),
     ],
     ids=["kind", "launcher", "command-progress", "mimickit-progress"],
 )
-def test_build_names_bad_choices(inp: WorkloadInput, message: str) -> None:
+def test_build_names_bad_choices(inp: WorkloadConf, message: str) -> None:
     with pytest.raises(ConfigError, match=f"(?s){message}"):
-        build(inp, WorkloadConf(), "num_envs", {})
+        build(inp, "num_envs", {})
 
 
 def test_bad_kinds_are_named() -> None:

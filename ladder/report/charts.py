@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ladder import figkeys
 from ladder.progress import parse_line
 
 Row = dict[str, str]
@@ -91,7 +92,7 @@ def num(row: Row, key: str) -> float | None:
 
 
 def peak_mem(row: Row) -> float | None:
-    mems = [v for k in row if k.startswith("max_mem") and k[7:].isdigit() and (v := num(row, k)) is not None]
+    mems = [v for k in figkeys.keys(row, figkeys.MAX_MEM) if (v := num(row, k)) is not None]
     return max(mems) if mems else None
 
 

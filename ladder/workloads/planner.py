@@ -9,28 +9,20 @@ from __future__ import annotations
 import enum
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import TypeVar
 
 from ladder.config import Case, Profile, WorkloadConf
 from ladder.errors import ConfigError
-from ladder.records import Word
 from ladder.workloads.builtin import Placement, plan_proxy
 from ladder.workloads.command import DEFAULT_REGEX, CommandConf, command_conf, plan_command, split_cmd
 from ladder.workloads.mimickit import NUM_ENVS, MimicKitConf, plan_mimickit
-from ladder.workloads.spec import Launcher, ProgressKind, TrialSpec
+from ladder.workloads.spec import Kind, Launcher, ProgressKind, TrialSpec
 
 ROOT_VAR = "MIMICKIT_ROOT"
 MIMICKIT_PROGRESS = (ProgressKind.MIMICKIT_STDOUT, ProgressKind.MIMICKIT_LOG)
 COMMAND_PROGRESS = (ProgressKind.REGEX, ProgressKind.JSONL)
 E = TypeVar("E", bound=enum.Enum)
-
-
-class Kind(Word):
-    AUTO = "auto"  # mimickit when a MimicKit folder is configured, else proxy
-    PROXY = "proxy"  # the built-in stand-in trainer (ladder.workloads.proxy) under torchrun
-    MIMICKIT = "mimickit"  # MimicKit's mimickit/run.py
-    COMMAND = "command"  # any trainer, from an argv template
 
 
 @dataclass(frozen=True)
@@ -66,56 +58,24 @@ def _choice(kind: type[E], value: str, key: str, allowed: Sequence[E] = ()) -> E
     return chosen
 
 
-@dataclass(frozen=True)
-class WorkloadInput:
-    """The workload settings as plain values (the names proposed for config.WorkloadConf)."""
-
-    kind: str = "auto"  # auto, proxy, mimickit or command
-    mimickit_root: str = ""  # MimicKit checkout; "" = $MIMICKIT_ROOT
-    mimickit_python: str = ""  # interpreter with MimicKit's dependencies; "" = ladder's own
-    engine_config: str = ""  # e.g. data/engines/newton_engine.yaml; "" = the args file's engine
-    env_patch: Mapping[str, Any] = field(default_factory=dict)  # keys set on the case's env config (a trial's copy)
-    mimickit_max_iters: int = 2000  # MimicKit's --max_samples, in iterations: it stops itself by then
-    mimickit_num_envs: int = 0  # --num_envs while the ladder walks another knob
-    command: tuple[str, ...] = ()  # kind command: the argv template
-    launcher: str = "direct"  # kind command: direct or torchrun
-    progress: str = ""  # "" = the kind's own; mimickit: mimickit_stdout or mimickit_log; command: regex or jsonl
-    progress_regex: str = DEFAULT_REGEX  # kind command, progress regex: the pattern or a preset; "" = DEFAULT_REGEX
-    progress_file: str = ""  # kind command: relative to the trial folder; "" = stdout.log or progress.jsonl
-    cwd: str = ""  # kind command: the folder the trainer starts in; "" = its trial folder
-    cmd: str = ""  # kind command: the template as one string, split like a shell would (not with `command`)
-    env: Mapping[str, object] = field(default_factory=dict)  # kind command: variables set for the trial
-
-    @classmethod
-    def of(cls, settings: object) -> WorkloadInput:
-        """The fields of this name that `settings` has (e.g. config.WorkloadConf); defaults for the rest."""
-        names = [f for f in cls.__dataclass_fields__ if hasattr(settings, f)]
-        values = {f: getattr(settings, f) for f in names}
-        if "command" in values:
-            values["command"] = tuple(values["command"])
-        if "env_patch" in values:
-            values["env_patch"] = dict(values["env_patch"] or {})
-        return cls(**values)
-
-
-def build(inp: WorkloadInput, proxy: WorkloadConf, knob: str, environ: Mapping[str, str]) -> tuple[Workload, str]:
-    """The sweep's workload (auto resolved) and the line to log about it."""
+def build(inp: WorkloadConf, knob: str, environ: Mapping[str, str]) -> tuple[Workload, str]:
+    """The sweep's workload (auto resolved) and the line to log about it, from the validated settings' workload."""
     got = resolve(parse_kind(inp.kind), inp.mimickit_root, environ)
     if inp.env_patch and got.kind is not Kind.MIMICKIT:
         raise ConfigError(f"workload.env_patch patches a MimicKit env config, but the workload is {got.kind}",
                           "set workload.mimickit_root (or kind=mimickit), or drop workload.env_patch")  # fmt: skip
     mk = _mimickit_conf(inp, got.mimickit_root) if got.kind is Kind.MIMICKIT else None
     cmd = _command_conf(inp, environ) if got.kind is Kind.COMMAND else None
-    return Workload(got.kind, proxy, knob, mk, cmd), got.note
+    return Workload(got.kind, inp, knob, mk, cmd), got.note
 
 
-def _mimickit_conf(inp: WorkloadInput, root: str) -> MimicKitConf:
+def _mimickit_conf(inp: WorkloadConf, root: str) -> MimicKitConf:
     shown = _choice(ProgressKind, inp.progress or MIMICKIT_PROGRESS[0].value, "workload.progress", MIMICKIT_PROGRESS)
     return MimicKitConf(root, inp.mimickit_python, inp.engine_config, inp.mimickit_max_iters, inp.mimickit_num_envs,
                         shown, dict(inp.env_patch))  # fmt: skip
 
 
-def _command_conf(inp: WorkloadInput, environ: Mapping[str, str]) -> CommandConf:
+def _command_conf(inp: WorkloadConf, environ: Mapping[str, str]) -> CommandConf:
     shown = _choice(ProgressKind, inp.progress or COMMAND_PROGRESS[0].value, "workload.progress", COMMAND_PROGRESS)
     launcher = _choice(Launcher, inp.launcher, "workload.launcher")
     regex = inp.progress_regex or DEFAULT_REGEX

@@ -9,6 +9,15 @@ from ladder.records import Word
 STDOUT_FILE = "stdout.log"  # where launch.start writes the trial's combined stdout and stderr
 
 
+class Kind(Word):
+    """Which trainer runs a trial (`workload.kind`)."""
+
+    AUTO = "auto"  # mimickit when a MimicKit folder is configured, else proxy
+    PROXY = "proxy"  # the built-in stand-in trainer (ladder.workloads.proxy) under torchrun
+    MIMICKIT = "mimickit"  # MimicKit's mimickit/run.py
+    COMMAND = "command"  # any trainer, from an argv template
+
+
 class Launcher(Word):
     """Who starts the ranks."""
 
