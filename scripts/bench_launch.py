@@ -4,9 +4,10 @@ variables (`workload.single_rank`), launch to the first progress point, alternat
 Each launch is a real trial start as a sweep makes it (`launch.start`: the supervisor, a memory cgroup where the
 machine allows one, the trial's id): the built-in proxy trainer, one rank on CPU with gloo, amp_pi_plus at a small
 rung. The clock runs from `launch.start` to the first `iter` line in progress.jsonl, then the trial is stopped and
-reaped (`launch.stop`) and the stop is timed too.
+reaped (`launch.stop`) and the stop is timed too. A rung too big for the card (`--num-envs 65536` under the case's
+emulated card) times a failing probe instead: the clock runs to the trainer's own exit.
 
-    python scripts/bench_launch.py [--n 6] [--num-envs 64]
+    python scripts/bench_launch.py [--n 6] [--num-envs 64] [--device cpu|cuda]
 
 Last line: `median_torchrun_s=<a> median_direct_s=<b> saved_s=<a-b> ratio=<a/b>`.
 """
@@ -42,16 +43,18 @@ def first_iter(progress: Path, run: launch.Running, timeout_s: float) -> float |
     return None
 
 
-def once(way: str, num_envs: int, root: Path) -> tuple[float, float]:
+def once(way: str, num_envs: int, root: Path, device: str = "cpu") -> tuple[float, float]:
     register()
     with initialize_config_dir(config_dir=CONF, version_base=None):
-        cfg = compose(config_name="config", overrides=["case=amp_pi_plus", "device=cpu"])
+        cfg = compose(config_name="config", overrides=["case=amp_pi_plus", f"device={device}"])
     settings = settings_from(cfg)
-    place = Placement("cpu", 1, launch.free_port(), sys.executable, single_rank=way)
+    place = Placement(device, 1, launch.free_port(), sys.executable, single_rank=way)
     trial_dir = root / f"{way}_{uuid.uuid4().hex[:6]}"
     spec = plan_proxy(settings.case, settings.profiles[0], num_envs, settings.workload, place, str(trial_dir), 120, {})
     run = launch.start(spec, trial_dir, uuid.uuid4().hex[:12], None)
     seen = first_iter(trial_dir / "progress.jsonl", run, 120.0)
+    if seen is None and run.proc.poll() is not None:  # a failing probe: the trainer's own exit
+        seen = time.monotonic() - run.started_mono
     stop_at = time.monotonic()
     launch.stop(run, 5.0)
     stopped = time.monotonic() - stop_at
@@ -64,18 +67,29 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=6, help="launches each way")
     parser.add_argument("--num-envs", type=int, default=64)
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     args = parser.parse_args()
     launch.become_subreaper()
     times: dict[str, list[tuple[float, float]]] = {w: [] for w in WAYS}
     with tempfile.TemporaryDirectory(prefix="bench_launch_") as tmp:
         for i in range(args.n):
             for way in WAYS if i % 2 == 0 else WAYS[::-1]:
-                times[way].append(once(way, args.num_envs, Path(tmp)))
-                print(f"{way:9s} #{i + 1}: first progress point {times[way][-1][0]:.2f} s, "
+                times[way].append(once(way, args.num_envs, Path(tmp), args.device))
+                print(f"{way:9s} #{i + 1}: first progress point (or exit) {times[way][-1][0]:.2f} s, "
                       f"stop {times[way][-1][1]:.2f} s", flush=True)  # fmt: skip
     med = {w: statistics.median(t for t, _ in times[w]) for w in WAYS}
     stop = {w: statistics.median(s for _, s in times[w]) for w in WAYS}
-    print(json.dumps({"n": args.n, "num_envs": args.num_envs, "median_first_point_s": med, "median_stop_s": stop}))
+    print(
+        json.dumps(
+            {
+                "n": args.n,
+                "num_envs": args.num_envs,
+                "device": args.device,
+                "median_first_point_s": med,
+                "median_stop_s": stop,
+            }
+        )
+    )
     a, b = med["torchrun"], med["direct"]
     print(f"median_torchrun_s={a:.2f} median_direct_s={b:.2f} saved_s={a - b:.2f} ratio={a / b:.2f}")
 
