@@ -36,8 +36,6 @@ STALL_TIMEOUT_S = 8.0
 CRASH_VERDICT_BOUND_S = 5.0  # the target is 2 s; room for a loaded 2-core machine
 KILL_MARGIN_S = 5.0  # a stalled trial is dead and classified within stall_timeout_s + this
 
-pytestmark = pytest.mark.xdist_group("failure_scenarios")  # on one worker: each scenario runs once
-
 
 @dataclasses.dataclass(frozen=True)
 class Ran:

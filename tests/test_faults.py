@@ -32,10 +32,7 @@ FAST = ["case=amp_pi_plus", "profile=[default]", "ladder.rungs=[256,64]", "measu
 TRIAL_KEY = ("case", "method", "variant", "num_envs", "phase", "status", "reason")  # not timing or figures
 BEST_KEY = ("case", "method", "variant", "num_envs", "phase", "status", "reason", "class", "sweep")
 
-pytestmark = [
-    pytest.mark.faults,  # long (real sweeps): `-m "not faults"` leaves them out locally; CI runs them
-    pytest.mark.xdist_group("faults"),  # on one worker: the clean reference sweep runs once
-]
+pytestmark = pytest.mark.faults  # long (real sweeps): `-m "not faults"` leaves them out locally; CI runs them
 
 
 @dataclass(frozen=True)

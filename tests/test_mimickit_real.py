@@ -42,10 +42,6 @@ FAST = (
     "measure.window_s=12", "measure.startup_timeout_s=900", "measure.stall_timeout_s=600",
     "measure.trial_timeout_s=1800",
 )  # fmt: skip
-# On one worker, one after another: each sweep fixture runs once, and two MimicKit runs never compile warp's kernels
-# into its cache at the same moment (a fresh machine)
-pytestmark = pytest.mark.xdist_group("mimickit")
-
 
 def _why_not() -> str:
     missing = [m for m in MODULES if importlib.util.find_spec(m) is None]
