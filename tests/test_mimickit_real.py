@@ -43,6 +43,7 @@ FAST = (
     "measure.trial_timeout_s=1800",
 )  # fmt: skip
 
+
 def _why_not() -> str:
     missing = [m for m in MODULES if importlib.util.find_spec(m) is None]
     if missing:
