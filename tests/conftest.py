@@ -5,10 +5,9 @@ The server is private to the test session: `initdb` into a temporary folder, `pg
 as the `postgres` user the package creates (PostgreSQL refuses to run as root). Where no server can be started
 the tests that need one are skipped with the reason, except under CI (`CI=true`), where that is an error.
 
-The suite runs on two workers (the README's test command: `-n 2 --dist loadfile --no-loadscope-reorder`,
-pytest-xdist): each test file runs whole on one worker, so a module fixture (a sweep several tests read) runs once,
-and the files that run real sweeps for minutes start first (`HEAVY_FIRST`), so that no long file is left to run
-alone at the end.
+On several workers (pytest-xdist: `-n 2 --dist loadfile --no-loadscope-reorder`) each test file runs whole on one
+worker, so a module fixture (a sweep several tests read) runs once, and the files that run real sweeps for minutes
+start first (`HEAVY_FIRST`), so that no long file is left to run alone at the end.
 """
 
 from __future__ import annotations
