@@ -134,9 +134,8 @@ def descendants(pid: int) -> list[psutil.Process]:
 
 @pytest.fixture(scope="module")
 def cgroup_sweep(tmp_path_factory: pytest.TempPathFactory) -> Sweep:
-    # one profile: the other (hiutil) is the two-rank run's below, so each MimicKit launch proves something of its own
     out = tmp_path_factory.mktemp("mk_cgroup") / "output"
-    return run_search(out, "cg", "profile=[default]", "ladder.rungs=[4096,4]", "workload.nproc=1",
+    return run_search(out, "cg", "profile=[default,hiutil]", "ladder.rungs=[4096,4]", "workload.nproc=1",
                       "workload.host_mem_limit_gb=1.5")  # fmt: skip
 
 
@@ -147,6 +146,7 @@ def test_the_kernel_kills_the_top_rung_and_the_lower_one_is_measured(cgroup_swee
         ("4096", "oom_or_nccl", "host_oom"),
         ("4", "ok", ""),
     ], cgroup_sweep.out
+    assert ("4", "ok") in [(t["num_envs"], t["status"]) for t in cgroup_sweep.trials() if t["variant"] == "hiutil"]
     top = cgroup_sweep.trial_dir(trials[0])
     assert trials[0]["exit_code"] == "-9"  # the kernel's SIGKILL
     assert "Iteration" not in (top / "stdout.log").read_text(errors="replace")  # killed while it built its envs
@@ -179,12 +179,9 @@ def test_the_env_patch_reaches_mimickit_and_the_checkout_is_untouched(cgroup_swe
     [("default", "fc_2layers_1024units", 5, 4), ("hiutil", "fc_3layers_1024units", 20, 2)],
 )
 def test_both_profiles_reach_mimickits_own_agent_config(
-    request: pytest.FixtureRequest, profile: str, net: str, epochs: int, batch: int
+    cgroup_sweep: Sweep, profile: str, net: str, epochs: int, batch: int
 ) -> None:
-    # default: the cgroup sweep's measured rung; hiutil: the two-rank run's resumed trial
-    found = request.getfixturevalue({"default": "cgroup_sweep", "hiutil": "two_ranks"}[profile])
-    sweep = found.resumed if isinstance(found, TwoRanks) else found
-    trial = sweep.trial_dir(sweep.trial(profile, 4))
+    trial = cgroup_sweep.trial_dir(cgroup_sweep.trial(profile, 4))
     written = yaml.safe_load((trial / "agent_config.yaml").read_text())  # what MimicKit itself copied to out_dir
     assert written == yaml.safe_load((trial / "agent.yaml").read_text())  # ladder's: the agent with the profile
     assert written["model"]["actor_net"] == written["model"]["critic_net"] == net
@@ -228,51 +225,31 @@ def test_settings_that_do_not_apply_are_neither_shown_nor_recorded(cgroup_sweep:
 # ---- two ranks, Ctrl-C and resume --------------------------------------------------------------------------------
 
 
-@dataclass
-class TwoRanks:
-    spawned: int  # processes MimicKit's main process had spawned when rank 0 printed its first iteration
-    stopped: Sweep  # that run, interrupted by Ctrl-C
-    alive: list[int]  # its processes (at the Ctrl-C) still running once it exited
-    resumed: Sweep  # the same sweep run again, over a short window
-
-
-@pytest.fixture(scope="module")
-def two_ranks(tmp_path_factory: pytest.TempPathFactory) -> TwoRanks:
-    # the hiutil profile: the cgroup sweep above runs the default one
-    out = tmp_path_factory.mktemp("mk_ranks") / "output"
-    rungs = ("profile=[hiutil]", "ladder.rungs=[4]", "workload.nproc=2")
+def test_two_ranks_interrupted_by_ctrl_c_and_resumed(tmp_path: Path) -> None:
+    out, rungs = tmp_path / "output", ("profile=[default]", "ladder.rungs=[4]", "workload.nproc=2")
     proc = search(out, "ranks", *rungs, "measure.window_s=1200")
-    stdout = out / "case_gpu_bench_ranks" / "trials" / CASE / "hiutil_e4_probe_1" / "stdout.log"
+    stdout = out / "case_gpu_bench_ranks" / "trials" / CASE / "default_e4_probe_1" / "stdout.log"
     try:
         wait_for(lambda: stdout.is_file() and re.search(rb"\|\s*Iteration\s*\|", stdout.read_bytes()), 1500, 0.5)
-        spawned = len([p for p in descendants(proc.pid) if "spawn_main" in " ".join(p.cmdline())])
+        ranks = [p for p in descendants(proc.pid) if "spawn_main" in " ".join(p.cmdline())]
+        assert len(ranks) == 1  # rank 0 runs in MimicKit's main process; rank 1 is spawned (`--devices cpu cpu`)
         everything = descendants(proc.pid)
         proc.send_signal(signal.SIGINT)
     finally:
         stopped = finish(proc, out, "ranks", timeout_s=120)
-    alive = [p.pid for p in everything if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
-    # the resume measures over a short window: a change of the sweep's settings, said so (the interrupted trial
-    # never counted; it stays in trials.tsv as history)
-    resumed = run_search(out, "ranks", *rungs, "settings_change=accept")
-    return TwoRanks(spawned, stopped, alive, resumed)
-
-
-def test_two_ranks_interrupted_by_ctrl_c_leave_nothing_running(two_ranks: TwoRanks) -> None:
-    assert two_ranks.spawned == 1  # rank 0 runs in MimicKit's main process; rank 1 is spawned (`--devices cpu cpu`)
-    stopped = two_ranks.stopped
     assert stopped.code == ExitCode.INTERRUPTED, stopped.out
     assert "resume with" in stopped.out
     assert [(t["num_envs"], t["status"]) for t in stopped.trials()] == [("4", "interrupted")]
-    assert two_ranks.alive == []
+    assert not [p for p in everything if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
 
-
-def test_two_ranks_resumed_run_the_trial_again_and_measure_both_ranks(two_ranks: TwoRanks) -> None:
-    resumed = two_ranks.resumed
+    # the resume measures over a short window: a change of the sweep's settings, said so (the interrupted trial
+    # never counted; it stays in trials.tsv as history)
+    resumed = run_search(out, "ranks", *rungs, "settings_change=accept")
     assert resumed.code == ExitCode.PICK_FOUND, resumed.out
     trials = resumed.trials()
     assert [(t["status"], t["trial_dir"].rsplit("/", 1)[1]) for t in trials] == [
-        ("interrupted", "hiutil_e4_probe_1"),
-        ("ok", "hiutil_e4_probe_2"),
+        ("interrupted", "default_e4_probe_1"),
+        ("ok", "default_e4_probe_2"),
     ]
     trial = resumed.trial_dir(trials[1])
     assert "--devices cpu cpu" in (trial / "cmd.txt").read_text()
