@@ -4,6 +4,10 @@ The server is private to the test session: `initdb` into a temporary folder, `pg
 127.0.0.1 with password (scram) authentication, one database per test, `pg_ctl stop` at the end. As root it runs
 as the `postgres` user the package creates (PostgreSQL refuses to run as root). Where no server can be started
 the tests that need one are skipped with the reason, except under CI (`CI=true`), where that is an error.
+
+On several workers (pytest-xdist: `-n 2 --dist loadfile --no-loadscope-reorder`) each test file runs whole on one
+worker, so a module fixture (a sweep several tests read) runs once, and the files that run real sweeps for minutes
+start first (`HEAVY_FIRST`), so that no long file is left to run alone at the end.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import os
 import pwd
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -24,6 +29,33 @@ from pathlib import Path
 import pytest
 
 PG_USER = "ladder"
+
+# Test files by their cost on 2 cores, the longest first (the rest follow in their usual order): a worker that
+# finishes early takes the next file, so the long ones are best started first
+HEAVY_FIRST = (
+    "test_mimickit_real.py",
+    "test_faults.py",
+    "test_recipes.py",
+    "test_resume.py",
+    "test_sweep_e2e.py",
+    "test_exit_codes.py",
+    "test_failure_scenarios.py",
+    "test_sb3_e2e.py",
+    "test_multirun.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {name: i for i, name in enumerate(HEAVY_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: each file's tests keep their order
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Tests stop sweeps with Ctrl-C (SIGINT). A shell that starts pytest in the background (`cmd &` in a script,
+    # nohup) hands it SIGINT ignored, which every process it starts would inherit: the sweeps would not hear it.
+    # A handler is not inherited across exec, so the processes the tests start get SIGINT's default back.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 class NoServer(Exception):
