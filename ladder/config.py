@@ -30,7 +30,7 @@ OUTCOME_SETTINGS = ("case", "ladder", "profile", "workload", "measure", "device"
                     "nccl_env")  # fmt: skip
 NOT_OUTCOME = ("workload.lease_dir", "workload.lease_timeout_s", "measure.kill_grace_s")  # where and how long to wait
 # Carried: how the sweep walks; a resume that does not give it takes the recorded value, one that does wins
-CARRIED_SETTINGS = ("reuse", "strategy", "mem_headroom_frac", "mem_margin_frac", "descent_gain_max")
+CARRIED_SETTINGS = ("reuse", "strategy", "mem_headroom_frac", "mem_margin_frac", "descent_gain_max", "descent_short")
 
 
 class SettingsChange(Word):
