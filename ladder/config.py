@@ -185,7 +185,7 @@ class SweepConf:
     # this many times over stays below the case's best is not measured lower; null = always measure lower. 1.3: the
     # largest such gain on record is 1.22 (a sweep that peaked at 4096 envs and lost 18% at 8192)
     descent_gain_max: float | None = 1.3
-    descent_short: bool = True  # samples/s: a step below the largest fit is a short probe while more envs was faster
+    descent_short: bool = True  # samples/s: while more envs was faster, descent is short (losing profiles: none)
     device: str = Device.AUTO.value  # auto (cuda when a GPU is visible, else cpu), cpu or cuda
     sweep: str | None = None  # sweep name: resume it when it exists; null = a new one named by the time
     output_root: str = "output/train"  # sweeps live in <output_root>/case_gpu_bench_<sweep>/

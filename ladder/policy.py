@@ -40,7 +40,11 @@ launched (`_above_reach`); its walk says so too.
 The descent is insurance, and it pays for itself (`insure_short`): where every pair of rungs measured so far (any
 profile of the case) says samples/s rose with num_envs (`rising`), a descent step is a short probe
 (`Decision.short`): it stops after a short window once its rate is below what it must beat, where a full one would
-run on until its whole interval were. `insurance` sums what the steps below the largest fit cost, for the summary.
+run on until its whole interval were. The same evidence bounds a lower rung's gain by 1 instead of `gain_max`
+(`_gain`): a profile whose best, at the top of its interval, is already below the case's best is not measured lower
+at all (a lower rung would have to break the pattern every measured pair showed), and its walk says so. The profile
+that holds the case's best still measures the rung below (the insurance, as a short probe). `insurance` sums what
+the steps below the largest fit cost, for the summary.
 """
 
 from __future__ import annotations
@@ -172,7 +176,8 @@ def walk(rungs: Sequence[int], profile: str, attempts: Sequence[Attempt], tuning
     """Where one profile's walk stands (its next rung, when pending, is as if it had no seed)."""
     mine = _mine(profile, attempts)
     case_best = _case_best(attempts)
-    skipped = _skipped(rungs, mine, tuning, case_best) + _not_descended(rungs, mine, tuning, case_best)
+    skipped = _skipped(rungs, mine, tuning, case_best) + _not_descended(rungs, mine, tuning, case_best,
+                                                                        _gain(attempts, tuning))  # fmt: skip
     decision = decide(rungs, profile, attempts, tuning)
     if decision is not None:
         return Walk(profile, Outcome.PENDING, decision.rung, skipped)
@@ -192,13 +197,13 @@ def decide(
         return Decision(profile, again.rung, "the same rung again: its launch failed (port in use)")
     if (doubt := _to_confirm(mine)) is not None:
         return Decision(profile, doubt, "the same rung once more: its failure was weak evidence (low confidence)")
-    case_best = _case_best(attempts)
+    case_best, gain = _case_best(attempts), _gain(attempts, tuning)
     left = [r for r in _left(rungs, mine) if not _above_reach(r, mine, tuning, case_best)]
     if not left:
-        return _descent_step(rungs, profile, mine, tuning, case_best) if tuning.descends else None
+        return _descent_step(rungs, profile, mine, gain, case_best) if tuning.descends else None
     if tuning.strategy is Strategy.WALK:
         return Decision(profile, left[0], "the highest rung left")
-    return _model_step(rungs, profile, left, mine, tuning, seed, case_best)
+    return _model_step(rungs, profile, left, mine, tuning, seed, case_best, gain)
 
 
 def fit_memory(points: Sequence[tuple[int, float]]) -> Fit | None:
@@ -218,7 +223,7 @@ def fit_memory(points: Sequence[tuple[int, float]]) -> Fit | None:
 
 def _model_step(
     rungs: Sequence[int], profile: str, left: list[int], mine: list[Attempt], tuning: Tuning, seed: Seed | None,
-    case_best: float | None,
+    case_best: float | None, gain: Gain | None,
 ) -> Decision | None:  # fmt: skip
     if not mine and seed is not None and seed.rung in left:
         return Decision(profile, seed.rung, seed.why)
@@ -226,7 +231,7 @@ def _model_step(
     if fit is not None:
         return _jump(profile, left, fit, tuning)
     if _floor(mine) is not None:
-        if tuning.descends and (below := _descent_step(rungs, profile, mine, tuning, case_best)) is not None:
+        if tuning.descends and (below := _descent_step(rungs, profile, mine, gain, case_best)) is not None:
             return below  # the descent measures it anyway; its memory point may rule out the rungs above
         if [r for r in _left(rungs, mine) if r < left[-1]]:  # the ones between are out of reach (`_above_reach`)
             return Decision(profile, left[-1], "the lowest rung above the largest fit that could still become the pick")
@@ -244,10 +249,10 @@ def _jump(profile: str, left: list[int], fit: Fit, tuning: Tuning) -> Decision |
 
 
 def _descent_step(
-    rungs: Sequence[int], profile: str, mine: list[Attempt], tuning: Tuning, case_best: float | None
+    rungs: Sequence[int], profile: str, mine: list[Attempt], gain: Gain | None, case_best: float | None
 ) -> Decision | None:
     step = _next_below(rungs, mine)
-    if step is None or _out_of_reach(step[0], tuning, case_best):
+    if step is None or _out_of_reach(step[0], gain, case_best):
         return None
     best, rung = step
     return Decision(profile, rung, f"{DESCENT_WHY}: measured while fewer envs do better than {best.rung}")
@@ -317,11 +322,26 @@ def _next_below(rungs: Sequence[int], mine: list[Attempt]) -> tuple[Attempt, int
     return (best, below[0]) if best is measured[-1] and below else None
 
 
-def _out_of_reach(best: Attempt, tuning: Tuning, case_best: float | None) -> bool:
-    """A lower rung of this profile could not become the case's pick even `gain_max` times better than its best
-    (the top of the best's interval: its true rate may be that high)."""
-    return (tuning.gain_max is not None and case_best is not None and best.value is not None
-            and _upper(best) * tuning.gain_max < case_best)  # fmt: skip
+class Gain(NamedTuple):
+    """How many times faster a lower rung may be taken to run than the best above it, and on what evidence."""
+
+    factor: float
+    why: str
+
+
+def _gain(attempts: Sequence[Attempt], tuning: Tuning) -> Gain | None:
+    """`gain_max`; 1 where every measured pair says more envs was faster (`rising`, with `insure_short`): a lower
+    rung is then taken to be no faster than the one above it. None: unbounded."""
+    if tuning.insure_short and (why := rising(attempts)):
+        return Gain(1.0, why)
+    return Gain(tuning.gain_max, "") if tuning.gain_max is not None else None
+
+
+def _out_of_reach(best: Attempt, gain: Gain | None, case_best: float | None) -> bool:
+    """A lower rung of this profile could not become the case's pick even `gain` times better than its best (the
+    top of the best's interval: its true rate may be that high)."""
+    return (gain is not None and case_best is not None and best.value is not None
+            and _upper(best) * gain.factor < case_best)  # fmt: skip
 
 
 def _above_reach(rung: int, mine: list[Attempt], tuning: Tuning, case_best: float | None) -> str:
@@ -418,15 +438,18 @@ def _points(mine: list[Attempt]) -> list[tuple[int, float]]:
 
 
 def _not_descended(
-    rungs: Sequence[int], mine: list[Attempt], tuning: Tuning, case_best: float | None
+    rungs: Sequence[int], mine: list[Attempt], tuning: Tuning, case_best: float | None, gain: Gain | None
 ) -> tuple[tuple[int, str], ...]:
-    """The rung below where `gain_max` ended the descent, and why."""
+    """The rung below where the gain bound (`_gain`) ended the descent, and why."""
     if not tuning.descends or (step := _next_below(rungs, mine)) is None:
         return ()
     best, rung = step
-    if not _out_of_reach(best, tuning, case_best):
+    if gain is None or case_best is None or not _out_of_reach(best, gain, case_best):
         return ()
-    return ((rung, f"even {tuning.gain_max:g} x {_num(_upper(best))} at {best.rung} envs stays below the case's "
+    if gain.why:
+        return ((rung, f"{gain.why}: a lower rung is taken to be no faster than {best.rung} envs, whose "
+                       f"{_num(_upper(best))} stays below the case's best {_num(case_best)}"),)  # fmt: skip
+    return ((rung, f"even {gain.factor:g} x {_num(_upper(best))} at {best.rung} envs stays below the case's "
                    f"best {_num(case_best)}"),)  # fmt: skip
 
 

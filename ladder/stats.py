@@ -154,6 +154,8 @@ def figures(
     out.update(_gpu_extras(inside, main))
     if source == Source.NVML:
         out.update(_host_alongside([s for s in samples if s.source == Source.HOST], window))
+    if points:  # start-up: launcher, imports, the trainer's build and its first iteration
+        out["first_step_s"] = round(min(p.t for p in points) - launch_t, 2)
     if window is not None:
         out.update(_rate_figures(points, window))
         out["window_start_s"] = round(window.start_t - launch_t, 2)

@@ -194,6 +194,9 @@ def test_the_first_launch_has_nothing_to_beat() -> None:
 
 
 def test_a_seeded_profile_measures_below_first_and_its_memory_fit_may_rule_out_the_rung_above() -> None:
+    """(Without the short insurance: with it, default's rising pair would keep hiutil from measuring lower at all,
+    `test_where_more_envs_was_faster_a_profile_below_the_cases_best_is_not_measured_lower`.)"""
+    DESCEND = Tuning(descend=True, insure_short=False)  # noqa: N806
     rungs = (4096, 2048, 1024, 512)
     first = [Attempt("default", 4096, OOM), Attempt("default", 2048, OK, 0.82, 174674.0, 179300.0),
              Attempt("default", 1024, OK, 0.60, 131845.0, 140000.0)]  # fmt: skip
@@ -231,7 +234,7 @@ def test_where_nothing_fitted_an_earlier_profile_a_later_one_starts_at_the_lowes
 def test_a_profile_that_cannot_reach_the_cases_best_even_gain_max_times_over_is_not_measured_lower() -> None:
     first = [Attempt("default", 128, OOM), rate(64, 4140.0), Attempt("default", 48, OK, None, 4006.0, 4100.0)]
     hiutil = [*first, Attempt("hiutil", 64, OK, None, 2384.0, 2450.0), Attempt("hiutil", 128, OOM)]
-    capped = Tuning(descend=True, gain_max=1.5)
+    capped = Tuning(descend=True, gain_max=1.5, insure_short=False)  # with it, default's rising pair bounds by 1
     assert next_trial(PI_PLUS, ["default", "hiutil"], hiutil, capped) is None  # 1.5 x 2450 < 4140
     state = walk(PI_PLUS, "hiutil", hiutil, capped)
     assert (state.outcome, state.rung) == (Outcome.FOUND, 64)
@@ -242,7 +245,32 @@ def test_a_profile_that_cannot_reach_the_cases_best_even_gain_max_times_over_is_
     wide = [*first, Attempt("hiutil", 64, OK, None, 2700.0, 2900.0), Attempt("hiutil", 128, OOM)]  # its top decides:
     decision = next_trial(PI_PLUS, ["default", "hiutil"], wide, capped)  # 1.5 x 2700 < 4140 < 1.5 x 2900
     assert decision is not None and (decision.profile, decision.rung) == ("hiutil", 48)
-    assert walk(PI_PLUS, "hiutil", hiutil, DESCEND).rung == 48  # no gain_max: always measured lower
+    assert walk(PI_PLUS, "hiutil", hiutil, replace(DESCEND, insure_short=False)).rung == 48  # always measured lower
+
+
+def test_where_more_envs_was_faster_a_profile_below_the_cases_best_is_not_measured_lower() -> None:
+    """Every measured pair rose with num_envs (`rising`): a lower rung is taken to be no faster than the one above
+    (gain 1, whatever `gain_max`), so a profile whose best, at the top of its interval, is below the case's best
+    is not measured lower; the case's best profile still is (the insurance), and a profile within reach too."""
+    first = [Attempt("default", 128, OOM), rate(64, 4140.0), Attempt("default", 48, OK, None, 4006.0, 4100.0)]
+    close = [*first, Attempt("hiutil", 64, OK, None, 3000.0, 3100.0), Attempt("hiutil", 128, OOM)]
+    assert next_trial(PI_PLUS, ["default", "hiutil"], close, DESCEND) is None  # gain_max 1.5 would measure 48
+    state = walk(PI_PLUS, "hiutil", close, DESCEND)
+    assert (state.outcome, state.rung) == (Outcome.FOUND, 64)
+    assert state.skipped[-1] == (48, "samples/s rose with num_envs in every measured pair (1): a lower rung is "
+                                     "taken to be no faster than 64 envs, whose 3,100 stays below the case's best "
+                                     "4,140")  # fmt: skip
+    level = [*first, Attempt("hiutil", 64, OK, None, 4000.0, 4300.0), Attempt("hiutil", 128, OOM)]
+    below = next_trial(PI_PLUS, ["default", "hiutil"], level, DESCEND)  # its interval reaches the case's best
+    assert below is not None and (below.profile, below.rung, below.short) == ("hiutil", 48, True)
+    own = next_trial(PI_PLUS, ["default", "hiutil"], [Attempt("default", 128, OOM), rate(64, 4140.0),
+                     Attempt("hiutil", 64, OK, None, 2000.0, 2100.0), Attempt("hiutil", 32, OK, None, 900.0, 950.0)],
+                     DESCEND)  # fmt: skip
+    assert own is not None and (own.profile, own.rung, own.short) == ("default", 48, True)  # the best's own: short
+    falling = [Attempt("default", 128, OOM), rate(64, 4140.0), Attempt("default", 48, OK, None, 4300.0, 4400.0),
+               Attempt("hiutil", 64, OK, None, 3000.0, 3100.0), Attempt("hiutil", 128, OOM)]  # fmt: skip
+    again = next_trial(PI_PLUS, ["default", "hiutil"], falling, DESCEND)  # fewer envs was faster: no bound at all
+    assert again is not None and again.profile == "default" and again.rung == 40
 
 
 def test_a_rung_above_that_even_perfect_scaling_cannot_lift_to_the_cases_best_is_not_launched() -> None:
@@ -303,6 +331,22 @@ def test_the_scaling_bound_never_adds_a_launch_or_changes_the_pick_where_iterati
         assert with_bound[0] <= without[0] and with_bound[1] == without[1], (world, with_bound, without)
         fewer += with_bound[0] < without[0]
     assert fewer > 100  # the bound does save launches in such cases
+
+
+def test_the_gain_bound_of_one_never_adds_a_launch_or_changes_the_pick_where_more_envs_is_never_slower() -> None:
+    """2000 random cases whose samples/s never falls with num_envs (iteration time a + b*n): where every measured
+    pair rose, bounding a lower rung's gain by 1 (`insure_short`) launches at most what `gain_max` alone does, and
+    picks the same."""
+    rnd = random.Random(11)
+    tuning = Tuning(descend=True, gain_max=1.3, throughput=True)
+    fewer = 0
+    for _ in range(2000):
+        world = {p: (rnd.randint(-1, len(PI_PLUS) - 1), (rnd.uniform(0.1, 2), rnd.uniform(0, 0.05), 0.0))
+                 for p in ("default", "hiutil")}  # fmt: skip
+        bounded, unbounded = _sweep_in(world, tuning), _sweep_in(world, replace(tuning, insure_short=False))
+        assert bounded[0] <= unbounded[0] and bounded[1] == unbounded[1], (world, bounded, unbounded)
+        fewer += bounded[0] < unbounded[0]
+    assert fewer > 100  # it does save launches in such cases
 
 
 # --- a step-down on weak evidence is confirmed on the same rung once (README: Verdicts) ---

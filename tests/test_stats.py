@@ -113,12 +113,14 @@ def test_figures_over_the_window_only() -> None:
     assert f["p50_util"] == 80.0 and f["n_samples"] == 5.0
     assert f["max_mem0"] == 610 and f["max_mem1"] == 610  # peak over the whole trial, not only the window
     assert f["samples_per_s"] == pytest.approx(640.0) and f["window_start_s"] == 4.0 and f["gated"] == 1.0
+    assert f["first_step_s"] == 1.0  # launch to the first progress point
 
 
 def test_failed_trial_has_memory_but_no_rate() -> None:
     samples = [Sample(1.0, 0, 12.0, 300.0), Sample(1.1, 0, 14.0, 900.0)]
     f = figures(samples, [], None, launch_t=0.0)
     assert f["max_mem0"] == 900 and "samples_per_s" not in f and f["min_avg_util"] == 13.0
+    assert "first_step_s" not in f  # it never reached a step
 
 
 @pytest.mark.parametrize(
