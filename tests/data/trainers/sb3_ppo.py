@@ -5,6 +5,7 @@ so a memory cap kills the larger rungs in their first update, as a real trainer'
 from __future__ import annotations
 
 import argparse
+import os
 
 import numpy as np
 import torch
@@ -38,6 +39,7 @@ def main() -> None:
     ap.add_argument("--grab-mb-per-env", type=float, default=0.0)
     args = ap.parse_args()
     torch.set_num_threads(1)  # one core per trial: the tests share a small machine
+    os.environ.setdefault("SB3_LOGDIR", ".")  # SB3's logger folder: the trial's own, not /tmp/SB3-<date>
     env = make_vec_env("CartPole-v1", n_envs=args.n_envs, seed=0)
     batch = min(64, args.n_steps * args.n_envs)
     model = PPO("MlpPolicy", env, n_steps=args.n_steps, batch_size=batch, n_epochs=1, verbose=1, device="cpu", seed=0)
