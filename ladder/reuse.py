@@ -14,7 +14,14 @@ memory once is not a stable one.
 A reused trial's evidence is hard-linked (else copied) into this sweep's own trial folder (`copy_evidence`), so
 each sweep folder stands alone.
 
-`fingerprint`, `conditions` and `pick` are pure; `earlier_records` reads other sweeps' storage.
+One more fact carries across caps (`carried`): a rung that ran out of memory (a memory verdict of high confidence)
+under a larger emulated card cannot fit under a smaller one, the trial being otherwise the same (`shape`: case,
+configuration planned without the card, hardware, code, the host memory cap). It needed more than that card held,
+and ours holds less. Such a failure is copied in like a reused one, saying so, and the rung is not launched. A
+fit under a smaller card says nothing of the figures under ours, and a failure under a smaller card nothing of
+ours: neither carries.
+
+`fingerprint`, `conditions`, `pick` and `carried` are pure; `earlier_records` reads other sweeps' storage.
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ from optuna.storages import BaseStorage
 
 from ladder import store
 from ladder.config import MeasureConf, WorkloadConf
+from ladder.failures.patterns import is_memory
 from ladder.records import Phase, Status, TrialRecord
 from ladder.workloads.spec import TrialSpec
 
@@ -47,6 +55,8 @@ IGNORED_MEASURE = frozenset({"kill_grace_s"})  # how long a stop may take change
 TRIAL_DIR = "/ladder-trial"  # what stands for the trial's folder in a fingerprint (plan with it, port 0)
 
 Wanted = Mapping[tuple[str, int], str]  # (profile, num_envs) -> the identity a reused trial must have
+Shapes = Mapping[tuple[str, int], str]  # (profile, num_envs) -> the shape a carried failure must have (`shape`)
+SHAPE_KEYS = tuple(k for k in MACHINE_KEYS if k != "conditions") + ("host_mem_limit_gb",)
 
 
 # ---------------------------------------------------------------- pure
@@ -97,6 +107,56 @@ def pick(earlier: Iterable[TrialRecord], wanted: Wanted, have: set[tuple[str, in
     return [chosen[k] for k in sorted(chosen, key=lambda k: (k[0], -k[1]))]
 
 
+def shape(case: str, shape_sha: str, describe: Mapping[str, str]) -> str:
+    """What must match for a memory failure to carry to a smaller card: `identity` less the emulated card and the
+    measure rule (`shape_sha`: the configuration planned without the card)."""
+    keys = SHAPE_KEYS + (("host",) if describe.get("device", "cpu") == "cpu" else ())
+    return json.dumps([case, shape_sha, *(describe.get(k, "") for k in keys)])
+
+
+def shape_of(record: TrialRecord) -> str:
+    return shape(record.case, record.info.get("shape_sha", ""), record.info)
+
+
+def card_gb(info: Mapping[str, str]) -> float | None:
+    """The emulated card a trial ran under (GB per rank); None where none was emulated."""
+    try:
+        return float(info.get("emulate_gpu_mem_gb") or "") or None
+    except ValueError:
+        return None
+
+
+def carried(
+    earlier: Iterable[TrialRecord], shapes: Shapes, card: float, have: set[tuple[str, int]]
+) -> list[TrialRecord]:
+    """Memory failures under a larger emulated card (`card` GB is ours) of the same shape, one per (profile,
+    num_envs) that this sweep has not run: the smallest such card (the closest evidence), then the newest."""
+    found: dict[tuple[str, int], list[TrialRecord]] = {}
+    for record in earlier:
+        key, theirs = (record.variant, record.num_envs), card_gb(record.info)
+        if (key not in have and theirs is not None and theirs >= card and record.info.get("shape_sha")
+                and shapes.get(key) == shape_of(record) and _memory_failure(record)):  # fmt: skip
+            found.setdefault(key, []).append(record)
+    return [_closest(found[k]) for k in sorted(found, key=lambda k: (k[0], -k[1]))]
+
+
+def _closest(records: list[TrialRecord]) -> TrialRecord:
+    """The one under the smallest card; among equal cards, the newest."""
+    newest_first = sorted(records, key=lambda r: r.info.get("finished_at", ""), reverse=True)
+    return min(newest_first, key=lambda r: card_gb(r.info) or 0.0)
+
+
+def _memory_failure(record: TrialRecord) -> bool:
+    """Out of memory for sure: a memory verdict of high confidence, in a trial that ran (not a copy)."""
+    return (record.status is Status.OOM_OR_NCCL and is_memory(record.reason) and not record.info.get("reused_from")
+            and record.info.get("confidence") != "low")  # fmt: skip
+
+
+def carried_why(record: TrialRecord, card: float) -> str:
+    return (f"ran out of memory under a larger card ({card_gb(record.info):g} GB, {origin(record)}): it cannot fit "
+            f"under {card:g} GB")  # fmt: skip
+
+
 def _reusable(record: TrialRecord) -> bool:
     if record.info.get("reused_from"):
         return False  # a copy: its original is reused, if still there
@@ -115,11 +175,13 @@ def origin(record: TrialRecord) -> str:
     return f"{record.info.get('sweep', '?')}#{record.number}"
 
 
-def as_reused(record: TrialRecord, sweep: str, trial_dir: str) -> TrialRecord:
-    """The copy this sweep stores: the same outcome and figures, saying where it came from; its evidence is in
-    `trial_dir` (relative to this sweep's folder, like every trial_dir; "" where the original's was gone)."""
+def as_reused(record: TrialRecord, sweep: str, trial_dir: str, why: str = "") -> TrialRecord:
+    """The copy this sweep stores: the same outcome and figures, saying where it came from (`why`, else "reused
+    from <sweep>#<n>"); its evidence is in `trial_dir` (relative to this sweep's folder, like every trial_dir; ""
+    where the original's was gone). A carried failure keeps the card it ran under."""
     where = origin(record)
-    info = {**record.info, "sweep": sweep, "reused_from": where, "why": f"reused from {where}", "trial_dir": trial_dir}
+    info = {**record.info, "sweep": sweep, "reused_from": where, "why": why or f"reused from {where}",
+            "trial_dir": trial_dir}  # fmt: skip
     return dataclasses.replace(record, phase=Phase.PROBE, figures=dict(record.figures), info=info)
 
 

@@ -205,22 +205,35 @@ def _reuse(ctx: Run) -> None:
     with FileLock(str(ctx.paths.sweep_dir / f".reuse.{s.case.name}.lock")):
         have = {(r.variant, r.num_envs) for r in store.records(ctx.study) if r.status is not Status.INTERRUPTED}
         copies = [_copied(ctx, r) for r in reuse.pick(earlier, wanted, have)]
-        for copy in copies:
+        have |= {(c.variant, c.num_envs) for c in copies}
+        card = _card(ctx)
+        carried = [_copied(ctx, r, reuse.carried_why(r, card)) for r in
+                   (reuse.carried(earlier, _shapes(ctx), card, have) if card else [])]  # fmt: skip
+        for copy in copies + carried:
             store.add_finished(ctx.study, copy, catalog.known("profile"), results.objective_value(copy, s.objective))
-    for copy in copies:
+    for copy in copies + carried:
         ctx.view.trial_finished(copy)
     if copies:
         log.info("%d trial(s) reused from earlier sweeps on the same hardware (reuse=false runs them again)",
                  len(copies))  # fmt: skip
+    if carried:
+        log.info("%d rung(s) not launched: they ran out of memory under a larger emulated card in an earlier sweep",
+                 len(carried))  # fmt: skip
+    if copies or carried:
         results.write_trials(ctx.paths.trials_tsv, lambda: store.sweep_records(ctx.storage, ctx.paths.sweep))
 
 
-def _copied(ctx: Run, record: TrialRecord) -> TrialRecord:
+def _card(ctx: Run) -> float | None:
+    """The emulated card this sweep's trials run under (GB per rank), where the workload applies one."""
+    return ctx.settings.workload.emulate_gpu_mem_gb if ctx.workload.kind is planner.Kind.PROXY else None
+
+
+def _copied(ctx: Run, record: TrialRecord, why: str = "") -> TrialRecord:
     """The reused trial as this sweep stores it, its evidence copied into this sweep's own trial folder."""
     source = Path(ctx.settings.output_root) / f"{store.SWEEP_PREFIX}{record.info.get('sweep', '')}"
     dest = _fresh_trial_dir(ctx, record.variant, record.num_envs, Phase.PROBE)
     copied = bool(record.info.get("trial_dir")) and reuse.copy_evidence(source / record.info["trial_dir"], dest)
-    return reuse.as_reused(record, ctx.paths.sweep, str(dest.relative_to(ctx.paths.sweep_dir)) if copied else "")
+    return reuse.as_reused(record, ctx.paths.sweep, str(dest.relative_to(ctx.paths.sweep_dir)) if copied else "", why)
 
 
 def _fresh_trial_dir(ctx: Run, variant: str, rung: int, phase: Phase, n: int = 1) -> Path:
@@ -264,6 +277,9 @@ def would_reuse(ctx: Run) -> dict[tuple[str, int], str]:
         earlier = reuse.earlier_records(ctx.storage, s.case.name, ctx.paths.sweep, Path(s.output_root))
         for r in reuse.pick(earlier, _wanted(ctx), set(known)):
             known[(r.variant, r.num_envs)] = f"reused from {reuse.origin(r)} ({r.status})"
+        if card := _card(ctx):
+            for r in reuse.carried(earlier, _shapes(ctx), card, set(known)):
+                known[(r.variant, r.num_envs)] = reuse.carried_why(r, card)
     return known
 
 
@@ -277,6 +293,22 @@ def _existing_study(ctx: Run) -> optuna.Study | None:
 def _placeholder_spec(ctx: Run, profile: str, rung: int) -> TrialSpec:
     """The trial as planned in reuse's placeholder folder on port 0: its configuration, less where it runs."""
     return plan(ctx, policy.Decision(profile, rung, ""), Path(reuse.TRIAL_DIR), 0)
+
+
+def _bare_spec(ctx: Run, profile: str, rung: int) -> TrialSpec:
+    """The trial as `_placeholder_spec` plans it, without the emulated card (what `reuse.carried` compares)."""
+    bare = dataclasses.replace(ctx.workload, proxy=dataclasses.replace(ctx.workload.proxy, emulate_gpu_mem_gb=None))
+    return _placeholder_spec(dataclasses.replace(ctx, workload=bare), profile, rung)
+
+
+def _shapes(ctx: Run) -> reuse.Shapes:
+    """(profile, rung) -> the shape a failure under a larger card must have to answer for it (`reuse.shape`)."""
+    out = {}
+    for profile, rung in ((p.name, r) for p in ctx.settings.profiles for r in ctx.settings.rungs):
+        spec = _bare_spec(ctx, profile, rung)
+        describe = {**ctx.machine.describe, **spec.info, **_conditions(ctx)}
+        out[(profile, rung)] = reuse.shape(ctx.settings.case.name, reuse.fingerprint(spec), describe)
+    return out
 
 
 def _wanted(ctx: Run) -> reuse.Wanted:
@@ -391,6 +423,7 @@ def _info(ctx: Run, decision: policy.Decision, spec: TrialSpec, trial_dir: Path,
         "why": decision.why,
         "knob": ctx.settings.knob,
         "config_sha": reuse.fingerprint(_placeholder_spec(ctx, decision.profile, decision.rung)),
+        "shape_sha": reuse.fingerprint(_bare_spec(ctx, decision.profile, decision.rung)),
         **ctx.machine.describe,
         **spec.info,
         **_conditions(ctx),

@@ -57,7 +57,8 @@ def trial_line(r: TrialRecord) -> str:
     sps = f"{f['samples_per_s']:.0f}" if "samples_per_s" in f and r.status is Status.OK else "-"
     sps += " (cut)" if f.get("cut") else ""
     rung = rung_label(r.info.get("knob", "num_envs"), r.num_envs)
-    took = f"reused from {r.info['reused_from']}" if r.info.get("reused_from") else f"{r.info.get('duration_s', '?')} s"
+    copy = r.info.get("why") or f"reused from {r.info['reused_from']}" if r.info.get("reused_from") else ""
+    took = copy or f"{r.info.get('duration_s', '?')} s"  # a copy says where from (a carried failure: why it holds)
     return (
         f"{r.case:<14} {r.variant:<8} {rung:<6} {r.status!s:<12} {r.reason!s:<13} util={util:>6} "
         f"{'rss' if r.info.get('source') == 'host' else 'mem'}={mems:>11} MiB{capped(f)}  samples/s={sps:>7}  ({took})"

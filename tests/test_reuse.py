@@ -152,3 +152,53 @@ def test_copied_evidence_stands_alone_and_is_whole_or_absent(tmp_path: Path) -> 
     assert [p.name for p in dest.parent.iterdir()] == [dest.name]  # no temporary folder left
     assert not reuse.copy_evidence(tmp_path / "gone", tmp_path / "new" / "x")
     assert not (tmp_path / "new" / "x").exists()
+
+
+# ---- a memory failure under a larger emulated card carries to a smaller one (`reuse.carried`)
+
+
+def shapes(*keys: tuple[str, int], bare: str = "bare", **machine: str) -> dict[tuple[str, int], str]:
+    return {k: reuse.shape("amp_humanoid", bare, {**H100, "host_mem_limit_gb": "", **machine}) for k in keys}
+
+
+def under(card: str, status: Status = Status.OOM_OR_NCCL, rung: int = 4096, **info: str) -> TrialRecord:
+    return rec("default", rung, status, **{"shape_sha": "bare", "emulate_gpu_mem_gb": card, "host_mem_limit_gb": "",
+                                           **info})  # fmt: skip
+
+
+def test_a_memory_failure_under_a_larger_card_carries_to_a_smaller_one_only() -> None:
+    keys = shapes(("default", 4096))
+    (got,) = reuse.carried([under("40")], keys, 24.0, set())
+    assert (got.num_envs, got.status) == (4096, Status.OOM_OR_NCCL)
+    assert reuse.carried([under("40")], keys, 40.0, set()) != []  # the same card: it needed more than that
+    assert reuse.carried([under("16")], keys, 24.0, set()) == []  # a smaller card says nothing of ours
+    assert reuse.carried([under("40")], keys, 24.0, {("default", 4096)}) == []  # what ran here stays
+    assert reuse.carried([under("")], keys, 24.0, set()) == []  # no emulated card: nothing to compare
+
+
+def test_only_a_sure_memory_failure_of_the_same_shape_carries() -> None:
+    keys = shapes(("default", 4096))
+    assert reuse.carried([under("40", Status.OK)], keys, 24.0, set()) == []
+    assert reuse.carried([under("40", confidence="low")], keys, 24.0, set()) == []  # weak evidence
+    nccl = dataclasses.replace(under("40"), reason=Reason.NCCL_TIMEOUT)
+    assert reuse.carried([nccl], keys, 24.0, set()) == []  # not memory: the rung may run under ours
+    copy = reuse.as_reused(under("40"), "mid", "")
+    assert reuse.carried([copy], keys, 24.0, set()) == []  # a copy: its original carries
+    assert reuse.carried([under("40", shape_sha="")], keys, 24.0, set()) == []  # recorded before shapes were
+    assert reuse.carried([under("40")], shapes(("default", 4096), bare="other"), 24.0, set()) == []
+    assert reuse.carried([under("40")], shapes(("default", 4096), torch="2.14.0"), 24.0, set()) == []
+    assert reuse.carried([under("40")], shapes(("default", 4096), host_mem_limit_gb="8"), 24.0, set()) == []
+    assert reuse.carried([under("40")], shapes(("hiutil", 4096)), 24.0, set()) == []  # another profile
+
+
+def test_the_closest_card_answers_and_the_copy_says_why() -> None:
+    keys = shapes(("default", 4096), ("default", 2048))
+    old = under("80", when="2026-11-26T05:00:00+00:00")
+    near = under("40", when="2026-11-26T01:00:00+00:00")
+    small = under("40", rung=2048)
+    got = reuse.carried([old, near, small], keys, 24.0, set())
+    assert got == [near, small]  # highest rung first, each from the smallest larger card
+    why = reuse.carried_why(near, 24.0)
+    assert why == "ran out of memory under a larger card (40 GB, old#0): it cannot fit under 24 GB"
+    copy = reuse.as_reused(near, "new", "", why)
+    assert (copy.status, copy.info["why"], copy.info["emulate_gpu_mem_gb"]) == (Status.OOM_OR_NCCL, why, "40")

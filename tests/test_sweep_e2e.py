@@ -118,6 +118,16 @@ def test_sweep_steps_down_from_a_real_oom_and_records_the_fitting_rung(tmp_path:
     assert changed.returncode == ExitCode.NO_RUNG_FITS and "reused" not in out4, out4  # e256 alone: it fails there
     assert (sweep_dir(tmp_path, "e2e_c") / "trials" / "amp_pi_plus" / "default_e256_probe_1").is_dir()
 
+    # a smaller card: e256 ran out of memory under a larger one (0.6 GB, and 0.65 GB), so it is not launched
+    smaller = search(tmp_path, *FAST, "ladder.rungs=[256]", "sweep=e2e_d", "workload.emulate_gpu_mem_gb=0.55")
+    out5 = finish(smaller)
+    why = "ran out of memory under a larger card (0.6 GB, e2e#0): it cannot fit under 0.55 GB"
+    assert smaller.returncode == ExitCode.NO_RUNG_FITS and why in out5, out5
+    assert "1 rung(s) not launched" in out5, out5
+    (carried,) = read_tsv(sweep_dir(tmp_path, "e2e_d") / "trials.tsv")
+    assert (carried["status"], carried["reused_from"], carried["why"]) == ("oom_or_nccl", "e2e#0", why)
+    assert carried["emulate_gpu_mem_gb"] == "0.6"  # the card it ran under, not ours
+
 
 def test_sigterm_kills_the_trial_and_resume_runs_it_again(tmp_path: Path) -> None:
     proc = search(tmp_path, *FAST, "ladder.rungs=[64]", "sweep=stop", "measure.window_s=600")
