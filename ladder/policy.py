@@ -40,10 +40,12 @@ launched (`_above_reach`); its walk says so too.
 The descent is insurance, and it pays for itself (`insure_short`): where every pair of rungs measured so far (any
 profile of the case) says samples/s rose with num_envs (`rising`), a descent step is a short probe
 (`Decision.short`): it stops after a short window once its rate is below what it must beat, where a full one would
-run on until its whole interval were. The same evidence bounds a lower rung's gain by 1 instead of `gain_max`
-(`_gain`): a profile whose best, at the top of its interval, is already below the case's best is not measured lower
-at all (a lower rung would have to break the pattern every measured pair showed), and its walk says so. The profile
-that holds the case's best still measures the rung below (the insurance, as a short probe). `insurance` sums what
+run on until its whole interval were. The same evidence, where a profile's best also ran clear of the card (at most
+1 - `headroom` of it: no memory pressure, the one known way for fewer envs to run faster), bounds a lower rung's
+gain by 1 instead of `gain_max` (`Gain`): such a profile whose best, at the top of its interval, is already below
+the case's best is not measured lower at all (a lower rung would have to break the pattern every measured pair
+showed), and its walk says so. The profile that holds the case's best still measures the rung below (the
+insurance, as a short probe). `insurance` sums what
 the steps below the largest fit cost, for the summary.
 """
 
@@ -223,7 +225,7 @@ def fit_memory(points: Sequence[tuple[int, float]]) -> Fit | None:
 
 def _model_step(
     rungs: Sequence[int], profile: str, left: list[int], mine: list[Attempt], tuning: Tuning, seed: Seed | None,
-    case_best: float | None, gain: Gain | None,
+    case_best: float | None, gain: Gain,
 ) -> Decision | None:  # fmt: skip
     if not mine and seed is not None and seed.rung in left:
         return Decision(profile, seed.rung, seed.why)
@@ -249,7 +251,7 @@ def _jump(profile: str, left: list[int], fit: Fit, tuning: Tuning) -> Decision |
 
 
 def _descent_step(
-    rungs: Sequence[int], profile: str, mine: list[Attempt], gain: Gain | None, case_best: float | None
+    rungs: Sequence[int], profile: str, mine: list[Attempt], gain: Gain, case_best: float | None
 ) -> Decision | None:
     step = _next_below(rungs, mine)
     if step is None or _out_of_reach(step[0], gain, case_best):
@@ -323,25 +325,31 @@ def _next_below(rungs: Sequence[int], mine: list[Attempt]) -> tuple[Attempt, int
 
 
 class Gain(NamedTuple):
-    """How many times faster a lower rung may be taken to run than the best above it, and on what evidence."""
+    """How many times faster a lower rung may be taken to run than a profile's best above it (`factor`)."""
 
-    factor: float
-    why: str
+    rising: str  # why every measured pair says more envs was faster ("" where it does not, or `insure_short` is off)
+    gain_max: float | None  # the bound otherwise (None: unbounded)
+    free: float  # the share of the card a best must leave free for `rising` to bound its gain by 1
+
+    def factor(self, best: Attempt) -> float | None:
+        """1 where `rising` and the best ran clear of the card (no memory pressure, the one known way for fewer
+        envs to run faster: at a memory fraction of at most 1 - `free`), else `gain_max`."""
+        return 1.0 if self.calm(best) else self.gain_max
+
+    def calm(self, best: Attempt) -> bool:
+        return bool(self.rising) and best.mem_frac is not None and best.mem_frac <= 1.0 - self.free
 
 
-def _gain(attempts: Sequence[Attempt], tuning: Tuning) -> Gain | None:
-    """`gain_max`; 1 where every measured pair says more envs was faster (`rising`, with `insure_short`): a lower
-    rung is then taken to be no faster than the one above it. None: unbounded."""
-    if tuning.insure_short and (why := rising(attempts)):
-        return Gain(1.0, why)
-    return Gain(tuning.gain_max, "") if tuning.gain_max is not None else None
+def _gain(attempts: Sequence[Attempt], tuning: Tuning) -> Gain:
+    return Gain(rising(attempts) if tuning.insure_short else "", tuning.gain_max, tuning.headroom)
 
 
-def _out_of_reach(best: Attempt, gain: Gain | None, case_best: float | None) -> bool:
-    """A lower rung of this profile could not become the case's pick even `gain` times better than its best (the
-    top of the best's interval: its true rate may be that high)."""
-    return (gain is not None and case_best is not None and best.value is not None
-            and _upper(best) * gain.factor < case_best)  # fmt: skip
+def _out_of_reach(best: Attempt, gain: Gain, case_best: float | None) -> bool:
+    """A lower rung of this profile could not become the case's pick even `gain.factor` times better than its best
+    (the top of the best's interval: its true rate may be that high)."""
+    factor = gain.factor(best)
+    return (factor is not None and case_best is not None and best.value is not None
+            and _upper(best) * factor < case_best)  # fmt: skip
 
 
 def _above_reach(rung: int, mine: list[Attempt], tuning: Tuning, case_best: float | None) -> str:
@@ -438,18 +446,19 @@ def _points(mine: list[Attempt]) -> list[tuple[int, float]]:
 
 
 def _not_descended(
-    rungs: Sequence[int], mine: list[Attempt], tuning: Tuning, case_best: float | None, gain: Gain | None
+    rungs: Sequence[int], mine: list[Attempt], tuning: Tuning, case_best: float | None, gain: Gain
 ) -> tuple[tuple[int, str], ...]:
     """The rung below where the gain bound (`_gain`) ended the descent, and why."""
     if not tuning.descends or (step := _next_below(rungs, mine)) is None:
         return ()
     best, rung = step
-    if gain is None or case_best is None or not _out_of_reach(best, gain, case_best):
+    if case_best is None or not _out_of_reach(best, gain, case_best):
         return ()
-    if gain.why:
-        return ((rung, f"{gain.why}: a lower rung is taken to be no faster than {best.rung} envs, whose "
-                       f"{_num(_upper(best))} stays below the case's best {_num(case_best)}"),)  # fmt: skip
-    return ((rung, f"even {gain.factor:g} x {_num(_upper(best))} at {best.rung} envs stays below the case's "
+    if gain.calm(best):
+        return ((rung, f"{gain.rising}, and {best.rung} envs used {best.mem_frac:.0%} of the card: a lower rung is "
+                       f"taken to be no faster than {best.rung} envs, whose {_num(_upper(best))} stays below the "
+                       f"case's best {_num(case_best)}"),)  # fmt: skip
+    return ((rung, f"even {gain.gain_max:g} x {_num(_upper(best))} at {best.rung} envs stays below the case's "
                    f"best {_num(case_best)}"),)  # fmt: skip
 
 

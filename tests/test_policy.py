@@ -249,18 +249,24 @@ def test_a_profile_that_cannot_reach_the_cases_best_even_gain_max_times_over_is_
 
 
 def test_where_more_envs_was_faster_a_profile_below_the_cases_best_is_not_measured_lower() -> None:
-    """Every measured pair rose with num_envs (`rising`): a lower rung is taken to be no faster than the one above
-    (gain 1, whatever `gain_max`), so a profile whose best, at the top of its interval, is below the case's best
-    is not measured lower; the case's best profile still is (the insurance), and a profile within reach too."""
+    """Every measured pair rose with num_envs (`rising`) and a profile's best ran clear of the card (no memory
+    pressure): a lower rung is taken to be no faster than the one above (gain 1, whatever `gain_max`), so a profile
+    whose best, at the top of its interval, is below the case's best is not measured lower. Near the card's limit
+    `gain_max` still bounds it; the case's best profile is still measured lower (the insurance), and a profile within
+    reach too."""
     first = [Attempt("default", 128, OOM), rate(64, 4140.0), Attempt("default", 48, OK, None, 4006.0, 4100.0)]
-    close = [*first, Attempt("hiutil", 64, OK, None, 3000.0, 3100.0), Attempt("hiutil", 128, OOM)]
-    assert next_trial(PI_PLUS, ["default", "hiutil"], close, DESCEND) is None  # gain_max 1.5 would measure 48
+    close = [*first, Attempt("hiutil", 64, OK, 0.90, 3000.0, 3100.0), Attempt("hiutil", 128, OOM)]
+    assert next_trial(PI_PLUS, ["default", "hiutil"], close, DESCEND) is None  # gain_max 1.3 would measure 48
     state = walk(PI_PLUS, "hiutil", close, DESCEND)
     assert (state.outcome, state.rung) == (Outcome.FOUND, 64)
-    assert state.skipped[-1] == (48, "samples/s rose with num_envs in every measured pair (1): a lower rung is "
-                                     "taken to be no faster than 64 envs, whose 3,100 stays below the case's best "
-                                     "4,140")  # fmt: skip
-    level = [*first, Attempt("hiutil", 64, OK, None, 4000.0, 4300.0), Attempt("hiutil", 128, OOM)]
+    assert state.skipped[-1] == (48, "samples/s rose with num_envs in every measured pair (1), and 64 envs used 90% "
+                                     "of the card: a lower rung is taken to be no faster than 64 envs, whose 3,100 "
+                                     "stays below the case's best 4,140")  # fmt: skip
+    for near in (0.97, None):  # near the card's limit, or its memory unknown: gain_max (1.3 x 3100 > 4140)
+        pressed = [*first, Attempt("hiutil", 64, OK, near, 3000.0, 3100.0), Attempt("hiutil", 128, OOM)]
+        below = next_trial(PI_PLUS, ["default", "hiutil"], pressed, DESCEND)
+        assert below is not None and (below.profile, below.rung) == ("hiutil", 48), near
+    level = [*first, Attempt("hiutil", 64, OK, 0.90, 4000.0, 4300.0), Attempt("hiutil", 128, OOM)]
     below = next_trial(PI_PLUS, ["default", "hiutil"], level, DESCEND)  # its interval reaches the case's best
     assert below is not None and (below.profile, below.rung, below.short) == ("hiutil", 48, True)
     own = next_trial(PI_PLUS, ["default", "hiutil"], [Attempt("default", 128, OOM), rate(64, 4140.0),
@@ -303,14 +309,14 @@ def test_a_rung_above_that_even_perfect_scaling_cannot_lift_to_the_cases_best_is
 World = dict[str, tuple[int, tuple[float, float, float]]]  # profile -> (index of its largest fit or -1, a, b, c)
 
 
-def _sweep_in(world: World, tuning: Tuning) -> tuple[int, tuple[str, int] | None]:
+def _sweep_in(world: World, tuning: Tuning, mem: float | None = None) -> tuple[int, tuple[str, int] | None]:
     """The walk run against a made-up case: launches, and the pick (`results.pick` over what it measured)."""
     history: list[Attempt] = []
     while (d := next_trial(PI_PLUS, ["default", "hiutil"], history, tuning)) is not None:
         fit, (a, b, c) = world[d.profile]
         fits = fit >= 0 and d.rung <= PI_PLUS[fit]
         value = 32.0 * d.rung / (a + b * d.rung + c * d.rung**2) if fits else None
-        history.append(Attempt(d.profile, d.rung, OK if fits else OOM, None, value, value and value * 1.02))
+        history.append(Attempt(d.profile, d.rung, OK if fits else OOM, mem, value, value and value * 1.02))
         assert len(history) < 40
     ok = [(a.value, a.value_hi, a.rung, (a.profile, a.rung)) for a in history if a.value is not None]
     return len(history), results.pick(ok)
@@ -343,7 +349,7 @@ def test_the_gain_bound_of_one_never_adds_a_launch_or_changes_the_pick_where_mor
     for _ in range(2000):
         world = {p: (rnd.randint(-1, len(PI_PLUS) - 1), (rnd.uniform(0.1, 2), rnd.uniform(0, 0.05), 0.0))
                  for p in ("default", "hiutil")}  # fmt: skip
-        bounded, unbounded = _sweep_in(world, tuning), _sweep_in(world, replace(tuning, insure_short=False))
+        bounded, unbounded = _sweep_in(world, tuning, 0.5), _sweep_in(world, replace(tuning, insure_short=False), 0.5)
         assert bounded[0] <= unbounded[0] and bounded[1] == unbounded[1], (world, bounded, unbounded)
         fewer += bounded[0] < unbounded[0]
     assert fewer > 100  # it does save launches in such cases
