@@ -56,7 +56,8 @@ TRIAL_DIR = "/ladder-trial"  # what stands for the trial's folder in a fingerpri
 
 Wanted = Mapping[tuple[str, int], str]  # (profile, num_envs) -> the identity a reused trial must have
 Shapes = Mapping[tuple[str, int], str]  # (profile, num_envs) -> the shape a carried failure must have (`shape`)
-SHAPE_KEYS = tuple(k for k in MACHINE_KEYS if k != "conditions") + ("host_mem_limit_gb",)
+# the machine less the card (`gpu_mem_total` is the emulated card where one is) and the conditions, with the host cap
+SHAPE_KEYS = tuple(k for k in MACHINE_KEYS if k not in ("conditions", "gpu_mem_total")) + ("host_mem_limit_gb",)
 
 
 # ---------------------------------------------------------------- pure

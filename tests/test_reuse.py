@@ -188,6 +188,7 @@ def test_only_a_sure_memory_failure_of_the_same_shape_carries() -> None:
     assert reuse.carried([under("40")], shapes(("default", 4096), bare="other"), 24.0, set()) == []
     assert reuse.carried([under("40")], shapes(("default", 4096), torch="2.14.0"), 24.0, set()) == []
     assert reuse.carried([under("40")], shapes(("default", 4096), host_mem_limit_gb="8"), 24.0, set()) == []
+    assert reuse.carried([under("40")], shapes(("default", 4096), gpu_mem_total="24576"), 24.0, set()) != []  # ours
     assert reuse.carried([under("40")], shapes(("hiutil", 4096)), 24.0, set()) == []  # another profile
 
 
