@@ -22,6 +22,7 @@ from typing import Any
 
 import psutil
 import pytest
+from filelock import FileLock, Timeout
 
 from ladder import fault
 from ladder.results import read_tsv
@@ -50,6 +51,30 @@ def search(
     argv = [sys.executable, "-m", "ladder.search", *FAST, f"reuse={str(reuse).lower()}", f"sweep={sweep}",
             f"output_root={root}/output/train", *extra]  # fmt: skip
     return subprocess.Popen(argv, cwd=root, env=env, stdout=stdout, stderr=subprocess.STDOUT, text=True)
+
+
+def stop_between_writes(proc: subprocess.Popen[str], sweep_dir: Path) -> None:
+    """SIGSTOP `proc` at a moment it holds none of the sweep folder's file locks (journal, TSVs, reuse): stopped
+    holding one, it would block every other process at that file until continued. Stopped holding one, it is
+    continued until it lets go, and stopped again."""
+    while True:
+        os.kill(proc.pid, signal.SIGSTOP)
+        wait_for(lambda: psutil.Process(proc.pid).status() == psutil.STATUS_STOPPED, timeout_s=60)
+        held = [p for p in sweep_dir.glob(".*.lock") if not _free(p)]
+        if not held:
+            return
+        os.kill(proc.pid, signal.SIGCONT)
+        wait_for(lambda held=held: all(_free(p) for p in held), timeout_s=60)
+
+
+def _free(lock_file: Path) -> bool:
+    lock = FileLock(str(lock_file))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        return False
+    lock.release()
+    return True
 
 
 def run(root: Path, sweep: str, *extra: str, fault_at: str = "", reuse: bool = False) -> tuple[int, str]:
@@ -166,7 +191,7 @@ def test_sigkill_of_one_of_two_processes_sharing_a_case(clean: Clean, tmp_path: 
     doomed = search(tmp_path, "two", fault_at="journal.after_append:6")
     journal = folder(tmp_path, "two") / "journal.log"
     wait_for(lambda: journal.exists() and b'{"op_code":4,' in journal.read_bytes(), timeout_s=120)
-    os.kill(doomed.pid, signal.SIGSTOP)
+    stop_between_writes(doomed, journal.parent)
     log = tmp_path / "other.log"
     try:
         with open(log, "w") as fh:
