@@ -43,6 +43,7 @@ from optuna.storages import BaseStorage
 from ladder import store
 from ladder.config import MeasureConf, WorkloadConf
 from ladder.failures.patterns import is_memory
+from ladder.pick import weak
 from ladder.records import Phase, Status, TrialRecord
 from ladder.workloads.spec import TrialSpec
 
@@ -150,7 +151,7 @@ def _closest(records: list[TrialRecord]) -> TrialRecord:
 def _memory_failure(record: TrialRecord) -> bool:
     """Out of memory for sure: a memory verdict of high confidence, in a trial that ran (not a copy)."""
     return (record.status is Status.OOM_OR_NCCL and is_memory(record.reason) and not record.info.get("reused_from")
-            and record.info.get("confidence") != "low")  # fmt: skip
+            and not weak(record))  # fmt: skip
 
 
 def carried_why(record: TrialRecord, card: float) -> str:
