@@ -30,7 +30,8 @@ OUTCOME_SETTINGS = ("case", "ladder", "profile", "workload", "measure", "device"
                     "nccl_env")  # fmt: skip
 NOT_OUTCOME = ("workload.lease_dir", "workload.lease_timeout_s", "measure.kill_grace_s")  # where and how long to wait
 # Carried: how the sweep walks; a resume that does not give it takes the recorded value, one that does wins
-CARRIED_SETTINGS = ("reuse", "strategy", "mem_headroom_frac", "mem_margin_frac", "descent_gain_max", "descent_short")
+CARRIED_SETTINGS = ("reuse", "strategy", "mem_headroom_frac", "mem_margin_frac", "descent_gain_max", "descent_short",
+                    "descent_idle_util")  # fmt: skip
 
 
 class SettingsChange(Word):
@@ -186,6 +187,9 @@ class SweepConf:
     # largest such gain on record is 1.22 (a sweep that peaked at 4096 envs and lost 18% at 8192)
     descent_gain_max: float | None = 1.3
     descent_short: bool = True  # samples/s: while more envs was faster, descent is short (losing profiles: none)
+    # samples/s, with descent_short: a largest fit whose GPUs NVML saw busy under this util (%), clear of the card, is
+    # not measured lower (neither memory nor GPU time near a limit); 45 = the seeds' "low util"; null = off
+    descent_idle_util: float | None = 45.0
     device: str = Device.AUTO.value  # auto (cuda when a GPU is visible, else cpu), cpu or cuda
     sweep: str | None = None  # sweep name: resume it when it exists; null = a new one named by the time
     output_root: str = "output/train"  # sweeps live in <output_root>/case_gpu_bench_<sweep>/
@@ -253,6 +257,7 @@ class Settings:
     settings_change: SettingsChange = SettingsChange.REFUSE
     given: tuple[str, ...] | None = None  # the keys set on the command line; None = unknown (all count as given)
     descent_short: bool = True  # samples/s: a descent step is a short probe while more envs was faster (policy.rising)
+    descent_idle_util: float | None = 45.0  # samples/s: no descent below a best whose GPUs stayed under this util (%)
 
 
 GROUPS = ("case", "ladder", "profile", "workload", "measure", "preflight", "decide")  # SweepConf's nested fields
@@ -285,6 +290,7 @@ def settings_from(cfg: DictConfig, known_cases: tuple[str, ...] = (), given: tup
         reuse=bool(top.reuse),
         descent_gain_max=_gain(top.descent_gain_max),
         descent_short=bool(top.descent_short),
+        descent_idle_util=_util("descent_idle_util", top.descent_idle_util),
         device=_device(str(top.device)),
         sweep=_opt_str(top.sweep),
         output_root=str(top.output_root),
@@ -439,6 +445,15 @@ def _gain(value: Any) -> float | None:
     if float(value) < 1:
         raise ConfigError(f"descent_gain_max must be >= 1 or null, got {value}",
                           "set descent_gain_max=1.3 (a factor), or null to always measure lower")  # fmt: skip
+    return float(value)
+
+
+def _util(key: str, value: Any) -> float | None:
+    if value is None:
+        return None
+    if not 0 <= float(value) <= 100:
+        raise ConfigError(f"{key} must be a util between 0 and 100 (%) or null, got {value}",
+                          f"set {key}=45 (the seeds' low util), or null: always measure lower")  # fmt: skip
     return float(value)
 
 

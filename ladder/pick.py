@@ -68,6 +68,7 @@ class Fact(NamedTuple):
     value: float | None
     value_hi: float | None
     confirmed: bool = True  # False: a step-down on weak evidence (a low-confidence verdict): its rung runs once more
+    util: float | None = None  # the busiest GPU's mean util (%) in the window, where NVML measured it
 
 
 # ---------------------------------------------------------------- the pick rule
@@ -218,7 +219,7 @@ def fallback(records: Sequence[TrialRecord]) -> TrialRecord | None:
 def attempts(records: Sequence[TrialRecord], objective: str) -> list[Fact]:
     """What the walk knows: every probe, and every confirmation that failed (its rung then fails for the walk)."""
     return [Fact(r.variant, r.num_envs, r.status, mem_frac(r), objective_value(r, objective),
-                 r.figures.get(f"{objective}_hi"), not weak(r)) for r in median_repeats(records, objective)
+                 r.figures.get(f"{objective}_hi"), not weak(r), gpu_util(r)) for r in median_repeats(records, objective)
             if r.phase is Phase.PROBE or r.status is not Status.OK]  # fmt: skip
 
 
@@ -226,6 +227,13 @@ def weak(record: TrialRecord) -> bool:
     """A step-down verdict on weak evidence (`confidence` low: a simulator's buffer overflow, a bare SIGKILL with no
     kernel line): the walk runs its rung once more before it counts (README: Verdicts and their confidence)."""
     return record.status is Status.OOM_OR_NCCL and record.info.get("confidence") == "low"
+
+
+def gpu_util(record: TrialRecord) -> float | None:
+    """The busiest GPU's mean util (%) in the window, where NVML measured the GPUs; None on a CPU (a rank's CPU
+    share is not the device's busy time)."""
+    utils = figkeys.values(record.figures, figkeys.AVG_UTIL)
+    return max(utils) if record.info.get("source") == "nvml" and utils else None
 
 
 def mem_frac(record: TrialRecord) -> float | None:

@@ -45,14 +45,17 @@ run on until its whole interval were. The same evidence, where a profile's best 
 gain by 1 instead of `gain_max` (`Gain`): such a profile whose best, at the top of its interval, is already below
 the case's best is not measured lower at all (a lower rung would have to break the pattern every measured pair
 showed), and its walk says so. The profile that holds the case's best still measures the rung below (the
-insurance, as a short probe). `insurance` sums what
-the steps below the largest fit cost, for the summary.
+insurance, as a short probe). Where a best's own figures rule out both ways (`Gain.idle`: NVML saw its GPUs busy
+less than `idle_util` of the time, the seeds' "low util", and it ran clear of the card, and no measured pair fell),
+a lower rung is taken to be no faster, and it is not measured at all, the case's best included: an iteration that
+is mostly not the GPUs' time grows less than in proportion to num_envs. `insurance` sums what the steps below the
+largest fit cost, for the summary.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
@@ -91,6 +94,7 @@ class Attempt:
     value: float | None = None  # the objective it measured (ok only)
     value_hi: float | None = None  # the upper end of that value's measured interval (None: no interval)
     confirmed: bool = True  # False: a step-down failure on weak evidence (a low-confidence verdict, see README)
+    util: float | None = None  # the busiest GPU's mean util (%) in its window (NVML; None where no GPU measured it)
 
 
 @dataclass(frozen=True)
@@ -132,6 +136,7 @@ class Tuning:
     gain_max: float | None = None  # ... unless even this many times a profile's best stays below the case's best
     throughput: bool = False  # the objective is samples/s: at most proportional to num_envs (see `_above_reach`)
     insure_short: bool = True  # a descent step is a short probe while every measured pair says more envs is faster
+    idle_util: float | None = None  # with insure_short: a best whose GPUs stayed under this util (%) is not descended
 
     @property
     def descends(self) -> bool:
@@ -254,7 +259,7 @@ def _descent_step(
     rungs: Sequence[int], profile: str, mine: list[Attempt], gain: Gain, case_best: float | None
 ) -> Decision | None:
     step = _next_below(rungs, mine)
-    if step is None or _out_of_reach(step[0], gain, case_best):
+    if step is None or gain.idle(step[0]) or _out_of_reach(step[0], gain, case_best):
         return None
     best, rung = step
     return Decision(profile, rung, f"{DESCENT_WHY}: measured while fewer envs do better than {best.rung}")
@@ -263,17 +268,25 @@ def _descent_step(
 def rising(attempts: Sequence[Attempt]) -> str:
     """Why a lower rung is unlikely to win ("" where it is not known to be): every pair of rungs measured so far,
     within each profile of the case, has the higher rung faster (by point value), and there is such a pair."""
-    pairs = 0
+    pairs = list(_pairs(attempts))
+    if not pairs or any(not rose for rose in pairs):
+        return ""
+    return f"samples/s rose with num_envs in every measured pair ({len(pairs)})"
+
+
+def _fell(attempts: Sequence[Attempt]) -> bool:
+    """A measured pair of rungs (within a profile) had the lower rung at least as fast."""
+    return not all(_pairs(attempts))
+
+
+def _pairs(attempts: Sequence[Attempt]) -> Iterator[bool]:
+    """For each pair of neighbouring measured rungs within each profile: did the higher one measure faster?"""
     for profile in dict.fromkeys(a.profile for a in attempts):
         measured = sorted((a.rung, a.value) for a in _mine(profile, attempts) if a.status is Status.OK
                           and a.value is not None)  # fmt: skip
         for (low, low_v), (high, high_v) in zip(measured, measured[1:], strict=False):
-            if high == low:
-                continue
-            if low_v is None or high_v is None or low_v >= high_v:
-                return ""
-            pairs += 1
-    return f"samples/s rose with num_envs in every measured pair ({pairs})" if pairs else ""
+            if high != low:
+                yield low_v is not None and high_v is not None and low_v < high_v
 
 
 def _insured(decision: Decision, attempts: Sequence[Attempt], tuning: Tuning) -> Decision:
@@ -330,18 +343,33 @@ class Gain(NamedTuple):
     rising: str  # why every measured pair says more envs was faster ("" where it does not, or `insure_short` is off)
     gain_max: float | None  # the bound otherwise (None: unbounded)
     free: float  # the share of the card a best must leave free for `rising` to bound its gain by 1
+    idle_util: float | None = None  # a best whose GPUs stayed under this util (%) is `idle` (None: never)
+    fell: bool = False  # a measured pair had the lower rung at least as fast (then nothing is `idle`)
 
     def factor(self, best: Attempt) -> float | None:
         """1 where `rising` and the best ran clear of the card (no memory pressure, the one known way for fewer
-        envs to run faster: at a memory fraction of at most 1 - `free`), else `gain_max`."""
-        return 1.0 if self.calm(best) else self.gain_max
+        envs to run faster: at a memory fraction of at most 1 - `free`), or where it ran `idle`; else `gain_max`."""
+        return 1.0 if self.calm(best) or self.idle(best) else self.gain_max
 
     def calm(self, best: Attempt) -> bool:
-        return bool(self.rising) and best.mem_frac is not None and best.mem_frac <= 1.0 - self.free
+        return bool(self.rising) and self.clear(best)
+
+    def clear(self, best: Attempt) -> bool:
+        return best.mem_frac is not None and best.mem_frac <= 1.0 - self.free
+
+    def idle(self, best: Attempt) -> bool:
+        """Neither of the two ways for fewer envs to run faster was near: the best kept its GPUs busy less than
+        `idle_util` of the time (so an iteration's time is mostly not theirs, and more envs add to it less than in
+        proportion) and ran clear of the card, and no measured pair says otherwise. A lower rung is then taken to be
+        no faster, and it is not measured, even for the case's best (there it could only tie)."""
+        return (not self.fell and self.idle_util is not None and best.util is not None
+                and best.util < self.idle_util and self.clear(best))  # fmt: skip
 
 
 def _gain(attempts: Sequence[Attempt], tuning: Tuning) -> Gain:
-    return Gain(rising(attempts) if tuning.insure_short else "", tuning.gain_max, tuning.headroom)
+    if not tuning.insure_short:
+        return Gain("", tuning.gain_max, tuning.headroom)
+    return Gain(rising(attempts), tuning.gain_max, tuning.headroom, tuning.idle_util, _fell(attempts))
 
 
 def _out_of_reach(best: Attempt, gain: Gain, case_best: float | None) -> bool:
@@ -452,6 +480,10 @@ def _not_descended(
     if not tuning.descends or (step := _next_below(rungs, mine)) is None:
         return ()
     best, rung = step
+    if gain.idle(best):
+        return ((rung, f"{best.rung} envs kept the GPUs busy {best.util:.0f}% of the time (under {gain.idle_util:g}%) "
+                       f"and used {best.mem_frac:.0%} of the card: with neither near its limit, a lower rung is taken "
+                       f"to be no faster than {best.rung} envs"),)  # fmt: skip
     if case_best is None or not _out_of_reach(best, gain, case_best):
         return ()
     if gain.calm(best):

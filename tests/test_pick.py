@@ -221,6 +221,23 @@ def test_mem_frac(figs: dict[str, float], info: dict[str, str], expected: float 
     assert pick.mem_frac(replace(rec("d", 64, **figs), info=info)) == expected
 
 
+@pytest.mark.parametrize(
+    ("figs", "info", "expected"),
+    [
+        ({"avg_util0": 14.6, "avg_util1": 38.0}, {"source": "nvml"}, 38.0),  # the busiest GPU
+        ({"avg_util0": 98.0}, {"source": "host"}, None),  # a rank's CPU share is not a GPU's busy time
+        ({}, {"source": "nvml"}, None),
+    ],
+    ids=["nvml", "host", "unmeasured"],
+)  # fmt: skip
+def test_gpu_util_is_the_busiest_gpus_where_nvml_measured_it(
+    figs: dict[str, float], info: dict[str, str], expected: float | None
+) -> None:
+    record = replace(rec("d", 64, **figs), info=info)
+    assert pick.gpu_util(record) == expected
+    assert pick.attempts([record], "samples_per_s")[0].util == expected  # what the walk is told
+
+
 def test_the_pick_module_is_pure_by_import() -> None:
     code = ("import sys, ladder.pick; bad = {'subprocess', 'psutil', 'pynvml', 'filelock', 'threading'} & "
             "set(sys.modules); print(sorted(bad))")  # fmt: skip

@@ -9,7 +9,17 @@ from dataclasses import replace
 import pytest
 
 from ladder import results
-from ladder.policy import MAX_RETRIES, Attempt, Outcome, Strategy, Tuning, fit_memory, next_trial, walk
+from ladder.policy import (
+    DESCENT_WHY,
+    MAX_RETRIES,
+    Attempt,
+    Outcome,
+    Strategy,
+    Tuning,
+    fit_memory,
+    next_trial,
+    walk,
+)
 from ladder.records import Status
 
 RUNGS = (256, 128, 64, 48)
@@ -279,6 +289,53 @@ def test_where_more_envs_was_faster_a_profile_below_the_cases_best_is_not_measur
     assert again is not None and again.profile == "default" and again.rung == 40
 
 
+IDLE = Tuning(descend=True, gain_max=1.3, idle_util=45.0)
+
+
+def test_a_best_that_left_its_gpus_mostly_idle_and_clear_of_the_card_is_not_measured_lower() -> None:
+    """NVML saw the best's GPUs busy less than `idle_util` of the time and it ran clear of the card: neither way
+    for fewer envs to run faster is near, so the rung below is not launched, even for the case's best and with no
+    measured pair yet (the insurance the walk otherwise pays), and its walk says why. Busy GPUs, memory near the
+    card or unknown, a CPU (no GPU util), a pair that fell, or `insure_short` off: the descent runs as before."""
+    idle = [Attempt("default", 128, OOM), Attempt("default", 64, OK, 0.63, 6874.0, 7059.0, util=14.6)]
+    assert next_trial(PI_PLUS, ["default"], idle, IDLE) is None
+    state = walk(PI_PLUS, "default", idle, IDLE)
+    assert (state.outcome, state.rung) == (Outcome.FOUND, 64)
+    assert state.skipped[-1] == (48, "64 envs kept the GPUs busy 15% of the time (under 45%) and used 63% of the "
+                                     "card: with neither near its limit, a lower rung is taken to be no faster than "
+                                     "64 envs")  # fmt: skip
+    for other in ({"util": 60.0}, {"util": None}, {"mem_frac": 0.97}, {"mem_frac": None}):
+        pressed = [idle[0], replace(idle[1], **other)]
+        below = next_trial(PI_PLUS, ["default"], pressed, IDLE)
+        assert below is not None and (below.rung, below.why.startswith(DESCENT_WHY)) == (48, True), other
+        assert all(r != 48 for r, _ in walk(PI_PLUS, "default", pressed, IDLE).skipped), other
+    for tuning in (replace(IDLE, insure_short=False), replace(IDLE, idle_util=None)):
+        assert next_trial(PI_PLUS, ["default"], idle, tuning) is not None
+    fell = [*idle, Attempt("hiutil", 64, OK, 0.6, 2000.0, 2100.0, util=10.0),
+            Attempt("hiutil", 48, OK, 0.5, 2200.0, 2300.0, util=9.0)]  # fmt: skip
+    assert next_trial(PI_PLUS, ["default", "hiutil"], fell, IDLE) == next_trial(
+        PI_PLUS, ["default", "hiutil"], fell, replace(IDLE, idle_util=None)
+    )  # fewer envs was faster once: no rule
+    seeded = [*idle, Attempt("hiutil", 64, OK, 0.63, 1811.0, 1910.0, util=12.0)]
+    decision = next_trial(PI_PLUS, ["default", "hiutil"], seeded, IDLE)  # not below: the rung above is in reach
+    assert decision is not None and (decision.profile, decision.rung) == ("hiutil", 128)
+
+
+def test_the_idle_rule_never_adds_a_launch_or_changes_the_pick_where_an_idle_gpu_scales_on() -> None:
+    """2000 random cases whose samples/s never falls with num_envs (iteration time a + b*n), every rung clear of
+    the card and its GPUs mostly idle: the idle rule launches at most what the walk launches without it, and picks
+    the same; it saves launches in most of them (each profile's descent)."""
+    rnd = random.Random(13)
+    fewer = 0
+    for _ in range(2000):
+        world = {p: (rnd.randint(-1, len(PI_PLUS) - 1), (rnd.uniform(0.1, 2), rnd.uniform(0, 0.05), 0.0))
+                 for p in ("default", "hiutil")}  # fmt: skip
+        rule, without = _sweep_in(world, IDLE, 0.5, 20.0), _sweep_in(world, replace(IDLE, idle_util=None), 0.5, 20.0)
+        assert rule[0] <= without[0] and rule[1] == without[1], (world, rule, without)
+        fewer += rule[0] < without[0]
+    assert fewer > 1000
+
+
 def test_a_rung_above_that_even_perfect_scaling_cannot_lift_to_the_cases_best_is_not_launched() -> None:
     """samples/s grows at most in proportion to num_envs (an iteration never gets faster with more envs): a later
     profile's rungs above its fit whose bound stays below the case's best are skipped, and say why; the walk still
@@ -309,14 +366,16 @@ def test_a_rung_above_that_even_perfect_scaling_cannot_lift_to_the_cases_best_is
 World = dict[str, tuple[int, tuple[float, float, float]]]  # profile -> (index of its largest fit or -1, a, b, c)
 
 
-def _sweep_in(world: World, tuning: Tuning, mem: float | None = None) -> tuple[int, tuple[str, int] | None]:
+def _sweep_in(
+    world: World, tuning: Tuning, mem: float | None = None, util: float | None = None
+) -> tuple[int, tuple[str, int] | None]:
     """The walk run against a made-up case: launches, and the pick (`results.pick` over what it measured)."""
     history: list[Attempt] = []
     while (d := next_trial(PI_PLUS, ["default", "hiutil"], history, tuning)) is not None:
         fit, (a, b, c) = world[d.profile]
         fits = fit >= 0 and d.rung <= PI_PLUS[fit]
         value = 32.0 * d.rung / (a + b * d.rung + c * d.rung**2) if fits else None
-        history.append(Attempt(d.profile, d.rung, OK if fits else OOM, mem, value, value and value * 1.02))
+        history.append(Attempt(d.profile, d.rung, OK if fits else OOM, mem, value, value and value * 1.02, util=util))
         assert len(history) < 40
     ok = [(a.value, a.value_hi, a.rung, (a.profile, a.rung)) for a in history if a.value is not None]
     return len(history), results.pick(ok)
