@@ -16,7 +16,9 @@ from pathlib import Path
 
 
 def _median(values: list[float]) -> str:
-    return f"{statistics.median(values):.2f} s (n={len(values)}, {min(values):.2f}-{max(values):.2f})" if values else "-"
+    if not values:
+        return "-"
+    return f"{statistics.median(values):.2f} s (n={len(values)}, {min(values):.2f}-{max(values):.2f})"
 
 
 def main(root: Path) -> int:
@@ -34,9 +36,11 @@ def main(root: Path) -> int:
         print(f"{sweep}: {len(rows)} trials, {cost[card][variant]:.1f} s")
         for r in rows:
             d = float(r["duration_s"])
-            print(f"  {r['variant']:<7} e{r['num_envs']:<5} {r['status']:<12} {d:6.2f} s  first step "
-                  f"{r.get('first_step_s') or '-':>5}  window {r.get('window_s') or '-':>5}  samples/s "
-                  f"{r.get('samples_per_s') or '-':>8}  util {r.get('avg_util0') or '-':>5}  | {r.get('why', '')[:70]}")
+            print(
+                f"  {r['variant']:<7} e{r['num_envs']:<5} {r['status']:<12} {d:6.2f} s  first step "
+                f"{r.get('first_step_s') or '-':>5}  window {r.get('window_s') or '-':>5}  samples/s "
+                f"{r.get('samples_per_s') or '-':>8}  util {r.get('avg_util0') or '-':>5}  | {r.get('why', '')[:70]}"
+            )
             if r["status"] != "ok":
                 fails.append(d)
             elif r.get("first_step_s"):
