@@ -38,18 +38,19 @@ num_envs, and a rung above a profile's fit that even such perfect scaling keeps 
 launched (`_above_reach`); its walk says so too.
 
 The descent is insurance, and it pays for itself (`insure_short`): where every pair of rungs measured so far (any
-profile of the case) says samples/s rose with num_envs (`rising`), a descent step is a short probe
+profile of the case) says samples/s rose with num_envs (`rising`), or where the best above the step ran clear of
+the card (at most 1 - `headroom` of it) and no measured pair fell, a descent step is a short probe
 (`Decision.short`): it stops after a short window once its rate is below what it must beat, where a full one would
-run on until its whole interval were. The same evidence, where a profile's best also ran clear of the card (at most
-1 - `headroom` of it: no memory pressure, the one known way for fewer envs to run faster), bounds a lower rung's
-gain by 1 instead of `gain_max` (`Gain`): such a profile whose best, at the top of its interval, is already below
-the case's best is not measured lower at all (a lower rung would have to break the pattern every measured pair
-showed), and its walk says so. The profile that holds the case's best still measures the rung below (the
-insurance, as a short probe). Where a best's own figures rule out both ways (`Gain.idle`: NVML saw its GPUs busy
-less than `idle_util` of the time, the seeds' "low util", and it ran clear of the card, and no measured pair fell),
-a lower rung is taken to be no faster, and it is not measured at all, the case's best included: an iteration that
-is mostly not the GPUs' time grows less than in proportion to num_envs. `insurance` sums what the steps below the
-largest fit cost, for the summary.
+run on until its whole interval were (in a plateau, where the rung below runs about as fast, it never is). Where
+both hold for a profile's best (every pair rose, and it ran clear of the card: no memory pressure, the one known
+way for fewer envs to run faster), a lower rung's gain is bounded by 1 instead of `gain_max` (`Gain`): such a
+profile whose best, at the top of its interval, is already below the case's best is not measured lower at all (a
+lower rung would have to break the pattern every measured pair showed), and its walk says so. The profile that
+holds the case's best still measures the rung below (the insurance, as a short probe). Where a best's own figures
+rule out both ways (`Gain.idle`: NVML saw its GPUs busy less than `idle_util` of the time, the seeds' "low util",
+and it ran clear of the card, and no measured pair fell), a lower rung is taken to be no faster, and it is not
+measured at all, the case's best included: an iteration that is mostly not the GPUs' time grows less than in
+proportion to num_envs. `insurance` sums what the steps below the largest fit cost, for the summary.
 """
 
 from __future__ import annotations
@@ -154,7 +155,7 @@ def next_trial(
         seed = _seed(rungs, picks, nothing_fits, tuning) if tuning.strategy is Strategy.MODEL else None
         decision = decide(rungs, profile, attempts, tuning, seed)
         if decision is not None:
-            return _with_beat(_insured(decision, attempts, tuning), attempts) if tuning.descends else decision
+            return _with_beat(_insured(decision, rungs, attempts, tuning), attempts) if tuning.descends else decision
         mine = _mine(profile, attempts)
         if (floor := _floor(mine)) is not None:
             picks.append(floor)
@@ -289,11 +290,18 @@ def _pairs(attempts: Sequence[Attempt]) -> Iterator[bool]:
                 yield low_v is not None and high_v is not None and low_v < high_v
 
 
-def _insured(decision: Decision, attempts: Sequence[Attempt], tuning: Tuning) -> Decision:
-    """A descent step as a short probe where the evidence says it is unlikely to win (`rising`)."""
-    if not tuning.insure_short or not decision.why.startswith(DESCENT_WHY) or not (why := rising(attempts)):
+def _insured(decision: Decision, rungs: Sequence[int], attempts: Sequence[Attempt], tuning: Tuning) -> Decision:
+    """A descent step as a short probe where the evidence says it is unlikely to win: every measured pair rose
+    (`rising`), or, with no pair that fell, the best above it ran clear of the card (no memory pressure)."""
+    if not tuning.insure_short or not decision.why.startswith(DESCENT_WHY):
         return decision
-    return replace(decision, short=True, why=f"{decision.why}; a short probe: {why}")
+    why = rising(attempts)
+    step = _next_below(rungs, _mine(decision.profile, attempts))
+    if not why and step is not None and not _fell(attempts):
+        best = step[0]
+        if best.mem_frac is not None and best.mem_frac <= 1.0 - tuning.headroom:
+            why = f"{best.rung} envs used {best.mem_frac:.0%} of the card (no memory pressure)"
+    return replace(decision, short=True, why=f"{decision.why}; a short probe: {why}") if why else decision
 
 
 DESCENT_WHY = "below the largest fit"  # how a descent step's `why` starts (recorded with the trial)
