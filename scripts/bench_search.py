@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import signal
 import statistics
 import subprocess
 import sys
@@ -98,6 +99,8 @@ def run_cell(s: Settings, profile: str, rung: int, cap_gb: float | None, root: P
     place = Placement("cpu", 2, launch.free_port(), sys.executable)
     spec = plan_proxy(s.case, prof, rung, workload, place, str(trial_dir), s.measure.trial_timeout_s, s.nccl_env)
     result = trial.run(spec, trial_dir, uuid.uuid4().hex[:12], s.measure, HostSampler)
+    if result.verdict.status is Status.INTERRUPTED:  # Ctrl-C reached the trial (it took it as its end): stop the bench
+        raise KeyboardInterrupt
     f, ok = result.figures, result.verdict.status is Status.OK
     cell = Cell(result.verdict.status, result.duration_s, f.get(OBJECTIVE) if ok else None,
                 f.get(f"{OBJECTIVE}_hi") if ok else None, f.get(f"{OBJECTIVE}_lo") if ok else None,
@@ -286,6 +289,9 @@ def main() -> None:
     args = parser.parse_args()
     s = settings(args.window_s)
     launch.become_subreaper()
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # heard even when started in the background
+    for sig in (signal.SIGTERM, signal.SIGHUP):  # stops the bench as Ctrl-C does: its running trial is stopped first
+        signal.signal(sig, signal.default_int_handler)
     variants = {"ladder": ()} | ({"ladder(descent_short=false)": ("descent_short=false",)} if args.compare else {})
     with tempfile.TemporaryDirectory(prefix="ladder-bench-") as tmp:
         root = Path(tmp)
@@ -352,4 +358,8 @@ def _outside(label: str, seconds: list[float], span: float) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except KeyboardInterrupt:
+        print("interrupted: the running trial was stopped, nothing was printed for the scenario in progress")
+        sys.exit(130)
