@@ -136,7 +136,7 @@ class Tuning:
     descend: bool = False  # measure below the largest fit while fewer envs do better (objective samples/s)
     gain_max: float | None = None  # ... unless even this many times a profile's best stays below the case's best
     throughput: bool = False  # the objective is samples/s: at most proportional to num_envs (see `_above_reach`)
-    insure_short: bool = True  # a descent step is a short probe while every measured pair says more envs is faster
+    insure_short: bool = True  # a descent step is a short probe while more envs was faster, or its best ran clear
     idle_util: float | None = None  # with insure_short: a best whose GPUs stayed under this util (%) is not descended
 
     @property
@@ -295,12 +295,11 @@ def _insured(decision: Decision, rungs: Sequence[int], attempts: Sequence[Attemp
     (`rising`), or, with no pair that fell, the best above it ran clear of the card (no memory pressure)."""
     if not tuning.insure_short or not decision.why.startswith(DESCENT_WHY):
         return decision
-    why = rising(attempts)
+    gain = _gain(attempts, tuning)
+    why = gain.rising
     step = _next_below(rungs, _mine(decision.profile, attempts))
-    if not why and step is not None and not _fell(attempts):
-        best = step[0]
-        if best.mem_frac is not None and best.mem_frac <= 1.0 - tuning.headroom:
-            why = f"{best.rung} envs used {best.mem_frac:.0%} of the card (no memory pressure)"
+    if not why and step is not None and not gain.fell and gain.clear(best := step[0]):
+        why = f"{best.rung} envs used {best.mem_frac:.0%} of the card (no memory pressure)"
     return replace(decision, short=True, why=f"{decision.why}; a short probe: {why}") if why else decision
 
 
