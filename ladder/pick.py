@@ -17,6 +17,12 @@ at equal envs, the other figure (`OTHER`: util for samples/s and samples/s for u
 tied candidate has it, else the value does, then the narrower interval. A value equal to the best's is always a
 tie. The tie is judged by the candidate's interval, not the best's, so that `to_beat` holds: a trial whose interval
 lies wholly below what it must beat can never become the pick, and the walk may cut it short.
+
+One window's interval speaks of the steps inside that window only; two launches of one configuration differ by more
+(start-up placement, clocks, neighbours on the host). For samples/s the tie therefore also reaches as far as
+`RUN_TO_RUN` above the candidate's value, where its interval is narrower (`reach`): a lower rung becomes the pick over
+a larger one only when it is faster by more than that. It is the same 5% by which `measure.repeats` of one
+configuration may differ and still be stable (`stats.MAX_SPREAD`).
 """
 
 from __future__ import annotations
@@ -35,6 +41,9 @@ OTHER: dict[str, str] = {  # what breaks a tie on the objective
 REPEAT_FIGURES = ("repeats", "unstable", "repeat_spread", "ci_frac")  # about all repeats of a configuration
 # objectives whose noise is a half-width figure, not a _lo/_hi interval
 SPREAD: dict[str, str] = {Objective.MIN_AVG_UTIL: "util_spread"}
+# How far two launches of one configuration may differ beyond one window's interval, as a fraction of the objective
+# (a difference within it is a tie). Samples/s moves from run to run; min_avg_util's spread already spans the devices.
+RUN_TO_RUN: dict[str, float] = {Objective.SAMPLES_PER_S: 0.05}
 T = TypeVar("T")
 
 
@@ -66,7 +75,7 @@ class Fact(NamedTuple):
     status: Status
     mem_frac: float | None
     value: float | None
-    value_hi: float | None
+    value_hi: float | None  # the top of its tie band (`reach`): the measured interval's, or the run-to-run noise's
     confirmed: bool = True  # False: a step-down on weak evidence (a low-confidence verdict): its rung runs once more
     util: float | None = None  # the busiest GPU's mean util (%) in the window, where NVML measured it
 
@@ -99,17 +108,29 @@ def tied(c: Candidate, top: Candidate) -> bool:
     return c.value >= top.value or (c.hi is not None and c.hi >= top.value)
 
 
+def reach(value: float, hi: float | None, noise: float) -> float:
+    """The top of `value`'s tie band: its measured interval's top, or `noise` (a fraction, `RUN_TO_RUN`) above it,
+    whichever is higher."""
+    return max(value if hi is None else hi, value + abs(value) * noise)
+
+
+def noise_of(objective: str) -> float:
+    """The run-to-run noise the pick allows `objective` beyond one window's interval (`RUN_TO_RUN`; 0: none)."""
+    return RUN_TO_RUN.get(objective, 0.0)
+
+
 def pick(scored: Sequence[tuple[float, float | None, int, T]]) -> T | None:
     """The rule on (value, top of its interval or None, num_envs, item), as the walk holds its attempts."""
     choice = choose([Candidate(v, n, item, hi=hi) for v, hi, n, item in scored])
     return choice.item if choice else None
 
 
-def to_beat(value: float, hi: float | None, envs: int, rung: int) -> float:
+def to_beat(value: float, hi: float | None, envs: int, rung: int, noise: float = 0.0) -> float:
     """What a trial at `rung` must reach (the top of its interval) to become the pick over the best so far
-    (`value`, `hi`, `envs`): its value, for as many envs or more; for fewer, the top of its interval, since the
-    best would tie back. Below this, by the pick rule, it cannot become the pick, whatever comes later."""
-    return max(value, hi if hi is not None else value) if rung < envs else value
+    (`value`, `hi`, `envs`): for fewer envs, the top of the best's tie band (`reach`), since the best would tie back;
+    for as many or more, the best's value less the run-to-run `noise` (its own band reaches that far up). Below
+    this, by the pick rule, it cannot become the pick, whatever comes later."""
+    return reach(value, hi, noise) if rung < envs else value / (1.0 + noise)
 
 
 # ---------------------------------------------------------------- over records
@@ -129,11 +150,12 @@ def interval(record: TrialRecord, objective: str) -> tuple[float | None, float |
 
 def candidates(records: Sequence[TrialRecord], objective: str) -> list[Candidate[TrialRecord]]:
     """The ok records as candidates, repeats as their median."""
-    out = []
+    out, noise = [], noise_of(objective)
     for r in median_repeats(records, objective):
         if (value := objective_value(r, objective)) is not None:
             other = r.figures.get(OTHER.get(objective, ""))
-            out.append(Candidate(value, r.num_envs, r, interval(r, objective)[1], other))
+            hi = interval(r, objective)[1]
+            out.append(Candidate(value, r.num_envs, r, reach(value, hi, noise) if noise else hi, other))
     return out
 
 
@@ -217,10 +239,19 @@ def fallback(records: Sequence[TrialRecord]) -> TrialRecord | None:
 
 
 def attempts(records: Sequence[TrialRecord], objective: str) -> list[Fact]:
-    """What the walk knows: every probe, and every confirmation that failed (its rung then fails for the walk)."""
-    return [Fact(r.variant, r.num_envs, r.status, mem_frac(r), objective_value(r, objective),
-                 r.figures.get(f"{objective}_hi"), not weak(r), gpu_util(r)) for r in median_repeats(records, objective)
-            if r.phase is Phase.PROBE or r.status is not Status.OK]  # fmt: skip
+    """What the walk knows: every probe, and every confirmation that failed (its rung then fails for the walk). A
+    value's top (`Fact.value_hi`) is the top of its tie band, as the pick judges it (`reach`)."""
+    return [
+        _fact(r, objective)
+        for r in median_repeats(records, objective)
+        if r.phase is Phase.PROBE or r.status is not Status.OK
+    ]
+
+
+def _fact(r: TrialRecord, objective: str) -> Fact:
+    value, hi, noise = objective_value(r, objective), r.figures.get(f"{objective}_hi"), noise_of(objective)
+    top = reach(value, hi, noise) if value is not None and noise else hi
+    return Fact(r.variant, r.num_envs, r.status, mem_frac(r), value, top, not weak(r), gpu_util(r))
 
 
 def weak(record: TrialRecord) -> bool:

@@ -38,19 +38,21 @@ num_envs, and a rung above a profile's fit that even such perfect scaling keeps 
 launched (`_above_reach`); its walk says so too.
 
 The descent is insurance, and it pays for itself (`insure_short`): where every pair of rungs measured so far (any
-profile of the case) says samples/s rose with num_envs (`rising`), or where the best above the step ran clear of
-the card (at most 1 - `headroom` of it) and no measured pair fell, a descent step is a short probe
-(`Decision.short`): it stops after a short window once its rate is below what it must beat, where a full one would
-run on until its whole interval were (in a plateau, where the rung below runs about as fast, it never is). Where
-both hold for a profile's best (every pair rose, and it ran clear of the card: no memory pressure, the one known
-way for fewer envs to run faster), a lower rung's gain is bounded by 1 instead of `gain_max` (`Gain`): such a
-profile whose best, at the top of its interval, is already below the case's best is not measured lower at all (a
-lower rung would have to break the pattern every measured pair showed), and its walk says so. The profile that
-holds the case's best still measures the rung below (the insurance, as a short probe). Where a best's own figures
-rule out both ways (`Gain.idle`: NVML saw its GPUs busy less than `idle_util` of the time, the seeds' "low util",
-and it ran clear of the card, and no measured pair fell), a lower rung is taken to be no faster, and it is not
-measured at all, the case's best included: an iteration that is mostly not the GPUs' time grows less than in
-proportion to num_envs. `insurance` sums what the steps below the largest fit cost, for the summary.
+profile of the case) says samples/s rose with num_envs (`rising`), or where the best above the step ran clear of the
+card (at most 1 - `headroom` of it) and no measured pair fell, a descent step is a short probe (`Decision.short`):
+it stops after a short window once its rate is below what it must beat, where a full one would run on until its
+whole interval were (in a plateau, where the rung below runs about as fast, it never is). Where both hold for a
+profile's best (every pair rose, and it ran clear of the card: no memory pressure, the one known way for fewer envs
+to run faster), a lower rung's gain is bounded by 1 instead of `gain_max` (`Gain`): such a profile whose best, at
+the top of its interval, is already below the case's best is not measured lower at all (a lower rung would have to
+break the pattern every measured pair showed), and its walk says so. Near the card, a pair that rose there is such
+evidence too (`Gain.unhurt`): a best no nearer the card than the higher rung of a measured pair that rose ran under
+memory pressure that was measured not to make fewer envs faster. The profile that holds the case's best still
+measures the rung below (the insurance, as a short probe). Where a best's own figures rule out both ways
+(`Gain.idle`: NVML saw its GPUs busy less than `idle_util` of the time, the seeds' "low util", and it ran clear of
+the card, and no measured pair fell), a lower rung is taken to be no faster, and it is not measured at all, the
+case's best included: an iteration that is mostly not the GPUs' time grows less than in proportion to num_envs.
+`insurance` sums what the steps below the largest fit cost, for the summary.
 """
 
 from __future__ import annotations
@@ -138,6 +140,7 @@ class Tuning:
     throughput: bool = False  # the objective is samples/s: at most proportional to num_envs (see `_above_reach`)
     insure_short: bool = True  # a descent step is a short probe while more envs was faster, or its best ran clear
     idle_util: float | None = None  # with insure_short: a best whose GPUs stayed under this util (%) is not descended
+    noise: float = 0.0  # the objective's run-to-run noise as the pick allows it (`pick.RUN_TO_RUN`), for `beat`
 
     @property
     def descends(self) -> bool:
@@ -155,7 +158,11 @@ def next_trial(
         seed = _seed(rungs, picks, nothing_fits, tuning) if tuning.strategy is Strategy.MODEL else None
         decision = decide(rungs, profile, attempts, tuning, seed)
         if decision is not None:
-            return _with_beat(_insured(decision, rungs, attempts, tuning), attempts) if tuning.descends else decision
+            return (
+                _with_beat(_insured(decision, rungs, attempts, tuning), attempts, tuning.noise)
+                if tuning.descends
+                else decision
+            )
         mine = _mine(profile, attempts)
         if (floor := _floor(mine)) is not None:
             picks.append(floor)
@@ -270,24 +277,34 @@ def rising(attempts: Sequence[Attempt]) -> str:
     """Why a lower rung is unlikely to win ("" where it is not known to be): every pair of rungs measured so far,
     within each profile of the case, has the higher rung faster (by point value), and there is such a pair."""
     pairs = list(_pairs(attempts))
-    if not pairs or any(not rose for rose in pairs):
+    if not pairs or any(not rose for rose, _ in pairs):
         return ""
     return f"samples/s rose with num_envs in every measured pair ({len(pairs)})"
 
 
 def _fell(attempts: Sequence[Attempt]) -> bool:
     """A measured pair of rungs (within a profile) had the lower rung at least as fast."""
-    return not all(_pairs(attempts))
+    return not all(rose for rose, _ in _pairs(attempts))
 
 
-def _pairs(attempts: Sequence[Attempt]) -> Iterator[bool]:
-    """For each pair of neighbouring measured rungs within each profile: did the higher one measure faster?"""
+def _pressed(attempts: Sequence[Attempt]) -> Attempt | None:
+    """Where every measured pair rose: the higher rung of a pair that ran nearest the card (None where none is known,
+    or a pair fell). Memory pressure up to its share of the card was measured not to make fewer envs faster."""
+    pairs = [(rose, high) for rose, high in _pairs(attempts) if high.mem_frac is not None]
+    if not pairs or _fell(attempts):
+        return None
+    return max((high for _, high in pairs), key=lambda a: a.mem_frac or 0.0)
+
+
+def _pairs(attempts: Sequence[Attempt]) -> Iterator[tuple[bool, Attempt]]:
+    """For each pair of neighbouring measured rungs within each profile: did the higher one measure faster? (and
+    the higher one)"""
     for profile in dict.fromkeys(a.profile for a in attempts):
-        measured = sorted((a.rung, a.value) for a in _mine(profile, attempts) if a.status is Status.OK
-                          and a.value is not None)  # fmt: skip
-        for (low, low_v), (high, high_v) in zip(measured, measured[1:], strict=False):
-            if high != low:
-                yield low_v is not None and high_v is not None and low_v < high_v
+        measured = sorted((a for a in _mine(profile, attempts) if a.status is Status.OK and a.value is not None),
+                          key=lambda a: a.rung)  # fmt: skip
+        for low, high in zip(measured, measured[1:], strict=False):
+            if high.rung != low.rung:
+                yield low.value is not None and high.value is not None and low.value < high.value, high
 
 
 def _insured(decision: Decision, rungs: Sequence[int], attempts: Sequence[Attempt], tuning: Tuning) -> Decision:
@@ -318,14 +335,14 @@ def insurance(trials: Sequence[tuple[str, float, Mapping[str, float]]]) -> str:
             f"({short} short probe(s), {cut} stopped early)")  # fmt: skip
 
 
-def _with_beat(decision: Decision, attempts: Sequence[Attempt]) -> Decision:
+def _with_beat(decision: Decision, attempts: Sequence[Attempt], noise: float) -> Decision:
     """The launch carries what it must reach to become the case's pick over the best so far (any profile's), so
     that it can stop as soon as it clearly cannot: its figures would change no pick (`results.to_beat`)."""
     ok = [(a.value, a.value_hi, a.rung, a) for a in attempts if a.status is Status.OK and a.value is not None]
     top = results.pick(ok)
     if top is None or top.value is None:
         return decision
-    return replace(decision, beat=results.to_beat(top.value, top.value_hi, top.rung, decision.rung))
+    return replace(decision, beat=results.to_beat(top.value, top.value_hi, top.rung, decision.rung, noise))
 
 
 def _next_below(rungs: Sequence[int], mine: list[Attempt]) -> tuple[Attempt, int] | None:
@@ -352,14 +369,30 @@ class Gain(NamedTuple):
     free: float  # the share of the card a best must leave free for `rising` to bound its gain by 1
     idle_util: float | None = None  # a best whose GPUs stayed under this util (%) is `idle` (None: never)
     fell: bool = False  # a measured pair had the lower rung at least as fast (then nothing is `idle`)
+    pressed: Attempt | None = None  # with `rising`: the higher rung of a pair that ran nearest the card (`_pressed`)
 
     def factor(self, best: Attempt) -> float | None:
         """1 where `rising` and the best ran clear of the card (no memory pressure, the one known way for fewer
-        envs to run faster: at a memory fraction of at most 1 - `free`), or where it ran `idle`; else `gain_max`."""
+        envs to run faster: at a memory fraction of at most 1 - `free`) or no nearer it than a rung measured faster
+        than the one below it (`unhurt`), or where it ran `idle`; else `gain_max`."""
         return 1.0 if self.calm(best) or self.idle(best) else self.gain_max
 
     def calm(self, best: Attempt) -> bool:
-        return bool(self.rising) and self.clear(best)
+        return bool(self.rising) and (self.clear(best) or self.unhurt(best))
+
+    def unhurt(self, best: Attempt) -> bool:
+        """The best ran no nearer the card than a rung (any profile's) that was measured faster than the rung below
+        it: memory pressure of that degree was seen not to make fewer envs faster."""
+        p = self.pressed
+        return (p is not None and p.mem_frac is not None and best.mem_frac is not None
+                and best.mem_frac <= p.mem_frac)  # fmt: skip
+
+    def pressure(self, best: Attempt) -> str:
+        """What `calm` saw of the best's memory, for its walk's reason."""
+        text = f"{best.rung} envs used {best.mem_frac:.0%} of the card"
+        if self.clear(best) or (p := self.pressed) is None or p.mem_frac is None:
+            return text
+        return f"{text}, no nearer it than {p.profile} e{p.rung} ({p.mem_frac:.0%}), faster than the rung below it"
 
     def clear(self, best: Attempt) -> bool:
         return best.mem_frac is not None and best.mem_frac <= 1.0 - self.free
@@ -376,7 +409,9 @@ class Gain(NamedTuple):
 def _gain(attempts: Sequence[Attempt], tuning: Tuning) -> Gain:
     if not tuning.insure_short:
         return Gain("", tuning.gain_max, tuning.headroom)
-    return Gain(rising(attempts), tuning.gain_max, tuning.headroom, tuning.idle_util, _fell(attempts))
+    return Gain(
+        rising(attempts), tuning.gain_max, tuning.headroom, tuning.idle_util, _fell(attempts), _pressed(attempts)
+    )
 
 
 def _out_of_reach(best: Attempt, gain: Gain, case_best: float | None) -> bool:
@@ -494,9 +529,9 @@ def _not_descended(
     if case_best is None or not _out_of_reach(best, gain, case_best):
         return ()
     if gain.calm(best):
-        return ((rung, f"{gain.rising}, and {best.rung} envs used {best.mem_frac:.0%} of the card: a lower rung is "
-                       f"taken to be no faster than {best.rung} envs, whose {_num(_upper(best))} stays below the "
-                       f"case's best {_num(case_best)}"),)  # fmt: skip
+        return ((rung, f"{gain.rising}, and {gain.pressure(best)}: a lower rung is taken to be no faster than "
+                       f"{best.rung} envs, whose {_num(_upper(best))} stays below the case's best "
+                       f"{_num(case_best)}"),)  # fmt: skip
     return ((rung, f"even {gain.gain_max:g} x {_num(_upper(best))} at {best.rung} envs stays below the case's "
                    f"best {_num(case_best)}"),)  # fmt: skip
 

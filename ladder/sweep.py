@@ -527,7 +527,8 @@ def _tuning(settings: Settings) -> policy.Tuning:
     descend = settings.objective not in GROWS_WITH_ENVS
     return policy.Tuning(settings.strategy, settings.mem_headroom_frac, settings.mem_margin_frac,
                          descend, settings.descent_gain_max, settings.objective is Objective.SAMPLES_PER_S,
-                         settings.descent_short, settings.descent_idle_util)  # fmt: skip
+                         settings.descent_short, settings.descent_idle_util,
+                         rules.noise_of(settings.objective))  # fmt: skip
 
 
 def _sampler_factory(machine: Machine, held: lease.Lease | None, trial_id: str) -> Callable[[int], Sampler]:

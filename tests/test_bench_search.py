@@ -61,7 +61,7 @@ def test_a_pick_is_the_same_within_the_interval_of_the_grids_best_over_every_run
 
 def test_the_grids_best_over_every_run_may_differ_from_its_one_pass(bench: ModuleType) -> None:
     high, low = ("default", 48), ("default", 40)
-    runs = [(95.0, 99.0), (100.0, 94.0), (105.0, 95.0), (100.0, 92.0)]  # the first pass has the lower one ahead
+    runs = [(92.0, 99.0), (100.0, 94.0), (105.0, 95.0), (100.0, 92.0)]  # the first pass has the lower one 7.6% ahead
     tables = [{high: cell(bench, x), low: cell(bench, y)} for x, y in runs]
     assert bench.winner(tables[0], list(tables[0])) == low
     every = bench.with_every_run(tables[0], bench.pooled(tables)[0])

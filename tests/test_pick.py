@@ -99,6 +99,62 @@ def test_to_beat(value: float, hi: float | None, envs: int, rung: int, expected:
     assert pick.to_beat(value, hi, envs, rung) == expected
 
 
+@pytest.mark.parametrize(
+    ("value", "hi", "envs", "rung", "expected"),
+    [(100.0, 101.0, 64, 32, 105.0), (100.0, 110.0, 64, 32, 110.0), (105.0, 106.0, 64, 64, 100.0),
+     (105.0, 106.0, 64, 128, 100.0)],
+    ids=["fewer-envs-the-noise-above-a-narrow-interval", "fewer-envs-a-wider-interval", "same-envs", "more-envs"],
+)  # fmt: skip
+def test_to_beat_with_run_to_run_noise(value: float, hi: float, envs: int, rung: int, expected: float) -> None:
+    assert pick.to_beat(value, hi, envs, rung, noise=0.05) == pytest.approx(expected)
+
+
+def rate(variant: str, envs: int, value: float, half: float, number: int = 0) -> TrialRecord:
+    """An ok samples/s record with a measured 95% interval of +-`half` (a fraction)."""
+    return rec(variant, envs, OK, number, samples_per_s=value, samples_per_s_lo=value * (1 - half),
+               samples_per_s_hi=value * (1 + half))  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("lower", "half", "winner"),
+    [(3286.0, 0.02, 64), (3187.0 * 1.049, 0.0, 64), (3187.0 * 1.06, 0.02, 48), (3187.0 * 1.06, 0.08, 64)],
+    ids=["within-the-noise", "just-within", "beyond-it-and-the-interval", "beyond-it-not-the-interval"],
+)  # fmt: skip
+def test_a_lower_rung_must_be_faster_by_more_than_the_run_to_run_noise(lower: float, half: float, winner: int) -> None:
+    """A bench run on the 2-core machine: e48's one window measured 3,286 samples/s against e64's 3,187 (3.1%),
+    above e64's narrow interval, though over every run e48 averaged 2,750 and e64 3,203. Two launches of one
+    configuration differ by more than one window's interval, so a difference within `RUN_TO_RUN` (5%) is a tie."""
+    records = [rate("default", 64, 3187.0, half, 1), rate("default", 48, lower, 0.02, 2)]
+    choice = pick.choose_best(records, "samples_per_s")
+    assert choice is not None and choice.item.num_envs == winner
+    assert bool(choice.tied) is (winner == 64)
+
+
+def test_the_walk_sees_the_same_band_as_the_pick() -> None:
+    facts = pick.attempts([rate("default", 64, 1000.0, 0.01, 1), rate("default", 48, 1000.0, 0.09, 2)],
+                          "samples_per_s")  # fmt: skip
+    assert [f.value_hi for f in facts] == [pytest.approx(1050.0), pytest.approx(1090.0)]
+    util = pick.attempts([rec("default", 64, OK, 1, min_avg_util=50.0, min_avg_util_hi=50.5)], "min_avg_util")
+    assert util[0].value_hi == 50.5  # util's noise is its spread over the devices: no run-to-run band
+
+
+@pytest.mark.parametrize("seed", range(300))
+def test_a_trial_below_what_it_must_beat_never_becomes_the_pick(seed: int) -> None:
+    """`to_beat` holds under the run-to-run band: a new trial whose measured interval's top is below what it was
+    told to beat (so the walk may cut it short) is never the pick once it joins the records."""
+    rng = random.Random(seed)
+    records = [rate(rng.choice("dh"), rng.choice([32, 48, 64, 128]), rng.uniform(900, 1100), rng.choice([0.0, 0.02,
+               0.1]), i) for i in range(rng.randint(1, 4))]  # fmt: skip
+    top = pick.best(records, "samples_per_s")
+    assert top is not None
+    value, hi = top.figures["samples_per_s"], pick.attempts([top], "samples_per_s")[0].value_hi
+    rung = rng.choice([32, 48, 64, 128])
+    beat = pick.to_beat(value, hi, top.num_envs, rung, pick.noise_of("samples_per_s"))
+    new_hi = beat * rng.uniform(0.8, 0.999)
+    new = rec("x", rung, OK, 99, samples_per_s=new_hi * rng.uniform(0.9, 1.0), samples_per_s_hi=new_hi)
+    assert pick.best([*records, new], "samples_per_s") is not new
+
+
 def test_pick_on_the_walks_tuples_is_the_same_rule() -> None:
     assert pick.pick([]) is None
     assert pick.pick([(100.0, None, 64, "e64"), (90.0, 101.0, 128, "e128")]) == "e128"

@@ -289,6 +289,31 @@ def test_where_more_envs_was_faster_a_profile_below_the_cases_best_is_not_measur
     assert again is not None and again.profile == "default" and again.rung == 40
 
 
+PRESSED = Tuning(descend=True, gain_max=1.3)  # the defaults
+
+
+def test_near_the_card_a_pair_that_rose_under_as_much_pressure_bounds_a_losing_profile_by_one() -> None:
+    """A bench at a 0.473 GB cap: default's e48 used 95.5% of the card (memory pressure, so its rung below was
+    measured: the insurance) and ran faster than e40. hiutil's e48, as near the card, measured far below the case's
+    best, its top within `gain_max` of it: since memory pressure that near the card was measured not to make fewer
+    envs faster, hiutil's e40 is not launched, and the walk says why. hiutil nearer the card than any pair that rose,
+    or a pair that fell: `gain_max` bounds it as before."""
+    default = [Attempt("default", 64, OOM), Attempt("default", 48, OK, 0.955, 2653.0, 2700.0),
+               Attempt("default", 40, OK, 0.917, 2545.0, 2650.0)]  # fmt: skip
+    case = [*default, Attempt("hiutil", 64, OOM), Attempt("hiutil", 48, OK, 0.955, 1300.0, 2100.0)]
+    assert next_trial(PI_PLUS, ["default", "hiutil"], case, PRESSED) is None  # 1.3 x 2100 > 2653: measured before
+    state = walk(PI_PLUS, "hiutil", case, PRESSED)
+    assert state.skipped[-1] == (40, "samples/s rose with num_envs in every measured pair (1), and 48 envs used 96% "
+                                     "of the card, no nearer it than default e48 (96%), faster than the rung below "
+                                     "it: a lower rung is taken to be no faster than 48 envs, whose 2,100 stays "
+                                     "below the case's best 2,653")  # fmt: skip
+    nearer = [*default, Attempt("hiutil", 64, OOM), Attempt("hiutil", 48, OK, 0.97, 1300.0, 2100.0)]
+    fell = [*default[:2], Attempt("default", 40, OK, 0.917, 2660.0, 2700.0), *case[3:]]
+    for history in (nearer, fell):
+        below = next_trial(PI_PLUS, ["default", "hiutil"], history, PRESSED)
+        assert below is not None and (below.profile, below.rung) == ("hiutil", 40)
+
+
 IDLE = Tuning(descend=True, gain_max=1.3, idle_util=45.0)
 
 
@@ -398,17 +423,20 @@ def test_the_scaling_bound_never_adds_a_launch_or_changes_the_pick_where_iterati
     assert fewer > 100  # the bound does save launches in such cases
 
 
-def test_the_gain_bound_of_one_never_adds_a_launch_or_changes_the_pick_where_more_envs_is_never_slower() -> None:
+@pytest.mark.parametrize("mem", [0.5, 0.97], ids=["clear-of-the-card", "near-it"])
+def test_the_gain_bound_of_one_never_adds_a_launch_or_changes_the_pick_where_more_envs_is_never_slower(
+    mem: float,
+) -> None:
     """2000 random cases whose samples/s never falls with num_envs (iteration time a + b*n): where every measured
     pair rose, bounding a lower rung's gain by 1 (`insure_short`) launches at most what `gain_max` alone does, and
-    picks the same."""
+    picks the same; clear of the card, and near it (where a pair that rose at that pressure bounds it: `unhurt`)."""
     rnd = random.Random(11)
     tuning = Tuning(descend=True, gain_max=1.3, throughput=True)
     fewer = 0
     for _ in range(2000):
         world = {p: (rnd.randint(-1, len(PI_PLUS) - 1), (rnd.uniform(0.1, 2), rnd.uniform(0, 0.05), 0.0))
                  for p in ("default", "hiutil")}  # fmt: skip
-        bounded, unbounded = _sweep_in(world, tuning, 0.5), _sweep_in(world, replace(tuning, insure_short=False), 0.5)
+        bounded, unbounded = _sweep_in(world, tuning, mem), _sweep_in(world, replace(tuning, insure_short=False), mem)
         assert bounded[0] <= unbounded[0] and bounded[1] == unbounded[1], (world, bounded, unbounded)
         fewer += bounded[0] < unbounded[0]
     assert fewer > 100  # it does save launches in such cases
