@@ -11,6 +11,7 @@ for another host's.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import socket
 import tempfile
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+import psutil
 from filelock import FileLock, Timeout
 
 from ladder.errors import LadderError
@@ -27,6 +29,9 @@ from ladder.records import Word
 
 DEFAULT_DIR = Path(tempfile.gettempdir()) / "ladder-leases"
 POLL_S = 0.1  # how often a waiter tries again; a freed device is taken within this
+NOTICE_S = 10.0  # a waiter says once, after this long, who holds what it waits for
+
+log = logging.getLogger(__name__)
 
 
 class LeaseError(LadderError):
@@ -90,15 +95,22 @@ def acquire(
     kind: DeviceKind = DeviceKind.GPU,
     label: str = "",
     clock: Callable[[], float] = time.monotonic,
+    notice_s: float = NOTICE_S,
 ) -> Iterator[Lease]:
-    """Hold `n` devices out of `pool` for the `with` block; wait up to `timeout_s` for them to be free."""
+    """Hold `n` devices out of `pool` for the `with` block; wait up to `timeout_s` for them to be free, saying once,
+    after `notice_s`, who holds them (`holders`)."""
     _check(n, pool, kind)
     lease_dir.mkdir(parents=True, exist_ok=True)
-    deadline = clock() + timeout_s
+    start = clock()
+    deadline, notice = start + timeout_s, start + notice_s
     while (held := try_take(n, pool, lease_dir, kind)) is None:
         if clock() >= deadline:
             who = f"see who holds them: cat {lease_dir}/{kind}*.holder; or raise the lease timeout"
             raise LeaseError(f"no {n} free {kind}(s) of {list(pool)} within {timeout_s:g} s", who)
+        if notice is not None and clock() >= notice:
+            log.warning("waiting for %d free %s(s) of %s (up to %g s): %s", n, kind, list(pool), timeout_s,
+                        "; ".join(holders(pool, lease_dir, kind)) or "their holders left no note")  # fmt: skip
+            notice = None
         time.sleep(POLL_S)
     lease = Lease(kind, tuple(device for device, _ in held))
     try:
@@ -136,6 +148,33 @@ def _write_holders(lease: Lease, lease_dir: Path, label: str) -> None:
     text = f"pid={os.getpid()} host={socket.gethostname()} since={since} {label}\n"
     for device in lease.devices:
         holder_path(lease_dir, lease.kind, device).write_text(text)
+
+
+def holders(pool: Sequence[int], lease_dir: Path, kind: DeviceKind) -> list[str]:
+    """Who holds each device of `pool` that has a holder note, as a person reads it: the note, and, for a process
+    on this host, whether it is stopped (a sweep suspended with Ctrl-Z keeps its lease until it resumes or ends)."""
+    out = []
+    for device in pool:
+        try:
+            note = holder_path(lease_dir, kind, device).read_text().strip()
+        except OSError:
+            continue
+        out.append(f"{kind}{device} held by {note}{_state(note)}")
+    return out
+
+
+def _state(note: str) -> str:
+    fields = dict(part.split("=", 1) for part in note.split() if "=" in part)
+    if fields.get("host") != socket.gethostname() or not fields.get("pid", "").isdigit():
+        return ""
+    pid = int(fields["pid"])
+    try:
+        status = psutil.Process(pid).status()
+    except psutil.Error:
+        return " (no such process here)"
+    if status == psutil.STATUS_STOPPED:
+        return f" (stopped, e.g. by Ctrl-Z: kill -CONT {pid} resumes it, or end it)"
+    return ""
 
 
 def _release(held: list[tuple[int, FileLock]], lease_dir: Path, kind: DeviceKind) -> None:

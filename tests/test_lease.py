@@ -167,6 +167,30 @@ def test_no_free_device_in_time_is_an_error_naming_the_holders(tmp_path: Path) -
     assert "gpu*.holder" in err.value.fix
 
 
+def test_a_waiter_says_who_holds_its_device_and_that_a_stopped_holder_is_stopped(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A sweep suspended with Ctrl-Z keeps its lease: another sweep waiting for that device says, once, who holds it
+    and that the holder is stopped, with how to resume it, instead of waiting silently."""
+    proc = holder(tmp_path, "victim", 1)
+    try:
+        wait_for(lambda: held(tmp_path, "victim") == [[0]], 30)
+        for stopped in (False, True):
+            if stopped:
+                proc.send_signal(signal.SIGSTOP)
+            caplog.clear()
+            with caplog.at_level("WARNING", logger="ladder.lease"), pytest.raises(LeaseError):  # noqa: SIM117
+                with lease.acquire(1, [0], tmp_path / "leases", 1.0, DeviceKind.CPU, notice_s=0.2):
+                    pass
+            waits = [r.getMessage() for r in caplog.records if r.message.startswith("waiting for")]
+            assert len(waits) == 1, waits  # said once
+            assert f"cpu0 held by pid={proc.pid} " in waits[0] and " test" in waits[0]
+            assert ("stopped" in waits[0] and f"kill -CONT {proc.pid}" in waits[0]) is stopped, waits[0]
+    finally:
+        proc.send_signal(signal.SIGCONT)
+        release(proc)
+
+
 @pytest.mark.parametrize("n, pool", [(0, [0, 1]), (3, [0, 1]), (2, [1, 1])], ids=["zero", "more-than-pool", "dup"])
 def test_impossible_requests_are_refused_at_once(tmp_path: Path, n: int, pool: list[int]) -> None:
     with pytest.raises(LeaseError, match="cannot lease"), lease.acquire(n, pool, tmp_path, timeout_s=3600):
