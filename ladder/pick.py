@@ -54,7 +54,7 @@ class Candidate(Generic[T]):
     value: float  # the objective
     envs: int
     item: T
-    hi: float | None = None  # the top of the objective's measured 95% interval (None: none measured)
+    hi: float | None = None  # the top of its tie band: its 95% interval, or the run-to-run `reach` (None: neither)
     other: float | None = None  # the figure that breaks a tie (OTHER)
 
 
