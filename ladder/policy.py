@@ -290,10 +290,11 @@ def _fell(attempts: Sequence[Attempt]) -> bool:
 def _pressed(attempts: Sequence[Attempt]) -> Attempt | None:
     """Where every measured pair rose: the higher rung of a pair that ran nearest the card (None where none is known,
     or a pair fell). Memory pressure up to its share of the card was measured not to make fewer envs faster."""
-    pairs = [(rose, high) for rose, high in _pairs(attempts) if high.mem_frac is not None]
-    if not pairs or _fell(attempts):
+    pairs = list(_pairs(attempts))
+    highs = [high for _, high in pairs if high.mem_frac is not None]
+    if not highs or not all(rose for rose, _ in pairs):
         return None
-    return max((high for _, high in pairs), key=lambda a: a.mem_frac or 0.0)
+    return max(highs, key=lambda a: a.mem_frac or 0.0)
 
 
 def _pairs(attempts: Sequence[Attempt]) -> Iterator[tuple[bool, Attempt]]:
