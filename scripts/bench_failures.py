@@ -35,12 +35,12 @@ from pathlib import Path
 import psutil
 import yaml
 
-from ladder import launch, trial
-from ladder.config import Case, MeasureConf, Profile, ProxyShape, WorkloadConf
-from ladder.monitor import HostSampler
-from ladder.records import Verdict
+from ladder.core.records import Verdict
+from ladder.core.spec import TrialSpec
+from ladder.runner import launch, trial
+from ladder.runner.monitor import HostSampler
+from ladder.settings.config import Case, MeasureConf, Profile, ProxyShape, WorkloadConf
 from ladder.workloads.builtin import Placement, plan_proxy
-from ladder.workloads.spec import TrialSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 AGENT = ROOT / "tests" / "data" / "agents" / "deepmimic_humanoid_ppo_agent.yaml"  # MimicKit's, as shipped
@@ -122,8 +122,9 @@ def fault_time(trial_dir: Path) -> float:
 
 
 def plan(trial_dir: Path, fault: str, collective_timeout_s: float) -> TrialSpec:
-    workload = WorkloadConf(width_factor=0.125, nproc=2, emulate_gpu_mem_gb=0.2,
-                            collective_timeout_s=collective_timeout_s)  # fmt: skip
+    workload = WorkloadConf(
+        width_factor=0.125, nproc=2, emulate_gpu_mem_gb=0.2, collective_timeout_s=collective_timeout_s
+    )
     place = Placement("cpu", 2, launch.free_port(), sys.executable)
     spec = plan_proxy(CASE, Profile("default", {}), NUM_ENVS, workload, place, str(trial_dir), 600.0, {})
     flags = ("--fault", fault, "--fault-rank", str(FAULT_RANK), "--fault-iter", str(FAULT_ITER))
@@ -131,8 +132,9 @@ def plan(trial_dir: Path, fault: str, collective_timeout_s: float) -> TrialSpec:
 
 
 def with_ladder(trial_dir: Path, fault: str, stall_timeout_s: float) -> Outcome:
-    measure = MeasureConf(warmup_timeout_s=600.0, window_s=600.0, stall_timeout_s=stall_timeout_s,
-                          trial_timeout_s=600.0, kill_grace_s=2.0)  # fmt: skip
+    measure = MeasureConf(
+        warmup_timeout_s=600.0, window_s=600.0, stall_timeout_s=stall_timeout_s, trial_timeout_s=600.0, kill_grace_s=2.0
+    )
     trial_id = f"bench-{fault}-{os.getpid()}"
     with ExitWatch(trial_id, FAULT_RANK) as watch:
         result = trial.run(plan(trial_dir, fault, 60.0), trial_dir, trial_id, measure, HostSampler)
@@ -199,8 +201,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"hang (rank {FAULT_RANK} blocks outside collectives), from the moment it hangs:")
     print("  " + hang_row(f"ladder (stall {args.stall_timeout_s:g} s)", hang, args.torchrun_wait_s))
     print("  " + hang_row("torchrun alone", hang_alone, args.torchrun_wait_s))
-    print(f"crash_to_verdict_s={crash.end_t - crash.fault_t:.2f} hang_to_verdict_s={hang.end_t - hang.fault_t:.2f} "
-          f"stall_timeout_s={args.stall_timeout_s:g}")  # fmt: skip
+    print(
+        f"crash_to_verdict_s={crash.end_t - crash.fault_t:.2f} hang_to_verdict_s={hang.end_t - hang.fault_t:.2f} "
+        f"stall_timeout_s={args.stall_timeout_s:g}"
+    )
     return 0
 
 

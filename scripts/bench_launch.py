@@ -25,8 +25,8 @@ from pathlib import Path
 
 from hydra import compose, initialize_config_dir
 
-from ladder import launch
-from ladder.config import register, settings_from
+from ladder.runner import launch
+from ladder.settings.config import register, settings_from
 from ladder.workloads.builtin import Placement, plan_proxy
 
 CONF = str(Path(__file__).resolve().parent.parent / "conf")
@@ -75,8 +75,11 @@ def main() -> None:
         for i in range(args.n):
             for way in WAYS if i % 2 == 0 else WAYS[::-1]:
                 times[way].append(once(way, args.num_envs, Path(tmp), args.device))
-                print(f"{way:9s} #{i + 1}: first progress point (or exit) {times[way][-1][0]:.2f} s, "
-                      f"stop {times[way][-1][1]:.2f} s", flush=True)  # fmt: skip
+                print(
+                    f"{way:9s} #{i + 1}: first progress point (or exit) {times[way][-1][0]:.2f} s, "
+                    f"stop {times[way][-1][1]:.2f} s",
+                    flush=True,
+                )
     med = {w: statistics.median(t for t, _ in times[w]) for w in WAYS}
     stop = {w: statistics.median(s for _, s in times[w]) for w in WAYS}
     print(

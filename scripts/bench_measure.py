@@ -21,11 +21,12 @@ import time
 import uuid
 from pathlib import Path
 
-from ladder import launch
-from ladder.monitor import HostSampler, Monitor
-from ladder.progress import JsonlProgress, Point
-from ladder.stats import Rate, Rule, close_window, figures, open_window, repeat_verdict
-from ladder.workloads.spec import TrialSpec
+from ladder.core.records import Point
+from ladder.core.spec import TrialSpec
+from ladder.core.stats import Rate, Rule, close_window, figures, open_window, repeat_verdict
+from ladder.runner import launch
+from ladder.runner.monitor import HostSampler, Monitor
+from ladder.workloads.progress import JsonlProgress
 
 ROOT = Path(__file__).resolve().parents[1]
 AGENT = ROOT / "tests" / "data" / "agents" / "amp_pi_plus_agent.yaml"
@@ -46,11 +47,36 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def start_proxy(num_envs: int, trial_dir: Path, seconds: float) -> launch.Running:
     """amp_pi_plus's proxy shape at the demo's width, 2 ranks under torchrun, started as ladder starts a trial."""
-    argv = (sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-            "-m", "ladder.workloads.proxy", "--agent-config", str(AGENT), "--method", "amp",
-            "--num-envs", str(num_envs), "--obs-dim", "180", "--act-dim", "22", "--disc-obs-dim", "450",
-            "--sim-state-dim", "4096", "--width-factor", "0.125", "--max-seconds", str(round(seconds)),
-            "--progress", str(trial_dir / "progress.jsonl"))  # fmt: skip
+    argv = (
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node",
+        "2",
+        "-m",
+        "ladder.workloads.proxy",
+        "--agent-config",
+        str(AGENT),
+        "--method",
+        "amp",
+        "--num-envs",
+        str(num_envs),
+        "--obs-dim",
+        "180",
+        "--act-dim",
+        "22",
+        "--disc-obs-dim",
+        "450",
+        "--sim-state-dim",
+        "4096",
+        "--width-factor",
+        "0.125",
+        "--max-seconds",
+        str(round(seconds)),
+        "--progress",
+        str(trial_dir / "progress.jsonl"),
+    )
     spec = TrialSpec(argv=argv, env={"OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"})
     return launch.start(spec, trial_dir, f"bench-{trial_dir.name}-{uuid.uuid4().hex[:8]}", None)
 
@@ -76,8 +102,10 @@ def sampler_cost(args: argparse.Namespace, folder: Path) -> float:
         launch.stop(run, GRACE_S)
     ranks = sorted({s.index for s in samples})
     cost = monitor.cpu_s / sampled
-    print(f"sampler: host at {args.hz:g} Hz on a 2-rank proxy run: {cost:.4f} CPU-s per sampled s over {sampled:.1f} s"
-          f" ({len({s.t for s in samples})} ticks, ranks {ranks})")  # fmt: skip
+    print(
+        f"sampler: host at {args.hz:g} Hz on a 2-rank proxy run: {cost:.4f} CPU-s per sampled s over {sampled:.1f} s"
+        f" ({len({s.t for s in samples})} ticks, ranks {ranks})"
+    )
     return cost
 
 
@@ -101,10 +129,12 @@ def describe(n: int, f: dict[str, float]) -> str:
     def g(key: str, fmt: str = ".1f") -> str:
         return format(f[key], fmt) if key in f else "-"
 
-    return (f"repeat {n}: samples/s {g('samples_per_s')} [{g('samples_per_s_lo')}, {g('samples_per_s_hi')}] over "
-            f"{g('window_s')} s, {g('n_iters', '.0f')} iterations, opened at {g('window_start_s')} s, "
-            f"{'gated' if f.get('gated') else 'ungated'}, step p50 {g('step_time_p50', '.3f')} s, "
-            f"CPU per rank {g('min_avg_util', '.0f')}%")  # fmt: skip
+    return (
+        f"repeat {n}: samples/s {g('samples_per_s')} [{g('samples_per_s_lo')}, {g('samples_per_s_hi')}] over "
+        f"{g('window_s')} s, {g('n_iters', '.0f')} iterations, opened at {g('window_start_s')} s, "
+        f"{'gated' if f.get('gated') else 'ungated'}, step p50 {g('step_time_p50', '.3f')} s, "
+        f"CPU per rank {g('min_avg_util', '.0f')}%"
+    )
 
 
 def per_cpu_s(f: dict[str, float]) -> float | None:
@@ -124,8 +154,10 @@ def repeats(args: argparse.Namespace, folder: Path) -> float:
             rates.append(rate)
             efficiencies.append(eff)
     verdict = repeat_verdict(rates)
-    print(f"verdict: {'stable' if verdict.stable else 'unstable: ' + verdict.why} "
-          f"(spread {verdict.spread:.2%}, widest 95% interval {verdict.ci_frac:.2%} of samples/s)")  # fmt: skip
+    print(
+        f"verdict: {'stable' if verdict.stable else 'unstable: ' + verdict.why} "
+        f"(spread {verdict.spread:.2%}, widest 95% interval {verdict.ci_frac:.2%} of samples/s)"
+    )
     if efficiencies:
         spread = (max(efficiencies) - min(efficiencies)) / (sum(efficiencies) / len(efficiencies))
         print(f"samples per rank CPU-second: {', '.join(f'{e:.0f}' for e in efficiencies)} (spread {spread:.2%})")

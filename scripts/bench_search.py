@@ -11,7 +11,7 @@ middle, high, the top. By default the caps are derived from what the rungs used 
    passes, default e128 measured 4660 to 6452, so a grid mixing passes compared runs from different moments.)
 3. ladder runs for real: `python -m ladder.search` at the scenario's cap (its own trials, cuts and all); its cost
    is the sum of its trials' durations, and its pick is looked up in the grid.
-4. The plain walk (the seed's routine: from the top, one rung at a time, stop at the first fit) is replayed on
+4. The plain walk (the manual routine: from the top, one rung at a time, stop at the first fit) is replayed on
    the grid, and the oracle runs only each profile's winning rung (the grid's best by samples/s, a larger rung
    winning a tie within the measured interval), each for its whole window: one warm-up and one window per case
    and profile. ladder may spend less than that on a profile that loses (it stops a trial once it clearly cannot
@@ -52,12 +52,13 @@ from typing import NamedTuple
 
 from hydra import compose, initialize_config_dir
 
-from ladder import launch, policy, results, stats, trial
-from ladder.config import Settings, register, settings_from
-from ladder.errors import ExitCode
-from ladder.monitor import HostSampler
-from ladder.records import Phase, Reason, Status, TrialRecord
-from ladder.results import read_tsv
+from ladder.core import pick, policy, stats
+from ladder.core.errors import ExitCode
+from ladder.core.records import Phase, Reason, Status, TrialRecord
+from ladder.runner import launch, trial
+from ladder.runner.monitor import HostSampler
+from ladder.settings.config import Settings, register, settings_from
+from ladder.storage.tsv import read_tsv
 from ladder.workloads.builtin import Placement, plan_proxy
 
 NO_CAP_GB = 64.0
@@ -82,8 +83,13 @@ class Cell:
 
 
 def overrides(window_s: float) -> list[str]:
-    return ["case=amp_pi_plus", "device=cpu", f"measure.window_s={window_s}", "measure.warmup_iters=3",
-            f"objective={OBJECTIVE}"]  # fmt: skip
+    return [
+        "case=amp_pi_plus",
+        "device=cpu",
+        f"measure.window_s={window_s}",
+        "measure.warmup_iters=3",
+        f"objective={OBJECTIVE}",
+    ]
 
 
 def settings(window_s: float) -> Settings:
@@ -102,12 +108,21 @@ def run_cell(s: Settings, profile: str, rung: int, cap_gb: float | None, root: P
     if result.verdict.status is Status.INTERRUPTED:  # Ctrl-C reached the trial (it took it as its end): stop the bench
         raise KeyboardInterrupt
     f, ok = result.figures, result.verdict.status is Status.OK
-    cell = Cell(result.verdict.status, result.duration_s, f.get(OBJECTIVE) if ok else None,
-                f.get(f"{OBJECTIVE}_hi") if ok else None, f.get(f"{OBJECTIVE}_lo") if ok else None,
-                f.get("cap_used_mb"), f.get("window_s") if ok else None)  # fmt: skip
-    print(f"  {profile:<7} e{rung:<4} cap={cap_gb} {cell.status!s:<12} {cell.duration_s:6.1f} s  "
-          f"samples/s={cell.value}  cap_used_mb={cell.cap_used_mb}"
-          + (f"  ({result.verdict.reason}: {result.verdict.evidence[:80]})" if not ok else ""), flush=True)  # fmt: skip
+    cell = Cell(
+        result.verdict.status,
+        result.duration_s,
+        f.get(OBJECTIVE) if ok else None,
+        f.get(f"{OBJECTIVE}_hi") if ok else None,
+        f.get(f"{OBJECTIVE}_lo") if ok else None,
+        f.get("cap_used_mb"),
+        f.get("window_s") if ok else None,
+    )
+    print(
+        f"  {profile:<7} e{rung:<4} cap={cap_gb} {cell.status!s:<12} {cell.duration_s:6.1f} s  "
+        f"samples/s={cell.value}  cap_used_mb={cell.cap_used_mb}"
+        + (f"  ({result.verdict.reason}: {result.verdict.evidence[:80]})" if not ok else ""),
+        flush=True,
+    )
     return cell
 
 
@@ -127,7 +142,7 @@ def scenario_table(s: Settings, cap: float, root: Path) -> dict[Key, Cell]:
 
 
 def replay_walk(s: Settings, table: dict[Key, Cell]) -> tuple[float, list[Key]]:
-    """The seed's routine on the grid: trial-seconds, and where each profile ends."""
+    """The manual routine on the grid: trial-seconds, and where each profile ends."""
     history: list[policy.Attempt] = []
     profiles = [p.name for p in s.profiles]
     tuning = policy.Tuning(policy.Strategy.WALK)
@@ -153,8 +168,17 @@ class Ladder(NamedTuple):
 def run_ladder(window_s: float, cap: float, root: Path, extra: tuple[str, ...] = ()) -> Ladder:
     """ladder itself at this cap (with `extra` settings)."""
     out = root / ("ladder" + "".join(f"_{e.replace('=', '_')}" for e in extra))
-    argv = [sys.executable, "-m", "ladder.search", *overrides(window_s), f"workload.emulate_gpu_mem_gb={cap}",
-            f"output_root={out}", f"sweep=cap{cap}", "reuse=false", *extra]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "ladder.search",
+        *overrides(window_s),
+        f"workload.emulate_gpu_mem_gb={cap}",
+        f"output_root={out}",
+        f"sweep=cap{cap}",
+        "reuse=false",
+        *extra,
+    ]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=1800)
     lines = [ln for ln in done.stdout.splitlines() if ln.startswith("amp_pi_plus ") or "insurance:" in ln]
     label = "ladder" + (f" ({' '.join(extra)})" if extra else "")
@@ -164,24 +188,39 @@ def run_ladder(window_s: float, cap: float, root: Path, extra: tuple[str, ...] =
     rows = read_tsv(out / f"case_gpu_bench_cap{cap}" / "trials.tsv")
     best = read_tsv(out / f"case_gpu_bench_cap{cap}" / "best_by_case.tsv")
     pick = (best[0]["variant"], int(best[0]["num_envs"])) if best and best[0]["status"] == "ok" else None
-    outside = [float(r["duration_s"]) - float(r["window_s"]) for r in rows
-               if r["status"] == "ok" and r.get("window_s") and r.get("duration_s")]  # fmt: skip
-    phases = [(float(r["first_step_s"]), float(r["window_start_s"]), float(r["window_s"]), float(r["duration_s"]))
-              for r in rows if r["status"] == "ok" and all(r.get(k) for k in ("first_step_s", "window_start_s",
-                                                                                "window_s", "duration_s"))]  # fmt: skip
+    outside = [
+        float(r["duration_s"]) - float(r["window_s"])
+        for r in rows
+        if r["status"] == "ok" and r.get("window_s") and r.get("duration_s")
+    ]
+    phases = [
+        (float(r["first_step_s"]), float(r["window_start_s"]), float(r["window_s"]), float(r["duration_s"]))
+        for r in rows
+        if r["status"] == "ok" and all(r.get(k) for k in ("first_step_s", "window_start_s", "window_s", "duration_s"))
+    ]
     return Ladder(sum(float(r["duration_s"]) for r in rows), pick, len(rows), outside, phases)
 
 
 def winner(table: dict[Key, Cell], keys: list[Key]) -> Key | None:
-    """The best by samples/s, by ladder's own rule (`results.best`: a larger rung whose interval reaches it ties)."""
-    best = results.best([_record(k, table[k]) for k in keys], OBJECTIVE)
-    return (best.variant, best.num_envs) if best is not None else None
+    """The best by samples/s, by ladder's own rule (`pick.best`: a larger rung whose interval reaches it ties)."""
+    best = pick.best([_record(k, table[k]) for k in keys], OBJECTIVE)
+    return (best.profile, best.num_envs) if best is not None else None
 
 
 def _record(key: Key, cell: Cell) -> TrialRecord:
     figures = {OBJECTIVE: cell.value, f"{OBJECTIVE}_hi": cell.hi}
-    return TrialRecord("amp_pi_plus", "amp", key[0], key[1], Phase.PROBE, cell.status, Reason.NONE, "",
-                       {k: v for k, v in figures.items() if v is not None}, {})  # fmt: skip
+    return TrialRecord(
+        "amp_pi_plus",
+        "amp",
+        key[0],
+        key[1],
+        Phase.PROBE,
+        cell.status,
+        Reason.NONE,
+        "",
+        {k: v for k, v in figures.items() if v is not None},
+        {},
+    )
 
 
 class Pooled(NamedTuple):
@@ -224,14 +263,20 @@ def same_pick(table: dict[Key, Cell], grid: Key | None, ours: Key | None) -> boo
 
 def with_every_run(table: dict[Key, Cell], pool: dict[Key, Pooled]) -> dict[Key, Cell]:
     """The scenario's grid with each fitting configuration's figures taken over every run of it (`pooled`)."""
-    return {key: replace(c, value=pool[key].mean, lo=pool[key].lo, hi=pool[key].hi) if c.status is Status.OK else c
-            for key, c in table.items()}  # fmt: skip
+    return {
+        key: replace(c, value=pool[key].mean, lo=pool[key].lo, hi=pool[key].hi) if c.status is Status.OK else c
+        for key, c in table.items()
+    }
 
 
 def window_half_width(tables: list[dict[Key, Cell]]) -> float:
     """The median half-width of one window's 95% interval, relative to its value."""
-    within = [(c.hi - c.lo) / 2 / c.value for t in tables for c in t.values()
-              if c.value and c.hi is not None and c.lo is not None and math.isfinite(c.hi - c.lo)]  # fmt: skip
+    within = [
+        (c.hi - c.lo) / 2 / c.value
+        for t in tables
+        for c in t.values()
+        if c.value and c.hi is not None and c.lo is not None and math.isfinite(c.hi - c.lo)
+    ]
     return statistics.median(within or [0.0])
 
 
@@ -243,12 +288,15 @@ def summarize(s: Settings, cap: float, table: dict[Key, Cell], ladder: Ladder, l
     oracle_s = sum(table[w].duration_s for w in winners)
     grid_pick = winner(table, list(table))
     alone_s = table[grid_pick].duration_s if grid_pick is not None else 0.0
-    ladder_s, ladder_pick, n = ladder.seconds, ladder.pick, ladder.trials
+    ladder_s, ladder_pick, n = ladder.seconds, ladder.core.pick, ladder.trials
     same = same_pick(table, grid_pick, ladder_pick)
-    print(f"cap {cap} GB: grid {grid_s:.0f} s, walk {walk_s:.0f} s, {label} {ladder_s:.0f} s ({n} trials), "
-          f"oracle {oracle_s:.0f} s (runs {winners}); {label}/oracle {ladder_s / max(oracle_s, 1e-9):.2f}, "
-          f"{label}/walk {ladder_s / max(walk_s, 1e-9):.2f}; grid pick {grid_pick}, {label} pick {ladder_pick}"
-          f"{'' if same else '  (DIFFERENT in one pass)'}", flush=True)  # fmt: skip
+    print(
+        f"cap {cap} GB: grid {grid_s:.0f} s, walk {walk_s:.0f} s, {label} {ladder_s:.0f} s ({n} trials), "
+        f"oracle {oracle_s:.0f} s (runs {winners}); {label}/oracle {ladder_s / max(oracle_s, 1e-9):.2f}, "
+        f"{label}/walk {ladder_s / max(walk_s, 1e-9):.2f}; grid pick {grid_pick}, {label} pick {ladder_pick}"
+        f"{'' if same else '  (DIFFERENT in one pass)'}",
+        flush=True,
+    )
     return grid_s, walk_s, ladder_s, oracle_s, same, alone_s, grid_pick, ladder_pick
 
 
@@ -259,16 +307,20 @@ def pooled_verdicts(caps: list[float], tables: list[dict[Key, Cell]], rows: list
     if not pool:  # one scenario: no configuration ran twice, nothing to pool
         print(f"{label}, every run: no configuration ran in two scenarios; the one-pass verdict stands")
         return sum(1 for r in rows if r[4])
-    print(f"one configuration from run to run: spread {spread:.1%} (sd/mean, pooled over those run in several "
-          f"scenarios); one window's 95% interval: median half-width {window_half_width(tables):.1%}")  # fmt: skip
+    print(
+        f"one configuration from run to run: spread {spread:.1%} (sd/mean, pooled over those run in several "
+        f"scenarios); one window's 95% interval: median half-width {window_half_width(tables):.1%}"
+    )
     same = 0
     for cap, table, row in zip(caps, tables, rows, strict=True):
         every = with_every_run(table, pool)
         grid, ours = winner(every, list(every)), row[7]
         ok = same_pick(every, grid, ours)
         same += ok
-        print(f"cap {cap} GB, every run: grid pick {_shown(grid, pool)}, {label} pick {_shown(ours, pool)}"
-              f"{'' if ok else '  (DIFFERENT)'}")  # fmt: skip
+        print(
+            f"cap {cap} GB, every run: grid pick {_shown(grid, pool)}, {label} pick {_shown(ours, pool)}"
+            f"{'' if ok else '  (DIFFERENT)'}"
+        )
     return same
 
 
@@ -292,7 +344,7 @@ def main() -> None:
     signal.signal(signal.SIGINT, signal.default_int_handler)  # heard even when started in the background
     for sig in (signal.SIGTERM, signal.SIGHUP):  # stops the bench as Ctrl-C does: its running trial is stopped first
         signal.signal(sig, signal.default_int_handler)
-    variants = {"ladder": ()} | ({"ladder(descent_short=false)": ("descent_short=false",)} if args.compare else {})
+    profiles = {"ladder": ()} | ({"ladder(descent_short=false)": ("descent_short=false",)} if args.compare else {})
     with tempfile.TemporaryDirectory(prefix="ladder-bench-") as tmp:
         root = Path(tmp)
         if args.caps == "auto":
@@ -300,31 +352,35 @@ def main() -> None:
             caps = auto_caps(s, {(p.name, r): run_cell(s, p.name, r, None, root) for p in s.profiles for r in s.rungs})
         else:
             caps = [float(c) for c in args.caps.split(",")]
-        rows: dict[str, list[tuple]] = {v: [] for v in variants}
-        runs: dict[str, list[Ladder]] = {v: [] for v in variants}
+        rows: dict[str, list[tuple]] = {v: [] for v in profiles}
+        runs: dict[str, list[Ladder]] = {v: [] for v in profiles}
         tables: list[dict[Key, Cell]] = []
         for cap in caps:
             print(f"scenario: cap {cap} GB per rank", flush=True)
             tables.append(scenario_table(s, cap, root))
-            for label, extra in variants.items():
+            for label, extra in profiles.items():
                 runs[label].append(run_ladder(args.window_s, cap, root, extra))
                 rows[label].append(summarize(s, cap, tables[-1], runs[label][-1], label))
     fitting = [c for t in tables for c in t.values() if c.status is Status.OK and c.window_s is not None]
     first = rows["ladder"]
     totals = [sum(r[i] for r in first) for i in range(4)]
-    print(f"total: grid {totals[0]:.0f} s, walk {totals[1]:.0f} s, oracle {totals[3]:.0f} s, "
-          + ", ".join(f"{label} {sum(r[2] for r in rows[label]):.0f} s" for label in variants))  # fmt: skip
+    print(
+        f"total: grid {totals[0]:.0f} s, walk {totals[1]:.0f} s, oracle {totals[3]:.0f} s, "
+        + ", ".join(f"{label} {sum(r[2] for r in rows[label]):.0f} s" for label in profiles)
+    )
     alone = sum(r[5] for r in first)
-    print(f"grid/oracle {totals[0] / totals[3]:.2f}, walk/oracle {totals[1] / totals[3]:.2f}, "
-          f"median fitting trial {statistics.median([c.duration_s for c in fitting] or [0.0]):.1f} s")  # fmt: skip
+    print(
+        f"grid/oracle {totals[0] / totals[3]:.2f}, walk/oracle {totals[1] / totals[3]:.2f}, "
+        f"median fitting trial {statistics.median([c.duration_s for c in fitting] or [0.0]):.1f} s"
+    )
     outside = [c.duration_s - c.window_s for c in fitting if c.window_s is not None]
     span = statistics.median([c.window_s for c in fitting if c.window_s is not None] or [1.0])
     _outside("grid", outside, span)
-    for label in variants:
+    for label in profiles:
         _outside(label, [o for run in runs[label] for o in run.outside], span)
         _phases(label, [p for run in runs[label] for p in run.phases])
     lines = []
-    for label in variants:
+    for label in profiles:
         one_pass = sum(1 for r in rows[label] if r[4])
         print(f"{label}, single pass, one window against one window: same_pick={one_pass}/{len(caps)}")
         same = pooled_verdicts(caps, tables, rows[label], label)
@@ -340,10 +396,13 @@ def _phases(label: str, phases: list[tuple[float, float, float, float]]) -> None
     its first iteration), the first step to the window (warm-up), the window, and after it (stop, verdict)."""
     if not phases:
         return
-    med = [statistics.median(x) for x in zip(*[(f, w - f, span, d - w - span) for f, w, span, d in phases],
-                                              strict=True)]  # fmt: skip
-    print(f"a fitting trial, {label} (medians over {len(phases)}): launch to first step {med[0]:.1f} s, warm-up "
-          f"{med[1]:.1f} s, window {med[2]:.1f} s, after the window {med[3]:.1f} s")  # fmt: skip
+    med = [
+        statistics.median(x) for x in zip(*[(f, w - f, span, d - w - span) for f, w, span, d in phases], strict=True)
+    ]
+    print(
+        f"a fitting trial, {label} (medians over {len(phases)}): launch to first step {med[0]:.1f} s, warm-up "
+        f"{med[1]:.1f} s, window {med[2]:.1f} s, after the window {med[3]:.1f} s"
+    )
 
 
 def _outside(label: str, seconds: list[float], span: float) -> None:
@@ -352,9 +411,11 @@ def _outside(label: str, seconds: list[float], span: float) -> None:
         print(f"outside the window, {label}: no fitting trial")
         return
     med = statistics.median(seconds)
-    print(f"outside the window (start-up, warm-up, stop) per fitting trial, {label}: median {med:.1f} s, mean "
-          f"{statistics.fmean(seconds):.1f} s over {len(seconds)} trials, against a {span:.1f} s window "
-          f"({med / span:.2f} of it)")  # fmt: skip
+    print(
+        f"outside the window (start-up, warm-up, stop) per fitting trial, {label}: median {med:.1f} s, mean "
+        f"{statistics.fmean(seconds):.1f} s over {len(seconds)} trials, against a {span:.1f} s window "
+        f"({med / span:.2f} of it)"
+    )
 
 
 if __name__ == "__main__":

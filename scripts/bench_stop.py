@@ -25,14 +25,23 @@ from pathlib import Path
 
 from bench_failures import CASE  # a small proxy case (this folder: scripts/ is on the path of a script run)
 
-from ladder import launch, progress, trial
-from ladder.config import MeasureConf, Profile, WorkloadConf
-from ladder.monitor import HostSampler
-from ladder.records import Status
+from ladder.core.records import Status
+from ladder.runner import launch, trial
+from ladder.runner.monitor import HostSampler
+from ladder.settings.config import MeasureConf, Profile, WorkloadConf
+from ladder.workloads import progress
 from ladder.workloads.builtin import Placement, plan_proxy
 
-MEASURE = MeasureConf(warmup_iters=1, stable_k=2, stable_tol=0.5, window_s=2.0, warmup_timeout_s=120.0,
-                      stall_timeout_s=120.0, trial_timeout_s=300.0, kill_grace_s=5.0)  # fmt: skip
+MEASURE = MeasureConf(
+    warmup_iters=1,
+    stable_k=2,
+    stable_tol=0.5,
+    window_s=2.0,
+    warmup_timeout_s=120.0,
+    stall_timeout_s=120.0,
+    trial_timeout_s=300.0,
+    kill_grace_s=5.0,
+)
 GRACEFUL = frozenset({"out_of_memory"})  # before: only an out-of-memory stop skipped the grace
 
 

@@ -5,7 +5,7 @@
 
 A case is an args file in DIR/args other than view_motion_* and dof_test_*. Each conf embeds the case's agent
 config as shipped (so the proxy and the profiles work without MimicKit), names its method (the case name's
-first word, as the seed's best_by_case.tsv has it), its robot (from the env's char_file) and, for the pi_plus
+first word, as best_by_case.tsv has it), its robot (from the env's char_file) and, for the pi_plus
 robot, the pi_plus ladder; and gives the proxy a shape per robot, derived from MimicKit's observation code:
 
   char obs   = root height (1, if root_height_obs) + root rot 6 + root vel 3 + root ang vel 3
@@ -20,7 +20,7 @@ robot, the pi_plus ladder; and gives the proxy a shape per robot, derived from M
 Joints are the non-root bodies: the humanoid's 14 are read from humanoid.xml (15 bodies, 28 hinge DoF); the other
 robots' asset files are not in MimicKit's repository, so their joint counts are estimates (ROBOTS). The
 simulator state per env (what makes memory grow with num_envs) is 1024 floats per body, except pi_plus:
-2 MiB per env (524288 floats), as amp_pi_plus was calibrated, since seed 000 saw the pi_plus cases fill a 24 GB
+2 MiB per env (524288 floats), as amp_pi_plus was calibrated, since hand tuning saw the pi_plus cases fill a 24 GB
 card at about 40 envs while the others ran 1024-4096 envs in 2.6-7.3 GB. amp_pi_plus keeps its calibrated
 shape (the demo's numbers rest on it). `--check` compares instead of writing and exits 1 on a difference.
 """
@@ -204,8 +204,11 @@ def _header(case: Case, source: str) -> str:
         f"robot: {robot.name} ({robot.source}).",
     ]
     if case.stand_in:
-        lines += [f"The args file names {case.stand_in},", "which MimicKit does not ship; the agent above stands in "
-                  "(the MimicKit workload passes its own --agent_config)."]  # fmt: skip
+        lines += [
+            f"The args file names {case.stand_in},",
+            "which MimicKit does not ship; the agent above stands in "
+            "(the MimicKit workload passes its own --agent_config).",
+        ]
     return "".join(f"# {line}\n" for line in lines)
 
 

@@ -1,9 +1,10 @@
-"""A 60 s window summary of the GPUs as they run now (seed 003's `.tmp_gpu_stats.py`), by ladder's NVML sampler.
+"""A 60 s window summary of the GPUs as they run now (as the manual routine's 60 s helper did), by ladder's NVML
+sampler.
 
 Prints per-GPU average util, the average and p50 over GPUs, active/idle seconds and the average over active
-seconds, as the seed reported them (`gpu0_avg=82.62 gpu1_avg=80.85 both_avg=81.73 both_p50=96.75 ...`), plus
+seconds, as the manual routine reported them (`gpu0_avg=82.62 gpu1_avg=80.85 both_avg=81.73 both_p50=96.75 ...`), plus
 peak device memory. With `--progress FILE`, it first waits for the trainer's steady state by ladder's window rule
-(seed 003: `--warmup-iters 120 --stable-k 5 --data-time-max-s 0.02` on a metrics.jsonl), and says `gated=0` if
+(e.g. `--warmup-iters 120 --stable-k 5 --data-time-max-s 0.02` on a metrics.jsonl), and says `gated=0` if
 that never came within `--wait-s`. On a machine without an NVIDIA GPU it says so and exits 2.
 
     python scripts/gpu_window.py --seconds 60
@@ -19,9 +20,10 @@ import sys
 import time
 from pathlib import Path
 
-from ladder.monitor import Monitor, NvmlSampler, Sample, nvml_gpu_count
-from ladder.progress import KINDS, Point, reader_for
-from ladder.stats import Rule, figures, per_second, stable_start
+from ladder.core.records import Point, Sample
+from ladder.core.stats import Rule, figures, per_second, stable_start
+from ladder.runner.monitor import Monitor, NvmlSampler, nvml_gpu_count
+from ladder.workloads.progress import KINDS, reader_for
 
 EXIT_NO_GPU = 2
 POLL_S = 1.0

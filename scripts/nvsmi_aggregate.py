@@ -1,11 +1,11 @@
-"""Per-case util and memory from an nvidia-smi CSV monitor log (seed 001, "Fast Command B").
+"""Per-case util and memory from an nvidia-smi CSV monitor log (the manual routine's "Fast Command B").
 
 The log is what a monitor loop appends: `nvidia-smi --query-gpu=index,utilization.gpu,memory.used,...
 --format=csv[,noheader][,nounits]` rows (`0, 45, 23110, 24564`, units such as `45 %` allowed, a header line
-naming the columns optional) and a `current_case <name>` line per tick. As in the seed's one-liner, a marker line
+naming the columns optional) and a `current_case <name>` line per tick. As in that routine's one-liner, a marker line
 counts the latest row of every GPU for its case (readings first, then the marker); with `--marker-first` the rows
-after a marker belong to it. Figures come from `ladder.stats`, with one tick per "second": `active_s`/`idle_s`
-count ticks. (The seed's one-liner, run from a quoted heredoc, matched `\\s` literally and printed nothing.)
+after a marker belong to it. Figures come from `ladder.core.stats`, with one tick per "second": `active_s`/`idle_s`
+count ticks. (That one-liner, run from a quoted heredoc, matched `\\s` literally and printed nothing.)
 
     python scripts/nvsmi_aggregate.py /tmp/mk_ultralong_monitor_20260217_134108.log
 """
@@ -19,8 +19,8 @@ from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
 
-from ladder.monitor import Sample
-from ladder.stats import figures
+from ladder.core.records import Sample
+from ladder.core.stats import figures
 
 DEFAULT_COLUMNS = ("index", "utilization.gpu", "memory.used")
 NUMBER = re.compile(r"^\s*(-?\d+(?:\.\d+)?)")
@@ -78,8 +78,10 @@ class Aggregator:
 
     def table(self) -> list[dict[str, float | str]]:
         """One row per case, in order of first appearance: n ticks, then the window figures."""
-        return [{"case": case, "n": float(len({s.t for s in ss})), **figures(ss, [], None, 0.0)}
-                for case, ss in self.samples.items()]  # fmt: skip
+        return [
+            {"case": case, "n": float(len({s.t for s in ss})), **figures(ss, [], None, 0.0)}
+            for case, ss in self.samples.items()
+        ]
 
 
 def to_tsv(rows: list[dict[str, float | str]]) -> str:

@@ -1,9 +1,10 @@
 #!/usr/bin/env python
-"""Seed 001's "Fast Command A" as a script of ours: the latest sweep's best rows, by util, with class and action.
+"""The manual routine's "Fast Command A" as a script of ours: the latest sweep's best rows, by util, with class and
+action.
 
     python scripts/seed_summary.py [--root output/train | --sweep-dir DIR] [--vram-frac 0.95 ...]
 
-The seed's one-liner prints, for the newest `<root>/case_gpu_bench_*/best_by_case.tsv`, every `ok` row sorted by
+That one-liner prints, for the newest `<root>/case_gpu_bench_*/best_by_case.tsv`, every `ok` row sorted by
 `min_avg_util`: case, method, util, peak memory (max over GPUs), variant and num_envs. This prints the same
 fields, then the row's class and action from the decision table (ladder/decide.py), then the rows that are not
 `ok` (status and reason, class and action: a case whose trials all ended `error` has a row without num_envs whose
@@ -17,14 +18,14 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from ladder import figkeys
-from ladder.decide import Thresholds, classify_row, validate
-from ladder.errors import LadderError
-from ladder.results import read_tsv
+from ladder.core import figkeys
+from ladder.core.caseclass import Thresholds, classify_row, validate
+from ladder.core.errors import LadderError
+from ladder.storage.tsv import read_tsv
 
 
 def latest_sweep(root: Path) -> Path | None:
-    """The seed's rule: the last `case_gpu_bench_*` folder in name order (names are UTC times or given names)."""
+    """The routine's rule: the last `case_gpu_bench_*` folder in name order (names are UTC times or given names)."""
     found = sorted(root.glob("case_gpu_bench_*"))
     return found[-1] if found else None
 
@@ -36,8 +37,10 @@ def peak_mem(row: Mapping[str, str]) -> int:
 
 def ok_line(row: Mapping[str, str], thresholds: Thresholds) -> str:
     cls, action = classify_row(row, thresholds)
-    return (f"{row['case']} {row['method']} util {row['min_avg_util']} max_mem {peak_mem(row)} "
-            f"variant {row['variant']} e {row['num_envs']} class {cls} action {action}")  # fmt: skip
+    return (
+        f"{row['case']} {row['method']} util {row['min_avg_util']} max_mem {peak_mem(row)} "
+        f"variant {row['variant']} e {row['num_envs']} class {cls} action {action}"
+    )
 
 
 def other_line(row: Mapping[str, str], thresholds: Thresholds) -> str:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import random
 
-from ladder.stats import ratio_interval
+from ladder.core.stats import ratio_interval
 
 BEAT = 1000.0
 
@@ -43,8 +43,10 @@ def main() -> None:
     rnd = random.Random(1)
     for ratio in (0.90, 0.95, 1.00, 1.02, 1.05):
         share = cut_share(ratio, args.cv, args.steps, args.trials, rnd)
-        print(f"true rate {ratio:.2f} x the value to beat: cut in {share:6.1%} of trials"
-              + ("  (wrong cuts)" if ratio >= 1 else ""))  # fmt: skip
+        print(
+            f"true rate {ratio:.2f} x the value to beat: cut in {share:6.1%} of trials"
+            + ("  (wrong cuts)" if ratio >= 1 else "")
+        )
 
 
 if __name__ == "__main__":

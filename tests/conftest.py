@@ -109,12 +109,39 @@ def _start_server() -> PgServer:
         for path in (base, base / "pw"):
             os.chown(path, owner.pw_uid, owner.pw_gid)
     try:
-        _run([*run_as, initdb, "-D", str(base / "data"), "-U", PG_USER, f"--pwfile={base / 'pw'}",
-              "--auth=scram-sha-256", "--no-sync", "-E", "UTF8"])  # fmt: skip
+        _run(
+            [
+                *run_as,
+                initdb,
+                "-D",
+                str(base / "data"),
+                "-U",
+                PG_USER,
+                f"--pwfile={base / 'pw'}",
+                "--auth=scram-sha-256",
+                "--no-sync",
+                "-E",
+                "UTF8",
+            ]
+        )
         port = _free_port()
         options = f"-c listen_addresses=127.0.0.1 -p {port} -k {base} -c fsync=off"
-        _run([*run_as, pg_ctl, "-D", str(base / "data"), "-l", str(base / "server.log"), "-w", "-t", "60",
-              "-o", options, "start"])  # fmt: skip
+        _run(
+            [
+                *run_as,
+                pg_ctl,
+                "-D",
+                str(base / "data"),
+                "-l",
+                str(base / "server.log"),
+                "-w",
+                "-t",
+                "60",
+                "-o",
+                options,
+                "start",
+            ]
+        )
     except NoServer:
         shutil.rmtree(base, ignore_errors=True)
         raise

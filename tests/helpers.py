@@ -20,7 +20,7 @@ def need_memory_cgroups() -> None:
 
     import pytest
 
-    from ladder.cgroup import MemCgroup
+    from ladder.runner.cgroup import MemCgroup
 
     probe = MemCgroup.create(f"ladder-probe-{os.getpid()}", None)
     if probe is None:

@@ -10,8 +10,8 @@ from types import ModuleType
 
 import pytest
 
-from ladder import stats
-from ladder.records import Status
+from ladder.core import stats
+from ladder.core.records import Status
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -35,8 +35,10 @@ def cell(bench: ModuleType, value: float | None, half: float = 0.0) -> object:
 
 def test_the_run_to_run_spread_is_pooled_over_configurations_run_more_than_once(bench: ModuleType) -> None:
     a, b, c = ("default", 64), ("default", 48), ("default", 256)
-    tables = [{a: cell(bench, 90.0), b: cell(bench, 50.0), c: cell(bench, None)},
-              {a: cell(bench, 110.0), b: cell(bench, 50.0), c: cell(bench, 300.0)}]  # fmt: skip
+    tables = [
+        {a: cell(bench, 90.0), b: cell(bench, 50.0), c: cell(bench, None)},
+        {a: cell(bench, 110.0), b: cell(bench, 50.0), c: cell(bench, 300.0)},
+    ]
     pool, spread = bench.pooled(tables)
     # a: residuals -0.1 and +0.1 of its mean 100; b: none; two degrees of freedom (one from each)
     assert spread == pytest.approx(math.sqrt((0.01 + 0.01) / 2))
@@ -48,8 +50,10 @@ def test_the_run_to_run_spread_is_pooled_over_configurations_run_more_than_once(
 def test_a_pick_is_the_same_within_the_interval_of_the_grids_best_over_every_run(bench: ModuleType) -> None:
     best, near, far, failing = ("default", 64), ("default", 48), ("default", 32), ("default", 128)
     runs = [(100.0, 97.0, 80.0), (104.0, 99.0, 79.0), (96.0, 101.0, 81.0)]
-    tables = [{best: cell(bench, x), near: cell(bench, y), far: cell(bench, z), failing: cell(bench, None)}
-              for x, y, z in runs]  # fmt: skip
+    tables = [
+        {best: cell(bench, x), near: cell(bench, y), far: cell(bench, z), failing: cell(bench, None)}
+        for x, y, z in runs
+    ]
     tables[1][failing] = cell(bench, 500.0)  # fits under another card: no figure where it failed
     pool, _ = bench.pooled(tables)
     every = bench.with_every_run(tables[0], pool)

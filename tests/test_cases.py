@@ -12,9 +12,9 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from ladder import launch
-from ladder.config import Settings, WorkloadConf, register, settings_from
-from ladder.search import known_cases
+from ladder.runner import launch
+from ladder.settings.argv import known_cases
+from ladder.settings.config import Settings, WorkloadConf, register, settings_from
 from ladder.workloads.builtin import Placement
 from ladder.workloads.planner import Kind, Workload, plan
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from ladder.records import Phase, Reason, Status, TrialRecord
-from ladder.results import read_tsv
-from ladder.view import trial_line
+from ladder.core.records import Phase, Reason, Status, TrialRecord
+from ladder.storage.tsv import read_tsv
+from ladder.ui.view import trial_line
 from tests.helpers import need_memory_cgroups
 from tests.test_resume import FIRST, finish, search, sweep_dir
 
@@ -64,9 +64,21 @@ def test_a_worker_oom_killed_in_the_trials_cgroup_is_host_oom_whatever_its_paren
     trainer.write_text(TRAINER)
     worker.write_text(WORKER)
     command = f'workload.command=["{sys.executable}","{trainer}","{worker}","{{num_envs}}"]'
-    out = finish(search(tmp_path, f"case={FIRST}", "profile=[default]", "ladder.rungs=[64,8]", "workload.kind=command",
-                        command, f"workload.host_mem_limit_gb={CAP_MB / 1024}", "measure.window_s=2",
-                        "measure.warmup_iters=2", "measure.stable_tol=0.5", "sweep=capped"))  # fmt: skip
+    out = finish(
+        search(
+            tmp_path,
+            f"case={FIRST}",
+            "profile=[default]",
+            "ladder.rungs=[64,8]",
+            "workload.kind=command",
+            command,
+            f"workload.host_mem_limit_gb={CAP_MB / 1024}",
+            "measure.window_s=2",
+            "measure.warmup_iters=2",
+            "measure.stable_tol=0.5",
+            "sweep=capped",
+        )
+    )
     rows = {r["num_envs"]: r for r in read_tsv(sweep_dir(tmp_path, "capped") / "trials.tsv")}
     over, fits = rows["64"], rows["8"]
 
@@ -91,8 +103,9 @@ def test_a_worker_oom_killed_in_the_trials_cgroup_is_host_oom_whatever_its_paren
 
 
 def line(source: str, **figures: float) -> str:
-    record = TrialRecord("c", "amp", "default", 64, Phase.PROBE, Status.OK, Reason.NONE, "", figures,
-                         {"source": source})  # fmt: skip
+    record = TrialRecord(
+        "c", "amp", "default", 64, Phase.PROBE, Status.OK, Reason.NONE, "", figures, {"source": source}
+    )
     return trial_line(record)
 
 

@@ -10,9 +10,10 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 
-from ladder.config import Device, register, settings_from
-from ladder.errors import ConfigError
-from ladder.search import check_choices, known, known_cases
+from ladder.core.errors import ConfigError
+from ladder.settings.argv import check_choices, known_cases
+from ladder.settings.catalog import known
+from ladder.settings.config import Device, register, settings_from
 
 CONF = str(Path(__file__).resolve().parent.parent / "conf")
 register()
@@ -28,8 +29,12 @@ def test_default_composition() -> None:
     assert s.case.name == "amp_pi_plus" and s.case.method == "amp"
     assert s.rungs == (256, 128, 64, 48, 40, 38, 36, 32)  # the case picks the pi_plus ladder
     assert [p.name for p in s.profiles] == ["default", "hiutil"]
-    assert s.nccl_env == {"NCCL_P2P_DISABLE": "1", "NCCL_IB_DISABLE": "1", "NCCL_CUMEM_ENABLE": "0",
-                          "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"}  # fmt: skip
+    assert s.nccl_env == {
+        "NCCL_P2P_DISABLE": "1",
+        "NCCL_IB_DISABLE": "1",
+        "NCCL_CUMEM_ENABLE": "0",
+        "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
+    }
     assert s.objective == "min_avg_util" and s.device is Device.AUTO
     assert s.case.agent["model"]["disc_net"] == "fc_2layers_1024units"
     hiutil = s.profiles[1].agent_patch

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ladder.decide import (
+from ladder.core.caseclass import (
     ACTIONS,
     HIUTIL_PICKED,
     HIUTIL_TRIED,
@@ -19,8 +19,8 @@ from ladder.decide import (
     classify_row,
     validate,
 )
-from ladder.errors import ConfigError
-from ladder.results import write_best
+from ladder.core.errors import ConfigError
+from ladder.storage.tsv import write_best
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).resolve().parent / "data"
@@ -87,8 +87,17 @@ def test_bad_thresholds_are_named(thresholds: Thresholds, message: str) -> None:
 
 
 def row(status: str = "ok", util: str = "51.54", mem0: str = "24052", mem1: str = "24115", card: str = "24564") -> dict:
-    return {"case": "amp_pi_plus", "method": "amp", "variant": "hiutil", "num_envs": "38", "status": status,
-            "min_avg_util": util, "max_mem0": mem0, "max_mem1": mem1, "gpu_mem_total": card}  # fmt: skip
+    return {
+        "case": "amp_pi_plus",
+        "method": "amp",
+        "variant": "hiutil",
+        "num_envs": "38",
+        "status": status,
+        "min_avg_util": util,
+        "max_mem0": mem0,
+        "max_mem1": mem1,
+        "gpu_mem_total": card,
+    }
 
 
 @pytest.mark.parametrize(
@@ -107,8 +116,10 @@ def test_tsv_rows(values: dict[str, str], expected: CaseClass) -> None:
 
 
 def seed_rows() -> list[dict[str, str]]:
-    rows = [row(util=str(u), mem0=str(m0), mem1=str(m1)) | {"case": c, "num_envs": str(e)}
-            for c, e, u, m0, m1, _ in SEED_ROWS]  # fmt: skip
+    rows = [
+        row(util=str(u), mem0=str(m0), mem1=str(m1)) | {"case": c, "num_envs": str(e)}
+        for c, e, u, m0, m1, _ in SEED_ROWS
+    ]
     return rows + [row(status="oom_or_nccl", util="0.4") | {"case": "broken_case", "reason": "cuda_oom"}]
 
 
@@ -131,25 +142,41 @@ def test_seed_summary_adds_class_and_action(tmp_path: Path) -> None:
     write_best(root / "case_gpu_bench_20260101_000000" / "best_by_case.tsv", seed_rows())
     out = run_in(tmp_path, sys.executable, str(ROOT / "scripts" / "seed_summary.py")).stdout.splitlines()
     assert out[0].endswith("case_gpu_bench_20260101_000000/best_by_case.tsv")
-    assert out[1] == ("deepmimic_go2_ppo amp util 24.96 max_mem 3807 variant hiutil e 4096 class throughput/env-bound "
-                      "action run two single-GPU trials side by side instead of one dual-GPU trial")  # fmt: skip
+    assert out[1] == (
+        "deepmimic_go2_ppo amp util 24.96 max_mem 3807 variant hiutil e 4096 class throughput/env-bound "
+        "action run two single-GPU trials side by side instead of one dual-GPU trial"
+    )
     assert "amp_pi_plus amp util 51.54 max_mem 24115 variant hiutil e 38 class VRAM-bound mixed" in "\n".join(out)
     assert out[-1].startswith("broken_case amp status oom_or_nccl cuda_oom class unstable")
 
 
 def test_an_emulated_card_is_judged_by_what_its_cap_limits() -> None:
     """On CPU max_memN is RSS (libraries included): 882 MiB on a 614 MiB card would read as full."""
-    row = {"status": "ok", "min_avg_util": "84.3", "max_mem0": "882", "gpu_mem_total": "614", "cap_used_mb": "565",
-           "cap_mb": "614"}  # fmt: skip
+    row = {
+        "status": "ok",
+        "min_avg_util": "84.3",
+        "max_mem0": "882",
+        "gpu_mem_total": "614",
+        "cap_used_mb": "565",
+        "cap_mb": "614",
+    }
     assert classify_row(row)[0] is CaseClass.COMPUTE_HEAVY
     assert classify_row({k: v for k, v in row.items() if not k.startswith("cap_")})[0] is CaseClass.VRAM_BOUND
 
 
 def broken_row() -> dict[str, str]:
     """A case whose only trials were `error`s, as results.best_row writes it: no num_envs, no figures."""
-    return {"case": "amp_pi_plus", "method": "amp", "variant": "default", "num_envs": "", "status": "error",
-            "reason": "error", "evidence": "FileNotFoundError: [Errno 2] No such file or directory: 'trainr.py'",
-            "trial_dir": "trials/amp_pi_plus/default_e256_probe_1", "gpu_mem_total": "24564"}  # fmt: skip
+    return {
+        "case": "amp_pi_plus",
+        "method": "amp",
+        "variant": "default",
+        "num_envs": "",
+        "status": "error",
+        "reason": "error",
+        "evidence": "FileNotFoundError: [Errno 2] No such file or directory: 'trainr.py'",
+        "trial_dir": "trials/amp_pi_plus/default_e256_probe_1",
+        "gpu_mem_total": "24564",
+    }
 
 
 @pytest.mark.parametrize(
@@ -177,7 +204,7 @@ BALANCED_ROW = {"status": "ok", "min_avg_util": "50.9", "max_mem0": "4000", "gpu
 
 
 @pytest.mark.parametrize(
-    ("variant", "tried", "action"),
+    ("profile", "tried", "action"),
     [
         ("default", (), ACTIONS[CaseClass.BALANCED]),
         ("default", ("default",), ACTIONS[CaseClass.BALANCED]),
@@ -187,24 +214,38 @@ BALANCED_ROW = {"status": "ok", "min_avg_util": "50.9", "max_mem0": "4000", "gpu
         ("hiutil", (), HIUTIL_PICKED),
         ("hiutil40", ("hiutil40",), HIUTIL_PICKED),
     ],
-    ids=["default-alone", "default-only-measured", "hiutil-lost", "hiutil40-lost", "hiutil-picked",
-         "hiutil-picked-untold", "hiutil40-picked"],
-)  # fmt: skip
-def test_the_balanced_action_agrees_with_the_pick(variant: str, tried: tuple[str, ...], action: str) -> None:
-    cls, got = classify_row(BALANCED_ROW | {"variant": variant}, Thresholds(), tried)
+    ids=[
+        "default-alone",
+        "default-only-measured",
+        "hiutil-lost",
+        "hiutil40-lost",
+        "hiutil-picked",
+        "hiutil-picked-untold",
+        "hiutil40-picked",
+    ],
+)
+def test_the_balanced_action_agrees_with_the_pick(profile: str, tried: tuple[str, ...], action: str) -> None:
+    cls, got = classify_row(BALANCED_ROW | {"variant": profile}, Thresholds(), tried)
     assert (cls, got) == (CaseClass.BALANCED, action)
-    assert "try the hiutil profile" not in got or not variant.startswith("hiutil")
+    assert "try the hiutil profile" not in got or not profile.startswith("hiutil")
 
 
-@pytest.mark.parametrize("variant", ["default", "hiutil"])
+@pytest.mark.parametrize("profile", ["default", "hiutil"])
 @pytest.mark.parametrize(
     "values",
-    [{}, {"unstable": "1"}, {"min_avg_util": "20", "max_mem0": "1000"}, {"min_avg_util": "70"},
-     {"max_mem0": "24500"}, {"gpu_mem_total": ""}, {"cap_used_mb": "600", "cap_mb": "614"}],
+    [
+        {},
+        {"unstable": "1"},
+        {"min_avg_util": "20", "max_mem0": "1000"},
+        {"min_avg_util": "70"},
+        {"max_mem0": "24500"},
+        {"gpu_mem_total": ""},
+        {"cap_used_mb": "600", "cap_mb": "614"},
+    ],
     ids=["balanced", "flagged-unstable", "throughput", "compute", "vram", "unclassified", "emulated-full"],
-)  # fmt: skip
-def test_an_ok_pick_is_never_told_to_step_down(values: dict[str, str], variant: str) -> None:
-    cls, action = classify_row(BALANCED_ROW | {"variant": variant} | values, Thresholds(), ("default", "hiutil"))
+)
+def test_an_ok_pick_is_never_told_to_step_down(values: dict[str, str], profile: str) -> None:
+    cls, action = classify_row(BALANCED_ROW | {"variant": profile} | values, Thresholds(), ("default", "hiutil"))
     assert cls not in (CaseClass.UNSTABLE, CaseClass.BROKEN)
     assert "step num_envs down" not in action and "fix the configuration" not in action
 
@@ -218,6 +259,7 @@ def test_seed_readers_on_a_case_with_only_errors(tmp_path: Path) -> None:
     seed = run_in(tmp_path, sys.executable, str(DATA / "seed_001_command_a.txt")).stdout.splitlines()
     assert [line.split()[0] for line in seed] == [SEED_ROWS[0][0]]
     out = run_in(tmp_path, sys.executable, str(ROOT / "scripts" / "seed_summary.py")).stdout.splitlines()
-    assert out[-1].startswith("amp_pi_plus amp status error error class broken configuration action fix the "
-                              "configuration: FileNotFoundError")  # fmt: skip
+    assert out[-1].startswith(
+        "amp_pi_plus amp status error error class broken configuration action fix the configuration: FileNotFoundError"
+    )
     assert "trials/amp_pi_plus/default_e256_probe_1" in out[-1] and " e " not in out[-1]

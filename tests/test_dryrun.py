@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from ladder.config import MeasureConf
-from ladder.dryrun import default_durations, from_history, settings_lines
-from ladder.records import Phase, Reason, Status, TrialRecord
-from ladder.report import build, charts
-from ladder.results import read_tsv
+from ladder.core.records import Phase, Reason, Status, TrialRecord
+from ladder.settings.config import MeasureConf
+from ladder.storage.tsv import read_tsv
+from ladder.sweep.dryrun import default_durations, from_history, settings_lines
+from ladder.ui.report import build, charts
 from tests.test_sweep_e2e import FAST, GATED, search, sweep_dir
 from tests.test_workloads import settings
 
@@ -25,8 +25,18 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def probe(rung: int, status: Status, seconds: str, **info: str) -> TrialRecord:
     figures = {"cut": 1.0} if info.pop("cut", "") else {}
-    return TrialRecord("amp_pi_plus", "amp", "default", rung, Phase.PROBE, status, Reason.NONE, "", figures,
-                       {"duration_s": seconds, **info})  # fmt: skip
+    return TrialRecord(
+        "amp_pi_plus",
+        "amp",
+        "default",
+        rung,
+        Phase.PROBE,
+        status,
+        Reason.NONE,
+        "",
+        figures,
+        {"duration_s": seconds, **info},
+    )
 
 
 # ---- pure: what shapes a trial, the estimate's basis ---------------------------------------------------------------
@@ -51,14 +61,22 @@ def test_the_settings_that_shape_every_trial_are_listed_with_what_applies() -> N
 def test_the_estimate_takes_medians_of_the_recorded_history_and_says_so() -> None:
     defaults = default_durations(MeasureConf(), descends=True)
     assert defaults.basis.startswith("defaults:") and from_history([], defaults, "x") == defaults
-    history = [probe(256, Status.OOM_OR_NCCL, "6.0"), probe(128, Status.OOM_OR_NCCL, "8.0"),
-               probe(128, Status.TIMEOUT, "30.0"), probe(64, Status.OK, "200.0"), probe(64, Status.OK, "210.0"),
-               probe(48, Status.OK, "20.0", cut="1"), probe(64, Status.OK, "999.0", reused_from="s#1"),
-               probe(64, Status.ERROR, "999.0")]  # fmt: skip
+    history = [
+        probe(256, Status.OOM_OR_NCCL, "6.0"),
+        probe(128, Status.OOM_OR_NCCL, "8.0"),
+        probe(128, Status.TIMEOUT, "30.0"),
+        probe(64, Status.OK, "200.0"),
+        probe(64, Status.OK, "210.0"),
+        probe(48, Status.OK, "20.0", cut="1"),
+        probe(64, Status.OK, "999.0", reused_from="s#1"),
+        probe(64, Status.ERROR, "999.0"),
+    ]
     took = from_history(history, defaults, "case amp_pi_plus, workload proxy, on cpu")
     assert (took.fail_s, took.fit_s, took.cut_s) == (8.0, 205.0, 20.0)  # a reused copy, an error: not counted
-    assert took.basis == ("history: medians of 2 fitting, 3 failing, 1 cut-short recorded trial(s) of case "
-                          "amp_pi_plus, workload proxy, on cpu")  # fmt: skip
+    assert took.basis == (
+        "history: medians of 2 fitting, 3 failing, 1 cut-short recorded trial(s) of case "
+        "amp_pi_plus, workload proxy, on cpu"
+    )
     only_fails = from_history(history[:2], default_durations(MeasureConf(), descends=False), "c")
     assert only_fails.fit_s == defaults.fit_s and only_fails.cut_s is None
     assert only_fails.basis.endswith("; defaults for fitting")
@@ -68,8 +86,17 @@ def test_the_estimate_takes_medians_of_the_recorded_history_and_says_so() -> Non
 
 
 def test_an_interpolation_meant_for_the_trainer_gets_the_form_that_reaches_it(tmp_path: Path) -> None:
-    base = [sys.executable, "-m", "ladder.search", "workload.kind=command", "case=mine", "ladder.rungs=[8]",
-            "profile=[default]", "dry_run=true", f"output_root={tmp_path}/out"]  # fmt: skip
+    base = [
+        sys.executable,
+        "-m",
+        "ladder.search",
+        "workload.kind=command",
+        "case=mine",
+        "ladder.rungs=[8]",
+        "profile=[default]",
+        "dry_run=true",
+        f"output_root={tmp_path}/out",
+    ]
     bad = 'workload.cmd="python train.py n={num_envs} +trainer.out=${x} lr=${trainer.lr}"'
     proc = subprocess.run([*base, bad], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2, proc.stderr
@@ -89,8 +116,15 @@ def swept(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real sweep of the proxy: e256 runs out of memory, e64 fits, the descent measures e48 (or cuts it short);
     hiutil is seeded at e64."""
     tmp = tmp_path_factory.mktemp("swept")
-    proc = search(tmp, *FAST, *GATED, "profile=[default,hiutil]", "ladder.rungs=[256,64,48]", "sweep=first",
-                  "objective=samples_per_s")  # fmt: skip
+    proc = search(
+        tmp,
+        *FAST,
+        *GATED,
+        "profile=[default,hiutil]",
+        "ladder.rungs=[256,64,48]",
+        "sweep=first",
+        "objective=samples_per_s",
+    )
     out, _ = proc.communicate(timeout=600)
     assert proc.returncode == 0, out
     return tmp
@@ -101,10 +135,27 @@ def test_a_dry_run_estimates_from_the_recorded_trials_of_the_same_case(swept: Pa
     fits = [float(r["duration_s"]) for r in rows if r["status"] == "ok" and not float(r.get("cut") or 0)]
     fails = [float(r["duration_s"]) for r in rows if r["status"] == "oom_or_nccl"]
     env = {**os.environ, "NCCL_DEBUG": "WARN"}
-    plan = subprocess.run([sys.executable, "-m", "ladder.search", "case=amp_pi_plus", "device=cpu", "reuse=false",
-                           f"output_root={swept}/output/train", "sweep=plan", "dry_run=true", *FAST, *GATED,
-                           "workload.host_mem_limit_gb=4"], cwd=swept, capture_output=True, text=True, timeout=120,
-                          env=env)  # fmt: skip
+    plan = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ladder.search",
+            "case=amp_pi_plus",
+            "device=cpu",
+            "reuse=false",
+            f"output_root={swept}/output/train",
+            "sweep=plan",
+            "dry_run=true",
+            *FAST,
+            *GATED,
+            "workload.host_mem_limit_gb=4",
+        ],
+        cwd=swept,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     assert plan.returncode == 0, plan.stderr
     out = plan.stdout
     assert f"a fitting one ~{statistics.median(fits):.0f} s" in out, out
@@ -114,16 +165,30 @@ def test_a_dry_run_estimates_from_the_recorded_trials_of_the_same_case(swept: Pa
     assert "caps: memory cgroup 4 GB for the whole trial" in out and "emulated card 0.6 GB per rank" in out
     assert "NCCL_DEBUG=WARN" in out and "reuse of earlier sweeps' trials: off" in out
     assert not (sweep_dir(swept, "plan") / "journal.log").exists()
-    fresh = subprocess.run([sys.executable, "-m", "ladder.search", "case=amp_pi_plus", "device=cpu", "dry_run=true",
-                            f"output_root={swept}/elsewhere", *FAST], cwd=swept, capture_output=True, text=True,
-                           timeout=120)  # fmt: skip
+    fresh = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ladder.search",
+            "case=amp_pi_plus",
+            "device=cpu",
+            "dry_run=true",
+            f"output_root={swept}/elsewhere",
+            *FAST,
+        ],
+        cwd=swept,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert "estimate basis: defaults: no recorded trial of this case and workload here" in fresh.stdout, fresh.stdout
 
 
 def test_the_report_of_a_real_sweep_explains_its_pick(swept: Path) -> None:
     folder = sweep_dir(swept, "first")
-    proc = subprocess.run([sys.executable, "-m", "ladder.report", str(folder)], capture_output=True, text=True,
-                          timeout=300)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "ladder.report", str(folder)], capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr
     trials, (best,) = read_tsv(folder / "trials.tsv"), read_tsv(folder / "best_by_case.tsv")
     chart = charts.case_chart(build.read_tsv(folder / "trials.tsv"), "amp_pi_plus", [best])
@@ -135,8 +200,11 @@ def test_the_report_of_a_real_sweep_explains_its_pick(swept: Path) -> None:
     plotted = {(s.label.split()[0], int(x)) for s in (*chart.util, *chart.sps) for x in s.x}
     assert not plotted & (failed | cut)  # ... and none is plotted as a figure
     assert plotted == {(r["variant"], int(r["num_envs"])) for r in trials if r["status"] == "ok"} - cut
-    shown = {(s.label, x): (lo, y, hi, x in s.no_interval) for s in chart.sps
-             for x, lo, y, hi in zip(s.x, s.lo, s.y, s.hi, strict=True)}  # fmt: skip
+    shown = {
+        (s.label, x): (lo, y, hi, x in s.no_interval)
+        for s in chart.sps
+        for x, lo, y, hi in zip(s.x, s.lo, s.y, s.hi, strict=True)
+    }
     for r in trials:  # each measured rate with its recorded interval, or hollow where the window had too few points
         if (r["variant"], int(r["num_envs"])) in failed | cut:
             continue

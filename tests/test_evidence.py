@@ -9,15 +9,18 @@ from pathlib import Path
 
 import pytest
 
-from ladder import failures, trial
-from ladder.config import MeasureConf
-from ladder.evidence import Evidence
-from ladder.monitor import HostSampler
-from ladder.records import Confidence, Ending, Reason, Status
-from ladder.workloads.spec import Launcher, TrialSpec
+from ladder.core.records import Confidence, Ending, Reason, Status
+from ladder.core.spec import Launcher, TrialSpec
+from ladder.failures import rules
+from ladder.runner import trial
+from ladder.runner.evidence import Evidence
+from ladder.runner.monitor import HostSampler
+from ladder.settings.config import MeasureConf
 
-OOM = ("[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
-       "capacity of 23.64 GiB of which 1.02 GiB is free.\n")  # fmt: skip
+OOM = (
+    "[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
+    "capacity of 23.64 GiB of which 1.02 GiB is free.\n"
+)
 NCCL = "[rank0]: torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled system error\n"
 
 
@@ -53,12 +56,16 @@ def test_a_communication_error_is_left_to_run_its_course(tmp_path: Path) -> None
 
 
 # Real lines (shared/failure_logs, dev part): weak memory evidence that a run may survive or disprove.
-PHYSX_OVERFLOW = ("[Error] [omni.physx.plugin] PhysX error: Patch buffer overflow detected, please increase its size "
-                  "to at least 167788 in the scene desc!\n")  # fmt: skip
-BFC_WARNING = ("2024-10-25 20:48:40.388632: W external/xla/xla/tsl/framework/bfc_allocator.cc:291] Allocator "
-               "(GPU_0_bfc) ran out of memory trying to allocate 26.32GiB with freed_by_count=0. The caller indicates "
-               "that this is not a failure, but this may mean that there could be performance gains if more memory "
-               "were available.\n")  # fmt: skip
+PHYSX_OVERFLOW = (
+    "[Error] [omni.physx.plugin] PhysX error: Patch buffer overflow detected, please increase its size "
+    "to at least 167788 in the scene desc!\n"
+)
+BFC_WARNING = (
+    "2024-10-25 20:48:40.388632: W external/xla/xla/tsl/framework/bfc_allocator.cc:291] Allocator "
+    "(GPU_0_bfc) ran out of memory trying to allocate 26.32GiB with freed_by_count=0. The caller indicates "
+    "that this is not a failure, but this may mean that there could be performance gains if more memory "
+    "were available.\n"
+)
 
 
 @pytest.mark.parametrize("line", [PHYSX_OVERFLOW, BFC_WARNING], ids=["physx-buffer-overflow", "xla-allocator-warning"])
@@ -72,20 +79,24 @@ def test_weak_memory_evidence_lets_the_trial_run_on(tmp_path: Path, line: str) -
 
 
 def test_an_allocator_warning_in_a_run_that_ended_well_is_not_a_failure() -> None:
-    window_done = failures.classify(Ending(exit_code=-9, log_text="step 3\n" + BFC_WARNING, stopped_by="window_done"))
+    window_done = rules.classify(Ending(exit_code=-9, log_text="step 3\n" + BFC_WARNING, stopped_by="window_done"))
     assert window_done.status is Status.OK
-    crashed = failures.classify(Ending(exit_code=1, log_text="step 3\n" + BFC_WARNING))
+    crashed = rules.classify(Ending(exit_code=1, log_text="step 3\n" + BFC_WARNING))
     assert (crashed.reason, crashed.confidence) == (Reason.CUDA_OOM, Confidence.LOW)
-    overflow = failures.classify(Ending(exit_code=-9, log_text=PHYSX_OVERFLOW, stopped_by="window_done"))
+    overflow = rules.classify(Ending(exit_code=-9, log_text=PHYSX_OVERFLOW, stopped_by="window_done"))
     assert (overflow.reason, overflow.confidence) == (Reason.CUDA_OOM, Confidence.LOW)  # the simulator went on
 
 
 def test_an_error_file_naming_memory_is_evidence(tmp_path: Path) -> None:
     evidence = Evidence(tmp_path, every_s=0.0)
     rank_log(tmp_path, 1)
-    error = {"message": {"message": "RuntimeError: [enforce fail at alloc_cpu.cpp:127] err == 0. "
-                                    "DefaultCPUAllocator: can't allocate memory: you tried to allocate 536870912 bytes",
-                         "extraInfo": {"py_callstack": "", "timestamp": "1795664711"}}}  # fmt: skip
+    error = {
+        "message": {
+            "message": "RuntimeError: [enforce fail at alloc_cpu.cpp:127] err == 0. "
+            "DefaultCPUAllocator: can't allocate memory: you tried to allocate 536870912 bytes",
+            "extraInfo": {"py_callstack": "", "timestamp": "1795664711"},
+        }
+    }
     (tmp_path / "ranks" / "none_x" / "attempt_0" / "1" / "error.json").write_text(json.dumps(error))
     verdict = evidence.check()
     assert verdict is not None and verdict.reason is Reason.HOST_OOM
@@ -111,9 +122,10 @@ time.sleep(600)
 
 def test_a_trial_is_stopped_at_its_first_memory_evidence(tmp_path: Path) -> None:
     spec = TrialSpec(argv=(sys.executable, "-c", LINGERING_RANK, str(tmp_path)), env={}, launcher=Launcher.DIRECT)
-    measure = MeasureConf(warmup_timeout_s=60.0, startup_timeout_s=60.0, stall_timeout_s=60.0, trial_timeout_s=120.0,
-                          kill_grace_s=5.0)  # fmt: skip
+    measure = MeasureConf(
+        warmup_timeout_s=60.0, startup_timeout_s=60.0, stall_timeout_s=60.0, trial_timeout_s=120.0, kill_grace_s=5.0
+    )
     result = trial.run(spec, tmp_path, uuid.uuid4().hex[:12], measure, HostSampler)
     assert result.stopped_by == "out_of_memory"
     assert result.verdict.status is Status.OOM_OR_NCCL and result.verdict.reason is Reason.CUDA_OOM
-    assert result.duration_s < measure.stall_timeout_s and result.leftovers == 0
+    assert result.exit_code < 0 and result.leftovers == 0  # ladder killed the lingering rank: it would sleep on

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from ladder.failures import classify_text
-from ladder.records import Reason, Status
+from ladder.core.records import Reason, Status
+from ladder.failures.rules import classify_text
 
 PROGRAMS = {
     "argparse": (
@@ -68,8 +68,9 @@ BORDERS = "│┃╭╮╰╯─"
 def run(tmp_path: Path, library: str, *args: str) -> tuple[str, int]:
     program = tmp_path / "train.py"
     program.write_text(PROGRAMS[library])
-    done = subprocess.run([sys.executable, str(program), *args], capture_output=True, text=True, timeout=120,
-                          cwd=tmp_path)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, str(program), *args], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
     return done.stdout + done.stderr, done.returncode
 
 

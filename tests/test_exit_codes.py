@@ -1,4 +1,4 @@
-"""`python -m ladder.search` exits with a code that says how the sweep ended (ladder.errors.ExitCode), and its
+"""`python -m ladder.search` exits with a code that says how the sweep ended (ladder.core.errors.ExitCode), and its
 advice matches: real runs of the proxy demo under its emulated card, a missing program and a typo'd flag through
 `workload.kind=command`, bad settings, and a multirun whose jobs end differently."""
 
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from ladder.errors import ExitCode
-from ladder.results import read_tsv
-from ladder.search import WORST_FIRST, worst
+from ladder.core.errors import ExitCode
+from ladder.core.outcome import WORST_FIRST, worst
+from ladder.storage.tsv import read_tsv
 from tests.helpers import wait_for
 
 TINY = ["device=cpu", "profile=[default]", "measure.window_s=2", "measure.warmup_iters=2", "measure.stable_tol=0.5"]
@@ -74,8 +74,14 @@ def test_no_rung_fits_exits_3_and_advises_stepping_down(tmp_path: Path) -> None:
 
 
 def test_a_missing_program_exits_4_and_is_told_to_fix_the_configuration(tmp_path: Path) -> None:
-    done = search(tmp_path, "device=cpu", "ladder.rungs=[256,128]", "workload.kind=command", "sweep=missing",
-                  "workload.command=[no_such_trainer_xyz,--num-envs,'{num_envs}']")  # fmt: skip
+    done = search(
+        tmp_path,
+        "device=cpu",
+        "ladder.rungs=[256,128]",
+        "workload.kind=command",
+        "sweep=missing",
+        "workload.command=[no_such_trainer_xyz,--num-envs,'{num_envs}']",
+    )
     out = done.stdout + done.stderr
     assert done.returncode == ExitCode.BROKEN_CONFIG, out
     assert trials(tmp_path, "missing") == [("default", "256", "error"), ("hiutil", "256", "error")]  # no step-down
@@ -89,9 +95,15 @@ def test_a_missing_program_exits_4_and_is_told_to_fix_the_configuration(tmp_path
 
 def test_a_typod_trainer_flag_exits_4_with_the_trainers_own_message(tmp_path: Path) -> None:
     (tmp_path / "train.py").write_text(TRAINER)
-    done = search(tmp_path, "device=cpu", "profile=[default]", "ladder.rungs=[256,128]", "workload.kind=command",
-                  f"workload.command=[{sys.executable},{tmp_path}/train.py,--num-envz,'{{num_envs}}']",
-                  "sweep=typo")  # fmt: skip
+    done = search(
+        tmp_path,
+        "device=cpu",
+        "profile=[default]",
+        "ladder.rungs=[256,128]",
+        "workload.kind=command",
+        f"workload.command=[{sys.executable},{tmp_path}/train.py,--num-envz,'{{num_envs}}']",
+        "sweep=typo",
+    )
     out = done.stdout + done.stderr
     assert done.returncode == ExitCode.BROKEN_CONFIG, out
     assert trials(tmp_path, "typo") == [("default", "256", "error")]
@@ -102,10 +114,13 @@ def test_a_typod_trainer_flag_exits_4_with_the_trainers_own_message(tmp_path: Pa
 
 @pytest.mark.parametrize(
     ("override", "message"),
-    [("ladder=defualt", "unknown ladder 'defualt'; known: default"), ("ladder.rungs=[64,128]", "strictly descending"),
-     ("profile=[hiutli]", "unknown profile 'hiutli'")],
+    [
+        ("ladder=defualt", "unknown ladder 'defualt'; known: default"),
+        ("ladder.rungs=[64,128]", "strictly descending"),
+        ("profile=[hiutli]", "unknown profile 'hiutli'"),
+    ],
     ids=["typod-ladder", "ascending-rungs", "typod-profile"],
-)  # fmt: skip
+)
 def test_bad_settings_exit_2_and_launch_nothing(tmp_path: Path, override: str, message: str) -> None:
     done = search(tmp_path, "device=cpu", override, timeout_s=120)
     assert done.returncode == ExitCode.BAD_SETTINGS and message in done.stderr, done.stdout + done.stderr
@@ -130,18 +145,25 @@ def test_an_override_that_does_not_compose_exits_2(tmp_path: Path, override: str
 CRASHING = textwrap.dedent(
     """
     import runpy, sys
-    import ladder.sweep
+    import ladder.sweep.loop
     def broken(*args, **kwargs):
         raise ZeroDivisionError("a bug inside the sweep")
-    ladder.sweep.run = broken
+    ladder.sweep.loop.run = broken
     runpy.run_module("ladder.search", run_name="__main__", alter_sys=True)
     """
 )
 
 
 def test_a_crash_inside_ladder_exits_1_not_bad_settings(tmp_path: Path) -> None:
-    argv = [sys.executable, "-c", CRASHING, "case=amp_pi_plus", "device=cpu", "ladder.rungs=[64]",
-            f"output_root={tmp_path}/out"]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-c",
+        CRASHING,
+        "case=amp_pi_plus",
+        "device=cpu",
+        "ladder.rungs=[64]",
+        f"output_root={tmp_path}/out",
+    ]
     done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert done.returncode == ExitCode.CRASH, done.stdout + done.stderr
     assert "ZeroDivisionError: a bug inside the sweep" in done.stderr and "ladder: fix" not in done.stderr
@@ -150,10 +172,21 @@ def test_a_crash_inside_ladder_exits_1_not_bad_settings(tmp_path: Path) -> None:
 def test_a_multirun_exits_with_its_worst_job_after_every_job_ran(tmp_path: Path) -> None:
     """amp_pi_plus finds no rung (3), add_pi_plus is broken (4): both run, both rows land, the multirun exits 4."""
     (tmp_path / "trainer.py").write_text(TWO_CASES)
-    argv = [sys.executable, "-m", "ladder.search", "-m", "case=amp_pi_plus,add_pi_plus", "device=cpu",
-            "profile=[default]", "ladder.rungs=[64]", "workload.kind=command", "sweep=shared",
-            f"workload.command=[{sys.executable},{tmp_path}/trainer.py,'{{case}}','{{num_envs}}']",
-            f"output_root={tmp_path}/out", f"hydra.sweep.dir={tmp_path}/multirun"]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "ladder.search",
+        "-m",
+        "case=amp_pi_plus,add_pi_plus",
+        "device=cpu",
+        "profile=[default]",
+        "ladder.rungs=[64]",
+        "workload.kind=command",
+        "sweep=shared",
+        f"workload.command=[{sys.executable},{tmp_path}/trainer.py,'{{case}}','{{num_envs}}']",
+        f"output_root={tmp_path}/out",
+        f"hydra.sweep.dir={tmp_path}/multirun",
+    ]
     done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert done.returncode == ExitCode.BROKEN_CONFIG, done.stdout + done.stderr
     rows = {r["case"]: (r["status"], r["num_envs"]) for r in best_rows(tmp_path, "shared")}
@@ -187,8 +220,18 @@ def test_every_exit_code_has_a_place_in_the_order() -> None:
 def test_an_interrupted_multirun_stops_at_once_and_exits_130(tmp_path: Path) -> None:
     """SIGTERM during the first job: its trial is recorded `interrupted`, the second job never starts."""
     long = [o for o in TINY if not o.startswith("measure.window_s=")] + ["measure.window_s=600"]
-    argv = [sys.executable, "-m", "ladder.search", "-m", "case=amp_pi_plus,add_pi_plus", *long, "ladder.rungs=[64]",
-            "sweep=cut", f"output_root={tmp_path}/out", f"hydra.sweep.dir={tmp_path}/multirun"]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "ladder.search",
+        "-m",
+        "case=amp_pi_plus,add_pi_plus",
+        *long,
+        "ladder.rungs=[64]",
+        "sweep=cut",
+        f"output_root={tmp_path}/out",
+        f"hydra.sweep.dir={tmp_path}/multirun",
+    ]
     proc = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     trial = tmp_path / "out" / "case_gpu_bench_cut" / "trials" / "amp_pi_plus" / "default_e64_probe_1"
     progress = trial / "progress.jsonl"

@@ -19,10 +19,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ladder import launch, policy, trial
-from ladder.config import Case, MeasureConf, Profile, ProxyShape, WorkloadConf
-from ladder.monitor import HostSampler
-from ladder.records import Reason, Status, StopCause
+from ladder.core import policy
+from ladder.core.records import Reason, Status, StopCause
+from ladder.runner import launch, trial
+from ladder.runner.monitor import HostSampler
+from ladder.settings.config import Case, MeasureConf, Profile, ProxyShape, WorkloadConf
 from ladder.workloads.builtin import Placement, plan_proxy
 
 AGENT = Path(__file__).parent / "data" / "agents" / "deepmimic_humanoid_ppo_agent.yaml"
@@ -57,13 +58,22 @@ class Ran:
 
 
 def measure(stall_timeout_s: float = 60.0) -> MeasureConf:
-    return MeasureConf(warmup_iters=3, stable_k=3, stable_tol=0.5, warmup_timeout_s=60.0, window_s=600.0,
-                       stall_timeout_s=stall_timeout_s, trial_timeout_s=120.0, kill_grace_s=2.0)  # fmt: skip
+    return MeasureConf(
+        warmup_iters=3,
+        stable_k=3,
+        stable_tol=0.5,
+        warmup_timeout_s=60.0,
+        window_s=600.0,
+        stall_timeout_s=stall_timeout_s,
+        trial_timeout_s=120.0,
+        kill_grace_s=2.0,
+    )
 
 
 def run_scenario(trial_dir: Path, fault: str | None, port: int, stall_timeout_s: float = 60.0) -> Ran:
-    workload = WorkloadConf(width_factor=0.125, nproc=2, emulate_gpu_mem_gb=0.2,
-                            collective_timeout_s=COLLECTIVE_TIMEOUT_S)  # fmt: skip
+    workload = WorkloadConf(
+        width_factor=0.125, nproc=2, emulate_gpu_mem_gb=0.2, collective_timeout_s=COLLECTIVE_TIMEOUT_S
+    )
     place = Placement("cpu", 2, port, sys.executable)
     spec = plan_proxy(CASE, Profile("default", {}), RUNG, workload, place, str(trial_dir), 120.0, {})
     if fault is not None:

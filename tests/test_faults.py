@@ -24,12 +24,19 @@ import psutil
 import pytest
 from filelock import FileLock, Timeout
 
-from ladder import fault
-from ladder.results import read_tsv
+from ladder.storage import fault
+from ladder.storage.tsv import read_tsv
 from tests.helpers import wait_for
 
-FAST = ["case=amp_pi_plus", "profile=[default]", "ladder.rungs=[256,64]", "measure.window_s=3",
-        "measure.warmup_iters=2", "measure.stable_tol=0.5", "device=cpu"]  # fmt: skip
+FAST = [
+    "case=amp_pi_plus",
+    "profile=[default]",
+    "ladder.rungs=[256,64]",
+    "measure.window_s=3",
+    "measure.warmup_iters=2",
+    "measure.stable_tol=0.5",
+    "device=cpu",
+]
 TRIAL_KEY = ("case", "method", "variant", "num_envs", "phase", "status", "reason")  # not timing or figures
 # not `class` either: it is read from the measured util, which follows the machine's load between the runs
 BEST_KEY = ("case", "method", "variant", "num_envs", "phase", "status", "reason", "sweep")
@@ -48,8 +55,16 @@ def search(
     root: Path, sweep: str, *extra: str, fault_at: str = "", reuse: bool = False, stdout: Any = subprocess.PIPE
 ) -> subprocess.Popen[str]:
     env = {**os.environ, fault.VAR: fault_at} if fault_at else {k: v for k, v in os.environ.items() if k != fault.VAR}
-    argv = [sys.executable, "-m", "ladder.search", *FAST, f"reuse={str(reuse).lower()}", f"sweep={sweep}",
-            f"output_root={root}/output/train", *extra]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "ladder.search",
+        *FAST,
+        f"reuse={str(reuse).lower()}",
+        f"sweep={sweep}",
+        f"output_root={root}/output/train",
+        *extra,
+    ]
     return subprocess.Popen(argv, cwd=root, env=env, stdout=stdout, stderr=subprocess.STDOUT, text=True)
 
 
@@ -99,8 +114,13 @@ def best_rows(path: Path, sweep: str, clean_sweep: str) -> list[tuple[str, ...]]
 def from_storage(sweep_dir: Path, what: str, tmp: Path) -> Path:
     """`python -m ladder.merge --<what>-from-storage` into a file of its own."""
     out = tmp / f"rebuilt-{sweep_dir.name}-{what}.tsv"
-    subprocess.run([sys.executable, "-m", "ladder.merge", f"--{what}-from-storage", str(sweep_dir), str(out)],
-                   check=True, capture_output=True, text=True, timeout=120)  # fmt: skip
+    subprocess.run(
+        [sys.executable, "-m", "ladder.merge", f"--{what}-from-storage", str(sweep_dir), str(out)],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     return out
 
 
@@ -148,13 +168,18 @@ def copy_of(clean: Clean, root: Path, sweep: str) -> Path:
 CHAINS = {
     # before/after journal appends: study creation, the first trial created (not launched), its heartbeat (its
     # ranks orphaned mid-run), its outcome half-written (status stored, state still RUNNING), its state stored
-    "journal": ["journal.before_append:1", "journal.after_append:3", "journal.after_append:1",
-                "journal.after_append:8", "journal.before_append:9", "journal.after_append:14"],
+    "journal": [
+        "journal.before_append:1",
+        "journal.after_append:3",
+        "journal.after_append:1",
+        "journal.after_append:8",
+        "journal.before_append:9",
+        "journal.after_append:14",
+    ],
     # between writing a TSV's temp file and renaming it (trials.tsv after a trial, best_by_case.tsv at the end), and
     # a trial measured whose outcome is not yet stored
-    "tsv_and_finish": ["tsv.before_rename:1", "trial.before_finish:1", "tsv.before_rename:1",
-                       "tsv.before_rename:2"],
-}  # fmt: skip
+    "tsv_and_finish": ["tsv.before_rename:1", "trial.before_finish:1", "tsv.before_rename:1", "tsv.before_rename:2"],
+}
 
 
 @pytest.mark.parametrize("chain", list(CHAINS), ids=list(CHAINS))

@@ -1,11 +1,11 @@
-"""Per-device figure keys: built, recognised and ordered in one place (`ladder.figkeys`)."""
+"""Per-device figure keys: built, recognised and ordered in one place (`ladder.core.figkeys`)."""
 
 from __future__ import annotations
 
 import pytest
 
-from ladder import figkeys
-from ladder.figkeys import AVG_SM_UTIL, AVG_UTIL, MAX_MEM
+from ladder.core import figkeys
+from ladder.core.figkeys import AVG_SM_UTIL, AVG_UTIL, MAX_MEM
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from dataclasses import fields
 
-from ladder.config import MeasureConf, SweepConf, WorkloadConf
+from ladder.settings.config import MeasureConf, SweepConf, WorkloadConf
 
 HIDDEN = {"case", "ladder", "profile", "workload", "measure", "preflight", "decide"}  # groups, listed as groups
 

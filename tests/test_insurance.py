@@ -12,11 +12,11 @@ import sys
 import uuid
 from pathlib import Path
 
-from ladder import launch, trial
-from ladder.config import MeasureConf
-from ladder.monitor import HostSampler
-from ladder.records import Status
-from ladder.workloads.spec import Launcher, TrialSpec
+from ladder.core.records import Status
+from ladder.core.spec import Launcher, TrialSpec
+from ladder.runner import launch, trial
+from ladder.runner.monitor import HostSampler
+from ladder.settings.config import MeasureConf
 
 WINDOW_S = 8.0
 UNEVEN = """
@@ -33,8 +33,16 @@ def run(tmp_path: Path, short: bool) -> trial.Result:
     folder = tmp_path / ("short" if short else "full")
     folder.mkdir()
     spec = TrialSpec(argv=(sys.executable, "-c", UNEVEN, str(folder)), env={}, launcher=Launcher.DIRECT)
-    measure = MeasureConf(warmup_iters=2, stable_k=2, stable_tol=10.0, warmup_timeout_s=60.0, window_s=WINDOW_S,
-                          stall_timeout_s=60.0, trial_timeout_s=120.0, extend_unstable=False)  # fmt: skip
+    measure = MeasureConf(
+        warmup_iters=2,
+        stable_k=2,
+        stable_tol=10.0,
+        warmup_timeout_s=60.0,
+        window_s=WINDOW_S,
+        stall_timeout_s=60.0,
+        trial_timeout_s=120.0,
+        extend_unstable=False,
+    )
     trial_id = uuid.uuid4().hex[:12]
     result = trial.run(spec, folder, trial_id, measure, HostSampler, beat=427.0 * 1.02, short=short)
     assert result.leftovers == 0 and launch.leftovers(trial_id) == []
@@ -55,8 +63,16 @@ def test_a_short_probe_that_may_win_measures_its_whole_window(tmp_path: Path) ->
     folder = tmp_path / "wins"
     folder.mkdir()
     spec = TrialSpec(argv=(sys.executable, "-c", UNEVEN, str(folder)), env={}, launcher=Launcher.DIRECT)
-    measure = MeasureConf(warmup_iters=2, stable_k=2, stable_tol=10.0, warmup_timeout_s=60.0, window_s=4.0,
-                          stall_timeout_s=60.0, trial_timeout_s=120.0, extend_unstable=False)  # fmt: skip
+    measure = MeasureConf(
+        warmup_iters=2,
+        stable_k=2,
+        stable_tol=10.0,
+        warmup_timeout_s=60.0,
+        window_s=4.0,
+        stall_timeout_s=60.0,
+        trial_timeout_s=120.0,
+        extend_unstable=False,
+    )
     result = trial.run(spec, folder, uuid.uuid4().hex[:12], measure, HostSampler, beat=1.0, short=True)
     assert result.verdict.status is Status.OK and "short" not in result.figures and "cut" not in result.figures
     assert result.figures["window_s"] >= 4.0 * 0.9

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import psutil
 import pytest
 
-from ladder import launch, procs
-from ladder.cgroup import ROOT, MemCgroup, parents
-from ladder.workloads.spec import TrialSpec
+from ladder.core.spec import TrialSpec
+from ladder.runner import launch, procs
+from ladder.runner.cgroup import ROOT, MemCgroup, parents
 from tests.helpers import wait_for
 
 # A parent that ignores SIGTERM and a child that escapes into its own session (as torchrun's workers do).
@@ -41,9 +40,7 @@ def test_stop_kills_the_whole_tree(tmp_path: Path) -> None:
     run = launch.start(spec, tmp_path, "t-stubborn", None)
     wait_for(lambda: b"child up" in (tmp_path / "stdout.log").read_bytes())
     assert len(launch.leftovers("t-stubborn")) >= 2
-    t0 = time.monotonic()
     code = launch.stop(run, grace_s=0.5)
-    assert time.monotonic() - t0 < 5.0
     assert code == -9
     assert launch.leftovers("t-stubborn") == []
     assert (tmp_path / "env.txt").read_text() == "X_MARK=1\n"
@@ -82,8 +79,8 @@ ORCHESTRATOR = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from ladder import launch
-    from ladder.workloads.spec import TrialSpec
+    from ladder.runner import launch
+    from ladder.core.spec import TrialSpec
     trial_dir = Path(sys.argv[1])
     argv = (sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", "2",
             "--master-addr", "127.0.0.1", "--master-port", str(launch.free_port()),

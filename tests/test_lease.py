@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from filelock import FileLock
 
-from ladder import lease
-from ladder.lease import DeviceKind, Lease, LeaseError
+from ladder.runner import lease
+from ladder.runner.lease import DeviceKind, Lease, LeaseError
 from tests.helpers import wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -25,7 +25,7 @@ HOLDER = textwrap.dedent(
     """
     import json, sys, time
     from pathlib import Path
-    from ladder import lease
+    from ladder.runner import lease
     lease_dir, slots, n, rounds, hold, out = sys.argv[1:]
     out = Path(out)
     for _ in range(int(rounds)):
@@ -45,8 +45,17 @@ HOLDER = textwrap.dedent(
 
 
 def holder(tmp_path: Path, name: str, slots: int, n: int = 1, rounds: int = 1, hold: str = "stdin") -> subprocess.Popen:
-    argv = [sys.executable, "-c", HOLDER, str(tmp_path / "leases"), str(slots), str(n), str(rounds), hold,
-            str(tmp_path / f"{name}.jsonl")]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-c",
+        HOLDER,
+        str(tmp_path / "leases"),
+        str(slots),
+        str(n),
+        str(rounds),
+        hold,
+        str(tmp_path / f"{name}.jsonl"),
+    ]
     return subprocess.Popen(argv, cwd=ROOT, stdin=subprocess.PIPE, text=True)
 
 
@@ -111,9 +120,11 @@ def test_many_rounds_of_contention_never_share_a_slot(tmp_path: Path) -> None:
 
 def test_two_device_leases_are_all_or_nothing(tmp_path: Path) -> None:
     names = ["pair0", "pair1", "one"]
-    procs = [holder(tmp_path, "pair0", slots=3, n=2, rounds=8, hold="0.01"),
-             holder(tmp_path, "pair1", slots=3, n=2, rounds=8, hold="0.01"),
-             holder(tmp_path, "one", slots=3, n=1, rounds=8, hold="0.01")]  # fmt: skip
+    procs = [
+        holder(tmp_path, "pair0", slots=3, n=2, rounds=8, hold="0.01"),
+        holder(tmp_path, "pair1", slots=3, n=2, rounds=8, hold="0.01"),
+        holder(tmp_path, "one", slots=3, n=1, rounds=8, hold="0.01"),
+    ]
     for proc in procs:
         assert proc.wait(timeout=120) == 0
     records = intervals(tmp_path, names)
@@ -179,7 +190,7 @@ def test_a_waiter_says_who_holds_its_device_and_that_a_stopped_holder_is_stopped
             if stopped:
                 proc.send_signal(signal.SIGSTOP)
             caplog.clear()
-            with caplog.at_level("WARNING", logger="ladder.lease"), pytest.raises(LeaseError):  # noqa: SIM117
+            with caplog.at_level("WARNING", logger="ladder.runner.lease"), pytest.raises(LeaseError):  # noqa: SIM117
                 with lease.acquire(1, [0], tmp_path / "leases", 1.0, DeviceKind.CPU, notice_s=0.2):
                     pass
             waits = [r.getMessage() for r in caplog.records if r.message.startswith("waiting for")]
@@ -198,8 +209,10 @@ def test_impossible_requests_are_refused_at_once(tmp_path: Path, n: int, pool: l
 
 
 def test_lease_env() -> None:
-    assert lease.lease_env(Lease(DeviceKind.GPU, (2, 3))) == {"CUDA_DEVICE_ORDER": "PCI_BUS_ID",
-                                                             "CUDA_VISIBLE_DEVICES": "2,3"}  # fmt: skip
+    assert lease.lease_env(Lease(DeviceKind.GPU, (2, 3))) == {
+        "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+        "CUDA_VISIBLE_DEVICES": "2,3",
+    }
     assert lease.lease_env(Lease(DeviceKind.CPU, (1,))) == {"LADDER_CPU_SLOTS": "1"}
 
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from ladder import monitor
-from ladder.errors import LadderError
-from ladder.machine import find_machine
+from ladder.core.errors import LadderError
+from ladder.runner import monitor
+from ladder.runner.machine import find_machine
 from tests.test_config import settings
 from tests.test_monitor import FakeGpu, FakeNvml
 

@@ -9,13 +9,12 @@ import time
 import uuid
 from pathlib import Path
 
-from ladder import trial
-from ladder.config import MeasureConf
-from ladder.monitor import HostSampler
-from ladder.progress import Point
-from ladder.records import Reason, Status
-from ladder.stats import Window
-from ladder.workloads.spec import STDOUT_FILE, Launcher, ProgressKind, TrialSpec
+from ladder.core.records import Point, Reason, Status
+from ladder.core.spec import STDOUT_FILE, Launcher, ProgressKind, TrialSpec
+from ladder.core.stats import Window
+from ladder.runner import trial
+from ladder.runner.monitor import HostSampler
+from ladder.settings.config import MeasureConf
 
 REGEX = r"step (?P<iter>\d+) samples (?P<samples>\d+)"
 
@@ -44,15 +43,31 @@ while True:
 
 
 def run(tmp_path: Path, argv: tuple[str, ...], measure: MeasureConf, regex: str = REGEX) -> trial.Result:
-    spec = TrialSpec(argv=(sys.executable, "-c", TRAINER, *argv), env={}, launcher=Launcher.DIRECT,
-                     progress_file=STDOUT_FILE, progress_kind=ProgressKind.REGEX, progress_regex=regex)  # fmt: skip
+    spec = TrialSpec(
+        argv=(sys.executable, "-c", TRAINER, *argv),
+        env={},
+        launcher=Launcher.DIRECT,
+        progress_file=STDOUT_FILE,
+        progress_kind=ProgressKind.REGEX,
+        progress_regex=regex,
+    )
     return trial.run(spec, tmp_path, uuid.uuid4().hex[:12], measure, HostSampler)
 
 
 def conf(**kw: float) -> MeasureConf:
-    base = {"warmup_iters": 1, "stable_k": 2, "stable_tol": 5.0, "warmup_timeout_s": 60.0, "window_s": 1.0,
-            "min_window_iters": 4, "startup_timeout_s": 60.0, "stall_timeout_s": 60.0, "trial_timeout_s": 60.0,
-            "kill_grace_s": 2.0, "sample_hz": 5.0}  # fmt: skip
+    base = {
+        "warmup_iters": 1,
+        "stable_k": 2,
+        "stable_tol": 5.0,
+        "warmup_timeout_s": 60.0,
+        "window_s": 1.0,
+        "min_window_iters": 4,
+        "startup_timeout_s": 60.0,
+        "stall_timeout_s": 60.0,
+        "trial_timeout_s": 60.0,
+        "kill_grace_s": 2.0,
+        "sample_hz": 5.0,
+    }
     return MeasureConf(**{**base, **kw})  # type: ignore[arg-type]
 
 
@@ -132,8 +147,14 @@ time.sleep(600)
 
 
 def test_a_stall_after_progress_is_a_timeout_whose_evidence_is_its_last_progress_line(tmp_path: Path) -> None:
-    spec = TrialSpec(argv=(sys.executable, "-c", HANGS), env={}, launcher=Launcher.DIRECT, progress_file=STDOUT_FILE,
-                     progress_kind=ProgressKind.REGEX, progress_regex=REGEX)  # fmt: skip
+    spec = TrialSpec(
+        argv=(sys.executable, "-c", HANGS),
+        env={},
+        launcher=Launcher.DIRECT,
+        progress_file=STDOUT_FILE,
+        progress_kind=ProgressKind.REGEX,
+        progress_regex=REGEX,
+    )
     result = trial.run(spec, tmp_path, uuid.uuid4().hex[:12], conf(stall_timeout_s=2.0, window_s=30.0), HostSampler)
     assert (result.verdict.status, result.verdict.reason) == (Status.TIMEOUT, Reason.STALLED)
     assert result.verdict.evidence.endswith("last progress: step 3 samples 3000")
@@ -145,8 +166,13 @@ def test_out_of_trial_time_while_extended_keeps_the_window_it_had() -> None:
     figures say `unstable`), where a window that never held its points leaves the trial unmeasured."""
     pts = [Point(1000.0 + i, i, 100.0 * i) for i in range(1, 8)]
     now = time.monotonic()
-    extended = trial.Watch(launch_t=990.0, last_progress_mono=now, points=list(pts), extended=True,
-                           window=Window(1001.0, 1012.0, gated=True))  # fmt: skip
+    extended = trial.Watch(
+        launch_t=990.0,
+        last_progress_mono=now,
+        points=list(pts),
+        extended=True,
+        window=Window(1001.0, 1012.0, gated=True),
+    )
     assert trial._stop_reason(extended, conf(trial_timeout_s=1.0), started_mono=now - 5.0) == "window_done"
     assert extended.window == Window(1001.0, 1007.0, gated=True)
     short = trial.Watch(launch_t=990.0, last_progress_mono=now, points=list(pts), window=Window(1001.0, 1012.0, True))

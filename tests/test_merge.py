@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from ladder import results, store
-from ladder.records import Phase, Reason, Status, TrialRecord
-from ladder.results import read_tsv, write_best
+from ladder.core.records import Phase, Reason, Status, TrialRecord
+from ladder.storage import studies, tsv
+from ladder.storage.tsv import read_tsv, write_best
 from tests.test_results import SEED_ONE_LINER
 
 WRITERS, ROWS_EACH = 8, 12
@@ -22,7 +22,7 @@ WRITER = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from ladder.results import write_best
+    from ladder.storage.tsv import write_best
     out, go, who, n = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], int(sys.argv[4])
     while not go.exists():
         time.sleep(0.001)
@@ -63,8 +63,12 @@ def test_eight_processes_merging_into_one_file_lose_no_row(tmp_path: Path) -> No
     expected = WRITERS * ROWS_EACH
     argv = [[sys.executable, "-c", WRITER, str(out), str(go), f"w{i}", str(ROWS_EACH)] for i in range(WRITERS)]
     procs = [subprocess.Popen(a, stderr=subprocess.PIPE, text=True, umask=0o022) for a in argv]
-    reader = subprocess.Popen([sys.executable, "-c", READER, str(out), str(expected)], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True)  # fmt: skip
+    reader = subprocess.Popen(
+        [sys.executable, "-c", READER, str(out), str(expected)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     go.touch()
     errors = [p.communicate(timeout=120)[1] for p in procs]
     assert [p.returncode for p in procs] == [0] * WRITERS, errors
@@ -80,18 +84,34 @@ def test_eight_processes_merging_into_one_file_lose_no_row(tmp_path: Path) -> No
 
 def row(case: str, gpu: str, status: str, e: int, at: str, host: str) -> dict[str, str]:
     mem = {"cpu": "614", "RTX 4090": "24564", "H100": "81559"}[gpu]
-    return {"case": case, "method": "amp", "variant": "hiutil", "num_envs": str(e), "status": status,
-            "min_avg_util": "51.5" if status == "ok" else "", "max_mem0": "20000", "max_mem1": "20100",
-            "gpu_name": gpu, "gpu_mem_total": mem, "n_gpus": "2", "host": host, "sweep": host,
-            "finished_at": at}  # fmt: skip
+    return {
+        "case": case,
+        "method": "amp",
+        "variant": "hiutil",
+        "num_envs": str(e),
+        "status": status,
+        "min_avg_util": "51.5" if status == "ok" else "",
+        "max_mem0": "20000",
+        "max_mem1": "20100",
+        "gpu_name": gpu,
+        "gpu_mem_total": mem,
+        "n_gpus": "2",
+        "host": host,
+        "sweep": host,
+        "finished_at": at,
+    }
 
 
 def machine_files(tmp_path: Path) -> list[Path]:
-    a = [row("amp_pi_plus", "RTX 4090", "ok", 40, "2026-01-01T10:00:00+00:00", "a"),
-         row("add_pi_plus", "RTX 4090", "oom_or_nccl", 32, "2026-01-03T10:00:00+00:00", "a")]  # fmt: skip
-    b = [row("amp_pi_plus", "RTX 4090", "ok", 38, "2026-01-02T10:00:00+00:00", "b"),
-         row("amp_pi_plus", "H100", "ok", 256, "2026-01-01T09:00:00+00:00", "b"),
-         row("add_pi_plus", "RTX 4090", "ok", 40, "2026-01-01T08:00:00+00:00", "b")]  # fmt: skip
+    a = [
+        row("amp_pi_plus", "RTX 4090", "ok", 40, "2026-01-01T10:00:00+00:00", "a"),
+        row("add_pi_plus", "RTX 4090", "oom_or_nccl", 32, "2026-01-03T10:00:00+00:00", "a"),
+    ]
+    b = [
+        row("amp_pi_plus", "RTX 4090", "ok", 38, "2026-01-02T10:00:00+00:00", "b"),
+        row("amp_pi_plus", "H100", "ok", 256, "2026-01-01T09:00:00+00:00", "b"),
+        row("add_pi_plus", "RTX 4090", "ok", 40, "2026-01-01T08:00:00+00:00", "b"),
+    ]
     paths = []
     for name, rows in (("a", a), ("b", b)):
         path = tmp_path / name / "best_by_case.tsv"
@@ -124,8 +144,11 @@ def test_merge_cli_applies_the_rule_in_any_order(tmp_path: Path) -> None:
 def test_merge_cli_refuses_what_is_not_a_best_by_case_file(tmp_path: Path) -> None:
     trials = tmp_path / "trials.tsv"
     trials.write_text("number\tstatus\n0\tok\n")
-    for args, message in (([str(trials)], "no `case` column"), ([str(tmp_path / "nope.tsv")], "no such file"),
-                          ([], "at least one IN")):  # fmt: skip
+    for args, message in (
+        ([str(trials)], "no `case` column"),
+        ([str(tmp_path / "nope.tsv")], "no such file"),
+        ([], "at least one IN"),
+    ):
         done = python("-m", "ladder.merge", str(tmp_path / "out.tsv"), *args)
         assert done.returncode == 2 and message in done.stderr
     assert not (tmp_path / "out.tsv").exists()
@@ -133,28 +156,40 @@ def test_merge_cli_refuses_what_is_not_a_best_by_case_file(tmp_path: Path) -> No
 
 def trial_record(case: str, num_envs: int, status: Status) -> TrialRecord:
     figures = {"min_avg_util": 44.0, "max_mem0": 700.0, "max_mem1": 710.0} if status is Status.OK else {}
-    return TrialRecord(case, "amp", "default", num_envs, Phase.PROBE, status,
-                       Reason.NONE if status is Status.OK else Reason.HOST_OOM, "DefaultCPUAllocator: can't allocate",
-                       figures, {"trial_dir": f"trials/{case}/default_e{num_envs}_probe_1", "sweep": "s"})  # fmt: skip
+    return TrialRecord(
+        case,
+        "amp",
+        "default",
+        num_envs,
+        Phase.PROBE,
+        status,
+        Reason.NONE if status is Status.OK else Reason.HOST_OOM,
+        "DefaultCPUAllocator: can't allocate",
+        figures,
+        {"trial_dir": f"trials/{case}/default_e{num_envs}_probe_1", "sweep": "s"},
+    )
 
 
 def fill(storage_url_or_dir: str | Path, sweep: str = "s") -> None:
-    storage = (store.open_storage(None, storage_url_or_dir) if isinstance(storage_url_or_dir, Path)
-               else store.open_storage(storage_url_or_dir, Path("unused")))  # fmt: skip
+    storage = (
+        studies.open_storage(None, storage_url_or_dir)
+        if isinstance(storage_url_or_dir, Path)
+        else studies.open_storage(storage_url_or_dir, Path("unused"))
+    )
     for case in ("amp_pi_plus", "add_pi_plus"):
-        study = store.open_study(storage, case, sweep)
+        study = studies.open_study(storage, case, sweep)
         for n, status in ((256, Status.OOM_OR_NCCL), (64, Status.OK)):
-            trial = store.begin(study, "default", n, ("default", "hiutil"), {})
-            store.finish(study, trial, trial_record(case, n, status), 44.0 if status is Status.OK else None)
-    running = store.open_study(storage, "amp_pi_plus", sweep)
-    store.begin(running, "default", 32, ("default", "hiutil"), {})  # still running: not a finished trial
+            trial = studies.begin(study, "default", n, ("default", "hiutil"), {})
+            studies.finish(study, trial, trial_record(case, n, status), 44.0 if status is Status.OK else None)
+    running = studies.open_study(storage, "amp_pi_plus", sweep)
+    studies.begin(running, "default", 32, ("default", "hiutil"), {})  # still running: not a finished trial
 
 
 def test_trials_tsv_is_rebuilt_from_the_storage_alone(tmp_path: Path) -> None:
     sweep = tmp_path / "case_gpu_bench_s"
     fill(sweep)
-    storage = store.open_storage(None, sweep)
-    results.write_trials(sweep / "trials.tsv", lambda: store.sweep_records(storage, "s"))
+    storage = studies.open_storage(None, sweep)
+    tsv.write_trials(sweep / "trials.tsv", lambda: studies.sweep_records(storage, "s"))
     written = (sweep / "trials.tsv").read_text()
     (sweep / "trials.tsv").unlink()
     for where in (str(sweep), str(sweep / "journal.log")):
@@ -164,9 +199,11 @@ def test_trials_tsv_is_rebuilt_from_the_storage_alone(tmp_path: Path) -> None:
         assert (sweep / "trials.tsv").read_text() == written
     rows = read_tsv(sweep / "trials.tsv")
     assert [(r["case"], r["num_envs"], r["status"]) for r in rows] == [
-        ("add_pi_plus", "256", "oom_or_nccl"), ("add_pi_plus", "64", "ok"),
-        ("amp_pi_plus", "256", "oom_or_nccl"), ("amp_pi_plus", "64", "ok"),
-    ]  # fmt: skip
+        ("add_pi_plus", "256", "oom_or_nccl"),
+        ("add_pi_plus", "64", "ok"),
+        ("amp_pi_plus", "256", "oom_or_nccl"),
+        ("amp_pi_plus", "64", "ok"),
+    ]
 
 
 def test_trials_tsv_from_a_database_url(tmp_path: Path) -> None:
@@ -186,7 +223,7 @@ def test_trials_tsv_from_postgresql_never_shows_the_password(tmp_path: Path, pg_
     assert done.returncode == 0, done.stderr
     assert len(read_tsv(tmp_path / "trials.tsv")) == 4
     password = pg_url.split(":")[2].split("@")[0]
-    assert store.redact(pg_url) in done.stdout
+    assert studies.redact(pg_url) in done.stdout
     assert password not in done.stdout + done.stderr + (tmp_path / "trials.tsv").read_text()
 
 
@@ -204,28 +241,48 @@ DAMAGE = {
 @pytest.mark.parametrize("damage", list(DAMAGE), ids=list(DAMAGE))
 def test_read_tsv_names_a_damaged_file_instead_of_crashing(tmp_path: Path, damage: str) -> None:
     path = tmp_path / "best_by_case.tsv"
-    write_best(path, [row("amp_pi_plus", "cpu", "ok", 64, "2026-01-01T00:00:00", "a"),
-                      row("add_pi_plus", "cpu", "ok", 32, "2026-01-01T00:00:00", "a")])  # fmt: skip
+    write_best(
+        path,
+        [
+            row("amp_pi_plus", "cpu", "ok", 64, "2026-01-01T00:00:00", "a"),
+            row("add_pi_plus", "cpu", "ok", 32, "2026-01-01T00:00:00", "a"),
+        ],
+    )
     path.write_bytes(DAMAGE[damage](path.read_bytes()))
-    with pytest.raises(results.TsvError, match=f"{path} is damaged") as err:
+    with pytest.raises(tsv.TsvError, match=f"{path} is damaged") as err:
         read_tsv(path)
     assert "--best-from-storage" in str(err.value)
 
 
 def test_a_header_alone_reads_as_no_rows(tmp_path: Path) -> None:
-    results.write_trials(tmp_path / "trials.tsv", [])
+    tsv.write_trials(tmp_path / "trials.tsv", [])
     assert read_tsv(tmp_path / "trials.tsv") == []
 
 
 @pytest.mark.parametrize(("umask", "mode"), [(0o022, 0o644), (0o027, 0o640), (0o077, 0o600)], ids=str)
 def test_results_files_follow_the_umask(tmp_path: Path, umask: int, mode: int) -> None:
     a, _ = machine_files(tmp_path)
-    done = subprocess.run([sys.executable, "-m", "ladder.merge", str(tmp_path / "merged.tsv"), str(a)], umask=umask,
-                          capture_output=True, text=True)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "ladder.merge", str(tmp_path / "merged.tsv"), str(a)],
+        umask=umask,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr
     fill(tmp_path / "sweep")
-    done = subprocess.run([sys.executable, "-m", "ladder.merge", "--trials-from-storage", str(tmp_path / "sweep"),
-                           str(tmp_path / "trials.tsv")], umask=umask, capture_output=True, text=True)  # fmt: skip
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ladder.merge",
+            "--trials-from-storage",
+            str(tmp_path / "sweep"),
+            str(tmp_path / "trials.tsv"),
+        ],
+        umask=umask,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr
     assert {p.name: p.stat().st_mode & 0o777 for p in tmp_path.glob("*.tsv")} == {
         "merged.tsv": mode,
@@ -240,7 +297,9 @@ def test_a_damaged_best_by_case_is_rebuilt_from_storage_keeping_other_hosts_read
     assert python("-m", "ladder.merge", "--best-from-storage", str(here), str(best)).returncode == 0
     ours = read_tsv(best)
     assert [(r["case"], r["num_envs"], r["status"], r["sweep"]) for r in ours] == [
-        ("add_pi_plus", "64", "ok", "s"), ("amp_pi_plus", "64", "ok", "s")]  # fmt: skip
+        ("add_pi_plus", "64", "ok", "s"),
+        ("amp_pi_plus", "64", "ok", "s"),
+    ]
     far = {**ours[0], "case": "zz_case", "sweep": "far", "host": "elsewhere"}  # another host's sweep, merged in
     write_best(best, [far])
     whole = best.read_bytes()

@@ -24,8 +24,8 @@ import psutil
 import pytest
 import yaml
 
-from ladder.errors import ExitCode
-from ladder.results import read_tsv
+from ladder.core.errors import ExitCode
+from ladder.storage.tsv import read_tsv
 from tests.helpers import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,10 +38,15 @@ SAMPLES_PER_ITER = 32  # the agent's steps_per_iter, per env and rank
 # iteration 0 also plays 32 test episodes). The window opens on the stable rule alone (the warm-up timeout is out of
 # reach), so it is bracketed by iterations and has a rate.
 FAST = (
-    "measure.warmup_iters=1", "measure.stable_k=2", "measure.stable_tol=0.5", "measure.warmup_timeout_s=1500",
-    "measure.window_s=12", "measure.startup_timeout_s=900", "measure.stall_timeout_s=600",
+    "measure.warmup_iters=1",
+    "measure.stable_k=2",
+    "measure.stable_tol=0.5",
+    "measure.warmup_timeout_s=1500",
+    "measure.window_s=12",
+    "measure.startup_timeout_s=900",
+    "measure.stall_timeout_s=600",
     "measure.trial_timeout_s=1800",
-)  # fmt: skip
+)
 
 
 def _why_not() -> str:
@@ -73,14 +78,25 @@ class Sweep:
     def trial_dir(self, trial: dict[str, str]) -> Path:
         return self.dir / trial["trial_dir"]
 
-    def trial(self, variant: str, num_envs: int) -> dict[str, str]:
-        return next(t for t in self.trials() if (t["variant"], t["num_envs"]) == (variant, str(num_envs)))
+    def trial(self, profile: str, num_envs: int) -> dict[str, str]:
+        return next(t for t in self.trials() if (t["variant"], t["num_envs"]) == (profile, str(num_envs)))
 
 
 def search(out: Path, sweep: str, *overrides: str) -> subprocess.Popen[str]:
-    argv = [sys.executable, "-m", "ladder.search", f"case={CASE}", "device=cpu", f"output_root={out}",
-            f"sweep={sweep}", f"workload.mimickit_root={MK}", "workload.engine_config=data/engines/newton_engine.yaml",
-            f"+workload.env_patch.motion_file={SWAY}", *FAST, *overrides]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "ladder.search",
+        f"case={CASE}",
+        "device=cpu",
+        f"output_root={out}",
+        f"sweep={sweep}",
+        f"workload.mimickit_root={MK}",
+        "workload.engine_config=data/engines/newton_engine.yaml",
+        f"+workload.env_patch.motion_file={SWAY}",
+        *FAST,
+        *overrides,
+    ]
     env = {k: v for k, v in os.environ.items() if k != "MIMICKIT_ROOT"} | {"PYTHONPATH": str(ROOT)}
     return subprocess.Popen(argv, cwd=out.parent, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
@@ -135,8 +151,14 @@ def descendants(pid: int) -> list[psutil.Process]:
 @pytest.fixture(scope="module")
 def cgroup_sweep(tmp_path_factory: pytest.TempPathFactory) -> Sweep:
     out = tmp_path_factory.mktemp("mk_cgroup") / "output"
-    return run_search(out, "cg", "profile=[default,hiutil]", "ladder.rungs=[4096,4]", "workload.nproc=1",
-                      "workload.host_mem_limit_gb=1.5")  # fmt: skip
+    return run_search(
+        out,
+        "cg",
+        "profile=[default,hiutil]",
+        "ladder.rungs=[4096,4]",
+        "workload.nproc=1",
+        "workload.host_mem_limit_gb=1.5",
+    )
 
 
 def test_the_kernel_kills_the_top_rung_and_the_lower_one_is_measured(cgroup_sweep: Sweep) -> None:
@@ -281,13 +303,12 @@ def bad_engine(tmp_path: Path) -> str:
         (bad_engine, "Unsupported engine: no_such_engine"),  # printed before a traceback that says only None
     ],
     ids=["missing-motion-file", "missing-asset", "bad-engine-config"],
-)  # fmt: skip
+)
 def test_a_broken_mimickit_configuration_is_an_error_with_its_evidence(
     tmp_path: Path, override: object, evidence: str
 ) -> None:
     out = tmp_path / "output"
-    sweep = run_search(out, "broken", "profile=[default]", "ladder.rungs=[8,4]", "workload.nproc=1",
-                       override(tmp_path))  # type: ignore[operator]  # fmt: skip
+    sweep = run_search(out, "broken", "profile=[default]", "ladder.rungs=[8,4]", "workload.nproc=1", override(tmp_path))  # type: ignore[operator]
     trials = sweep.trials()
     assert [(t["num_envs"], t["status"]) for t in trials] == [("8", "error")], sweep.out  # never a step-down
     assert evidence in trials[0]["evidence"], trials[0]["evidence"]

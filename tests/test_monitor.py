@@ -20,20 +20,19 @@ import psutil
 import pynvml
 import pytest
 
-from ladder.monitor import (
+from ladder.core.records import Sample, Source
+from ladder.core.stats import figures
+from ladder.runner.monitor import (
     HostSampler,
     JointSampler,
     Monitor,
     NvmlSampler,
-    Sample,
-    Source,
     _psutil_tree,
     nvml_gpu_count,
     process_tree,
     sampler_for,
     write_samples,
 )
-from ladder.stats import figures
 from tests.helpers import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,8 +47,14 @@ TICK_S = 0.1  # the trial's sampling period (10 Hz)
 class FakeGpu:
     """One device as the driver sees it: what runs on it now, and the driver's ring buffer of util samples."""
 
-    def __init__(self, name: str = "NVIDIA H100 80GB HBM3", total_mb: float = 81559, gpm: bool = True,
-                 buffered: bool = True, period_s: float = 1 / 6) -> None:  # fmt: skip
+    def __init__(
+        self,
+        name: str = "NVIDIA H100 80GB HBM3",
+        total_mb: float = 81559,
+        gpm: bool = True,
+        buffered: bool = True,
+        period_s: float = 1 / 6,
+    ) -> None:
         self.name, self.total_mb, self.gpm, self.buffered, self.period_s = name, total_mb, gpm, buffered, period_s
         self.util = 0.0  # percent of time a kernel runs, now
         self.sm_util = 0.0  # percent of SMs busy, now
@@ -211,8 +216,12 @@ def test_a_device_without_the_sample_buffer_reads_the_current_rate() -> None:
 
 def test_memory_of_the_trials_own_processes_once_a_second(trial_tree: dict[str, int]) -> None:
     gpu = FakeGpu()
-    gpu.procs = {trial_tree["root"]: 410.0, trial_tree["worker"]: 3000.0, trial_tree["orphan"]: 900.0,
-                 trial_tree["stranger"]: 7000.0}  # fmt: skip
+    gpu.procs = {
+        trial_tree["root"]: 410.0,
+        trial_tree["worker"]: 3000.0,
+        trial_tree["orphan"]: 900.0,
+        trial_tree["stranger"]: 7000.0,
+    }
     nvml = FakeNvml(gpu)
     sampler = NvmlSampler([0], root_pid=trial_tree["root"], trial_id="t-own", nvml=nvml)
     series = run_ticks(nvml, sampler, 3.0)
@@ -241,8 +250,12 @@ def test_gpm_sm_util_where_the_device_has_it() -> None:
 
 def test_describe_names_the_card_and_driver() -> None:
     sampler = NvmlSampler([0], nvml=FakeNvml(FakeGpu()))
-    assert sampler.describe() == {"gpu_name": "NVIDIA H100 80GB HBM3", "gpu_mem_total": "81559",
-                                  "driver": "550.54.15", "gpm": "yes"}  # fmt: skip
+    assert sampler.describe() == {
+        "gpu_name": "NVIDIA H100 80GB HBM3",
+        "gpu_mem_total": "81559",
+        "driver": "550.54.15",
+        "gpm": "yes",
+    }
 
 
 NO_DRIVER = pytest.mark.skipif(Path("/proc/driver/nvidia").exists(), reason="this machine has NVIDIA's driver")
@@ -250,7 +263,7 @@ NO_DRIVER = pytest.mark.skipif(Path("/proc/driver/nvidia").exists(), reason="thi
 
 @NO_DRIVER
 def test_no_driver_is_one_log_line_and_zero_gpus(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.INFO, logger="ladder.monitor"):
+    with caplog.at_level(logging.INFO, logger="ladder.runner.monitor"):
         assert nvml_gpu_count() == 0  # this machine has no NVIDIA driver: the real library says so
     assert [r.getMessage() for r in caplog.records] == [
         "no NVIDIA GPU (NVMLError_LibraryNotFound): measuring host CPU% and RSS instead"
@@ -334,8 +347,9 @@ class Launched:
 
 @pytest.fixture
 def launched() -> Iterator[Launched]:
-    proc = subprocess.Popen([sys.executable, "-c", LAUNCHER, RANK], stdout=subprocess.PIPE, text=True,
-                            start_new_session=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-c", LAUNCHER, RANK], stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
     try:
         yield Launched(proc)
     finally:
@@ -423,7 +437,12 @@ def test_nvsmi_aggregate_per_case_from_a_seed_001_monitor_log() -> None:
     amp = table["amp_pi_plus"]
     assert (amp["n"], amp["avg_util0"], amp["avg_util1"], amp["min_avg_util"]) == ("3", "32.67", "34", "32.67")
     assert (amp["p50_util"], amp["active_s"], amp["idle_s"], amp["max_mem0"], amp["max_mem1"]) == (
-        "48", "2", "1", "23190", "22900")  # fmt: skip
+        "48",
+        "2",
+        "1",
+        "23190",
+        "22900",
+    )
     assert (table["add_go2"]["avg_util0"], table["add_go2"]["avg_util1"]) == ("33", "28")
 
 
@@ -445,14 +464,24 @@ def trial_tree() -> Iterator[dict[str, int]]:
     """A trial's root with a worker under it, an orphaned worker outside the tree that still carries the trial's
     id (as a worker re-parented to the sweep does), and a stranger: all real, all waiting on stdin."""
     root = subprocess.Popen(
-        [sys.executable, "-c", "import subprocess, sys; p = subprocess.Popen([sys.executable, '-c', sys.argv[1]]);"
-         " print(p.pid, flush=True); sys.stdin.read()", ORPHAN_WAIT],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, start_new_session=True,
-    )  # fmt: skip
-    orphan = subprocess.Popen([sys.executable, "-c", ORPHAN_WAIT], stdin=subprocess.PIPE,
-                              env={**os.environ, "LADDER_TRIAL_ID": "t-own"})  # fmt: skip
-    stranger = subprocess.Popen([sys.executable, "-c", ORPHAN_WAIT], stdin=subprocess.PIPE,
-                                env={**os.environ, "LADDER_TRIAL_ID": "t-other"})  # fmt: skip
+        [
+            sys.executable,
+            "-c",
+            "import subprocess, sys; p = subprocess.Popen([sys.executable, '-c', sys.argv[1]]);"
+            " print(p.pid, flush=True); sys.stdin.read()",
+            ORPHAN_WAIT,
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    orphan = subprocess.Popen(
+        [sys.executable, "-c", ORPHAN_WAIT], stdin=subprocess.PIPE, env={**os.environ, "LADDER_TRIAL_ID": "t-own"}
+    )
+    stranger = subprocess.Popen(
+        [sys.executable, "-c", ORPHAN_WAIT], stdin=subprocess.PIPE, env={**os.environ, "LADDER_TRIAL_ID": "t-other"}
+    )
     try:
         assert root.stdout is not None
         worker = int(root.stdout.readline())

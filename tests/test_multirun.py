@@ -12,16 +12,31 @@ from pathlib import Path
 
 import pytest
 
-from ladder.results import read_tsv
+from ladder.storage.tsv import read_tsv
 
-TINY = ["device=cpu", "profile=[default]", "ladder.rungs=[64]", "measure.window_s=2", "measure.warmup_iters=2",
-        "measure.stable_tol=0.5"]  # fmt: skip
+TINY = [
+    "device=cpu",
+    "profile=[default]",
+    "ladder.rungs=[64]",
+    "measure.window_s=2",
+    "measure.warmup_iters=2",
+    "measure.stable_tol=0.5",
+]
 CASES = ("amp_pi_plus", "add_pi_plus")
 
 
 def multirun(tmp_path: Path, *overrides: str, timeout_s: float = 400) -> subprocess.CompletedProcess[str]:
-    argv = [sys.executable, "-m", "ladder.search", "-m", *overrides, "sweep=shared", f"output_root={tmp_path}/out",
-            f"hydra.sweep.dir={tmp_path}/multirun", *TINY]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "ladder.search",
+        "-m",
+        *overrides,
+        "sweep=shared",
+        f"output_root={tmp_path}/out",
+        f"hydra.sweep.dir={tmp_path}/multirun",
+        *TINY,
+    ]
     return subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=timeout_s)
 
 
@@ -42,8 +57,9 @@ def test_two_cases_through_joblib_share_one_sweep_and_one_best_by_case(tmp_path:
     job_dirs = sorted(p.name for p in (tmp_path / "multirun").iterdir() if p.is_dir())
     assert job_dirs == [f"{i}_{c}" for i, c in enumerate(CASES)]  # Hydra's job dirs
 
-    report = subprocess.run([sys.executable, "-m", "ladder.report", str(root)], cwd=tmp_path, capture_output=True,
-                            text=True, timeout=120)  # fmt: skip
+    report = subprocess.run(
+        [sys.executable, "-m", "ladder.report", str(root)], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
     assert report.returncode == 0, report.stderr
     for case in CASES:
         assert (root / "plots" / f"{case}.png").stat().st_size > 10_000

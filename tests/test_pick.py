@@ -5,32 +5,33 @@ from __future__ import annotations
 import math
 import random
 import statistics
-import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_dir
 
-from ladder import pick, store, sweep
-from ladder.catalog import CONF_DIR
-from ladder.config import register, settings_from
-from ladder.decide import HIUTIL_TRIED
-from ladder.monitor import Sample, Source
-from ladder.pick import Candidate
-from ladder.records import Phase, Reason, Status, TrialRecord
-from ladder.results import read_tsv
-from ladder.stats import figures, t975, util_spread
+from ladder.core import pick
+from ladder.core.caseclass import HIUTIL_TRIED
+from ladder.core.paths import SweepPaths
+from ladder.core.pick import Candidate
+from ladder.core.records import Phase, Reason, Sample, Source, Status, TrialRecord
+from ladder.core.stats import figures, t975, util_spread
+from ladder.settings.catalog import CONF_DIR
+from ladder.settings.config import register, settings_from
+from ladder.storage import studies
+from ladder.storage.tsv import read_tsv
+from ladder.sweep import loop
+from ladder.sweep.context import Run
 
 OK, OOM, ERR, TIMEOUT, INT = Status.OK, Status.OOM_OR_NCCL, Status.ERROR, Status.TIMEOUT, Status.INTERRUPTED
 PROBE, CONFIRM = Phase.PROBE, Phase.CONFIRM
 
 
 def rec(
-    variant: str, envs: int, status: Status = OK, number: int = 0, phase: Phase = PROBE, **figs: float
+    profile: str, envs: int, status: Status = OK, number: int = 0, phase: Phase = PROBE, **figs: float
 ) -> TrialRecord:
-    return TrialRecord("amp_pi_plus", "amp", variant, envs, phase, status, Reason.NONE, "", dict(figs), {}, number)
+    return TrialRecord("amp_pi_plus", "amp", profile, envs, phase, status, Reason.NONE, "", dict(figs), {}, number)
 
 
 def c(value: float, envs: int, name: str, hi: float | None = None, other: float | None = None) -> Candidate[str]:
@@ -46,8 +47,12 @@ def c(value: float, envs: int, name: str, hi: float | None = None, other: float 
         ([], None, (), ""),
         ([c(50, 64, "a"), c(40, 64, "b")], "a", (), ""),
         # the issue's case: util 47.1 vs 46.9 within the noise, samples/s 34% apart: samples/s decides
-        ([c(47.1, 64, "hiutil", 50.2, 800.0), c(46.9, 64, "default", 49.7, 1212.0)], "default", ("hiutil",),
-         "samples_per_s"),
+        (
+            [c(47.1, 64, "hiutil", 50.2, 800.0), c(46.9, 64, "default", 49.7, 1212.0)],
+            "default",
+            ("hiutil",),
+            "samples_per_s",
+        ),
         # the same values, measured steadily: no tie, the higher value stands
         ([c(47.1, 64, "hiutil", 47.2, 800.0), c(46.9, 64, "default", 47.0, 1212.0)], "hiutil", (), ""),
         # the best's own interval alone makes no tie: the other's must reach it (the walk's cut relies on that)
@@ -65,9 +70,21 @@ def c(value: float, envs: int, name: str, hi: float | None = None, other: float 
         # an infinite interval (one step measured) ties with anything
         ([c(100, 64, "e64", 101, 10.0), c(50, 64, "x", math.inf, 20.0)], "x", ("e64",), "samples_per_s"),
     ],
-    ids=["none", "clear", "issue-tie", "steady-no-tie", "only-the-best-has-an-interval", "no-other-figure",
-         "envs-first-up", "envs-first-down", "equal-value", "walk-rule-tie", "walk-rule-no-tie", "unbounded"],
-)  # fmt: skip
+    ids=[
+        "none",
+        "clear",
+        "issue-tie",
+        "steady-no-tie",
+        "only-the-best-has-an-interval",
+        "no-other-figure",
+        "envs-first-up",
+        "envs-first-down",
+        "equal-value",
+        "walk-rule-tie",
+        "walk-rule-no-tie",
+        "unbounded",
+    ],
+)
 def test_choose(cands: list[Candidate[str]], item: str | None, tied: tuple[str, ...], by: str) -> None:
     choice = pick.choose(cands, "samples_per_s")
     got = (choice.item, choice.tied, choice.by) if choice else (None, (), "")
@@ -77,8 +94,10 @@ def test_choose(cands: list[Candidate[str]], item: str | None, tied: tuple[str, 
 @pytest.mark.parametrize("seed", range(20))
 def test_choose_does_not_depend_on_the_order_of_its_candidates(seed: int) -> None:
     rng = random.Random(seed)
-    cands = [c(v, rng.choice([32, 64, 128]), f"x{i}", v + rng.choice([0, 2, 5]), float(rng.randrange(3)))
-             for i, v in enumerate(rng.choice([40, 45, 46, 50]) for _ in range(6))]  # fmt: skip
+    cands = [
+        c(v, rng.choice([32, 64, 128]), f"x{i}", v + rng.choice([0, 2, 5]), float(rng.randrange(3)))
+        for i, v in enumerate(rng.choice([40, 45, 46, 50]) for _ in range(6))
+    ]
     figures = {x.item: (x.value, x.envs, x.hi, x.other) for x in cands}  # candidates alike in all are one
     first = pick.choose(cands)
     assert first is not None
@@ -91,35 +110,50 @@ def test_choose_does_not_depend_on_the_order_of_its_candidates(seed: int) -> Non
 
 @pytest.mark.parametrize(
     ("value", "hi", "envs", "rung", "expected"),
-    [(100.0, 110.0, 64, 32, 110.0), (100.0, 110.0, 64, 64, 100.0), (100.0, 110.0, 64, 128, 100.0),
-     (100.0, None, 64, 32, 100.0)],
+    [
+        (100.0, 110.0, 64, 32, 110.0),
+        (100.0, 110.0, 64, 64, 100.0),
+        (100.0, 110.0, 64, 128, 100.0),
+        (100.0, None, 64, 32, 100.0),
+    ],
     ids=["fewer-envs-must-pass-the-interval", "same-envs", "more-envs", "no-interval"],
-)  # fmt: skip
+)
 def test_to_beat(value: float, hi: float | None, envs: int, rung: int, expected: float) -> None:
     assert pick.to_beat(value, hi, envs, rung) == expected
 
 
 @pytest.mark.parametrize(
     ("value", "hi", "envs", "rung", "expected"),
-    [(100.0, 101.0, 64, 32, 105.0), (100.0, 110.0, 64, 32, 110.0), (105.0, 106.0, 64, 64, 100.0),
-     (105.0, 106.0, 64, 128, 100.0)],
+    [
+        (100.0, 101.0, 64, 32, 105.0),
+        (100.0, 110.0, 64, 32, 110.0),
+        (105.0, 106.0, 64, 64, 100.0),
+        (105.0, 106.0, 64, 128, 100.0),
+    ],
     ids=["fewer-envs-the-noise-above-a-narrow-interval", "fewer-envs-a-wider-interval", "same-envs", "more-envs"],
-)  # fmt: skip
+)
 def test_to_beat_with_run_to_run_noise(value: float, hi: float, envs: int, rung: int, expected: float) -> None:
     assert pick.to_beat(value, hi, envs, rung, noise=0.05) == pytest.approx(expected)
 
 
-def rate(variant: str, envs: int, value: float, half: float, number: int = 0) -> TrialRecord:
+def rate(profile: str, envs: int, value: float, half: float, number: int = 0) -> TrialRecord:
     """An ok samples/s record with a measured 95% interval of +-`half` (a fraction)."""
-    return rec(variant, envs, OK, number, samples_per_s=value, samples_per_s_lo=value * (1 - half),
-               samples_per_s_hi=value * (1 + half))  # fmt: skip
+    return rec(
+        profile,
+        envs,
+        OK,
+        number,
+        samples_per_s=value,
+        samples_per_s_lo=value * (1 - half),
+        samples_per_s_hi=value * (1 + half),
+    )
 
 
 @pytest.mark.parametrize(
     ("lower", "half", "winner"),
     [(3286.0, 0.02, 64), (3187.0 * 1.049, 0.0, 64), (3187.0 * 1.06, 0.02, 48), (3187.0 * 1.06, 0.08, 64)],
     ids=["within-the-noise", "just-within", "beyond-it-and-the-interval", "beyond-it-not-the-interval"],
-)  # fmt: skip
+)
 def test_a_lower_rung_must_be_faster_by_more_than_the_run_to_run_noise(lower: float, half: float, winner: int) -> None:
     """A bench run on the 2-core machine: e48's one window measured 3,286 samples/s against e64's 3,187 (3.1%),
     above e64's narrow interval, though over every run e48 averaged 2,750 and e64 3,203. Two launches of one
@@ -131,8 +165,7 @@ def test_a_lower_rung_must_be_faster_by_more_than_the_run_to_run_noise(lower: fl
 
 
 def test_the_walk_sees_the_same_band_as_the_pick() -> None:
-    facts = pick.attempts([rate("default", 64, 1000.0, 0.01, 1), rate("default", 48, 1000.0, 0.09, 2)],
-                          "samples_per_s")  # fmt: skip
+    facts = pick.attempts([rate("default", 64, 1000.0, 0.01, 1), rate("default", 48, 1000.0, 0.09, 2)], "samples_per_s")
     assert [f.value_hi for f in facts] == [pytest.approx(1050.0), pytest.approx(1090.0)]
     util = pick.attempts([rec("default", 64, OK, 1, min_avg_util=50.0, min_avg_util_hi=50.5)], "min_avg_util")
     assert util[0].value_hi == 50.5  # util's noise is its spread over the devices: no run-to-run band
@@ -143,8 +176,12 @@ def test_a_trial_below_what_it_must_beat_never_becomes_the_pick() -> None:
     told to beat (so the walk may cut it short) is never the pick once it joins the records (1000 random cases)."""
     rng = random.Random(5)
     for _ in range(1000):
-        records = [rate(rng.choice("dh"), rng.choice([32, 48, 64, 128]), rng.uniform(900, 1100),
-                        rng.choice([0.0, 0.02, 0.1]), i) for i in range(rng.randint(1, 4))]  # fmt: skip
+        records = [
+            rate(
+                rng.choice("dh"), rng.choice([32, 48, 64, 128]), rng.uniform(900, 1100), rng.choice([0.0, 0.02, 0.1]), i
+            )
+            for i in range(rng.randint(1, 4))
+        ]
         top = pick.best(records, "samples_per_s")
         assert top is not None
         value, hi = top.figures["samples_per_s"], pick.attempts([top], "samples_per_s")[0].value_hi
@@ -173,7 +210,7 @@ def test_pick_on_the_walks_tuples_is_the_same_rule() -> None:
         ("min_avg_util", {"min_avg_util": 47.0}, (None, None)),
     ],
     ids=["rate-interval", "rate-without", "util-spread", "util-without"],
-)  # fmt: skip
+)
 def test_interval(objective: str, figs: dict[str, float], expected: tuple[float | None, float | None]) -> None:
     assert pick.interval(rec("default", 64, **figs), objective) == expected
 
@@ -205,13 +242,13 @@ def test_choose_best_breaks_a_samples_per_s_tie_by_util() -> None:
         ([rec("d", 64, number=1), rec("h", 64, number=2), rec("d", 64, OOM, 3, CONFIRM)], [2]),
     ],
     ids=["none", "confirm-passed", "confirm-failed", "other-rung-stays", "other-profile-stays"],
-)  # fmt: skip
+)
 def test_usable(records: list[TrialRecord], expected: list[int]) -> None:
     assert [r.number for r in pick.usable(records)] == expected
 
 
-def _ok(variant: str, envs: int, util: float, number: int, phase: Phase = PROBE) -> TrialRecord:
-    return rec(variant, envs, OK, number, phase, min_avg_util=util)
+def _ok(profile: str, envs: int, util: float, number: int, phase: Phase = PROBE) -> TrialRecord:
+    return rec(profile, envs, OK, number, phase, min_avg_util=util)
 
 
 @pytest.mark.parametrize(
@@ -222,12 +259,15 @@ def _ok(variant: str, envs: int, util: float, number: int, phase: Phase = PROBE)
         ([_ok("d", 64, 50, 1), _ok("d", 64, 48, 2, CONFIRM)], None, 2),
         ([_ok("d", 64, 50, 1), _ok("d", 64, 48, 2, CONFIRM), _ok("d", 64, 49, 3, CONFIRM)], None, 3),
         ([_ok("d", 64, 50, 1), _ok("d", 32, 40, 2), rec("d", 64, OOM, 3, CONFIRM)], 2, None),
-        ([_ok("d", 64, 50, 1), _ok("d", 32, 40, 2), rec("d", 64, OOM, 3, CONFIRM), _ok("d", 32, 41, 4, CONFIRM)],
-         None, 4),
+        (
+            [_ok("d", 64, 50, 1), _ok("d", 32, 40, 2), rec("d", 64, OOM, 3, CONFIRM), _ok("d", 32, 41, 4, CONFIRM)],
+            None,
+            4,
+        ),
         ([rec("d", 64, OOM, 1)], None, None),
     ],
     ids=["none", "to-run", "passed", "last-of-two", "failed-steps-down", "lower-passed", "no-pick"],
-)  # fmt: skip
+)
 def test_to_confirm_and_confirmed(records: list[TrialRecord], to_confirm: int | None, confirmed: int | None) -> None:
     due, passed = pick.to_confirm(records, "min_avg_util"), pick.confirmed(records, "min_avg_util")
     assert (due.number if due else None, passed.number if passed else None) == (to_confirm, confirmed)
@@ -244,22 +284,36 @@ def test_to_confirm_and_confirmed(records: list[TrialRecord], to_confirm: int | 
         ([rec("d", 64, INT, 1)], None),
         ([rec("d", 64, INT, 1), rec("d", 256, ERR, 2)], 2),
     ],
-    ids=["none", "lowest", "latest-at-the-lowest", "error-never-with-others", "only-errors", "interrupted-never",
-         "interrupted-and-error"],
-)  # fmt: skip
+    ids=[
+        "none",
+        "lowest",
+        "latest-at-the-lowest",
+        "error-never-with-others",
+        "only-errors",
+        "interrupted-never",
+        "interrupted-and-error",
+    ],
+)
 def test_fallback(records: list[TrialRecord], expected: int | None) -> None:
     row = pick.fallback(records)
     assert (row.number if row else None) == expected
 
 
 def test_attempts_are_probes_and_failed_confirmations_with_repeats_as_their_median() -> None:
-    records = [rec("d", 64, OK, 1, samples_per_s=100.0, samples_per_s_hi=110.0),
-               rec("d", 64, OK, 2, samples_per_s=300.0), rec("d", 64, OK, 3, samples_per_s=200.0),
-               rec("d", 128, OOM, 4), rec("d", 64, OK, 5, CONFIRM, samples_per_s=1.0),
-               rec("h", 64, OOM, 6, CONFIRM)]  # fmt: skip
+    records = [
+        rec("d", 64, OK, 1, samples_per_s=100.0, samples_per_s_hi=110.0),
+        rec("d", 64, OK, 2, samples_per_s=300.0),
+        rec("d", 64, OK, 3, samples_per_s=200.0),
+        rec("d", 128, OOM, 4),
+        rec("d", 64, OK, 5, CONFIRM, samples_per_s=1.0),
+        rec("h", 64, OOM, 6, CONFIRM),
+    ]
     facts = pick.attempts(records, "samples_per_s")
     assert [(f.profile, f.rung, f.status, f.value) for f in facts] == [
-        ("d", 64, OK, 200.0), ("d", 128, OOM, None), ("h", 64, OOM, None)]  # fmt: skip
+        ("d", 64, OK, 200.0),
+        ("d", 128, OOM, None),
+        ("h", 64, OOM, None),
+    ]
 
 
 @pytest.mark.parametrize(
@@ -272,7 +326,7 @@ def test_attempts_are_probes_and_failed_confirmations_with_repeats_as_their_medi
         ({"max_mem0": 4000.0}, {"source": "nvml", "gpu_mem_total": "24000", "emulate_gpu_mem_gb": "8"}, None),
     ],
     ids=["emulated-card", "emulated-without-use", "nvml", "host-rss", "nvml-under-emulation"],
-)  # fmt: skip
+)
 def test_mem_frac(figs: dict[str, float], info: dict[str, str], expected: float | None) -> None:
     assert pick.mem_frac(replace(rec("d", 64, **figs), info=info)) == expected
 
@@ -285,20 +339,13 @@ def test_mem_frac(figs: dict[str, float], info: dict[str, str], expected: float 
         ({}, {"source": "nvml"}, None),
     ],
     ids=["nvml", "host", "unmeasured"],
-)  # fmt: skip
+)
 def test_gpu_util_is_the_busiest_gpus_where_nvml_measured_it(
     figs: dict[str, float], info: dict[str, str], expected: float | None
 ) -> None:
     record = replace(rec("d", 64, **figs), info=info)
     assert pick.gpu_util(record) == expected
     assert pick.attempts([record], "samples_per_s")[0].util == expected  # what the walk is told
-
-
-def test_the_pick_module_is_pure_by_import() -> None:
-    code = ("import sys, ladder.pick; bad = {'subprocess', 'psutil', 'pynvml', 'filelock', 'threading'} & "
-            "set(sys.modules); print(sorted(bad))")  # fmt: skip
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
-    assert out.stdout.strip() == "[]"
 
 
 # ---------------------------------------------------------------- the util noise
@@ -338,17 +385,17 @@ def test_the_sweep_writes_a_tie_its_break_and_advice_that_agrees_with_the_pick(t
     register()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         s = settings_from(compose(config_name="config", overrides=["case=amp_pi_plus", f"output_root={tmp_path}"]))
-    paths = sweep.Paths("tie", tmp_path / "case_gpu_bench_tie")
-    storage = store.open_storage(None, paths.sweep_dir)
-    study = store.open_study(storage, s.case.name, paths.sweep)
+    paths = SweepPaths("tie", tmp_path / "case_gpu_bench_tie")
+    storage = studies.open_storage(None, paths.sweep_dir)
+    study = studies.open_study(storage, s.case.name, paths.sweep)
     card = {"gpu_name": "NVIDIA GeForce RTX 4090", "gpu_mem_total": "24564", "n_gpus": "2", "source": "nvml"}
-    for variant, util, spread, rate in (("hiutil", 47.1, 3.1, 800.0), ("default", 46.9, 2.8, 1212.0)):
+    for profile, util, spread, rate in (("hiutil", 47.1, 3.1, 800.0), ("default", 46.9, 2.8, 1212.0)):
         figs = {"min_avg_util": util, "util_spread": spread, "samples_per_s": rate, "max_mem0": 4000.0}
-        record = replace(rec(variant, 64, **figs), info=card)
-        store.add_finished(study, record, ("default", "hiutil"), util)
-    ctx = sweep.Run(s, paths, None, None, study, storage, None)  # type: ignore[arg-type]
-    summary = sweep._conclude(ctx, 0)
-    assert summary.best is not None and summary.best.variant == "default"
+        record = replace(rec(profile, 64, **figs), info=card)
+        studies.add_finished(study, record, ("default", "hiutil"), util)
+    ctx = Run(s, paths, None, None, study, storage, None)  # type: ignore[arg-type]
+    summary = loop._conclude(ctx, 0)
+    assert summary.best is not None and summary.best.profile == "default"
     (row,) = read_tsv(paths.best_tsv)
     assert (row["variant"], row["num_envs"], row["util_spread"]) == ("default", "64", "2.8")
     assert row["tie"] == "tied on min_avg_util with hiutil e64 (within the measured noise); broken by samples_per_s"

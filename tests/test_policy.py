@@ -8,19 +8,9 @@ from dataclasses import replace
 
 import pytest
 
-from ladder import results
-from ladder.policy import (
-    DESCENT_WHY,
-    MAX_RETRIES,
-    Attempt,
-    Outcome,
-    Strategy,
-    Tuning,
-    fit_memory,
-    next_trial,
-    walk,
-)
-from ladder.records import Status
+from ladder.core import pick
+from ladder.core.policy import MAX_RETRIES, Attempt, Outcome, Step, Strategy, Tuning, fit_memory, next_trial, walk
+from ladder.core.records import Status
 
 RUNGS = (256, 128, 64, 48)
 PI_PLUS = (256, 128, 64, 48, 40, 38, 36, 32)
@@ -45,9 +35,17 @@ def attempts(profile: str, *pairs: tuple[int, Status]) -> list[Attempt]:
         ([(256, Status.RETRY)], (Outcome.PENDING, 256)),
         ([(256, Status.RETRY)] * MAX_RETRIES, (Outcome.ERROR, 256)),
     ],
-    ids=["fresh", "top-fits", "ok-found", "error-stops", "exhausted", "interrupted-reruns", "retry-same-rung",
-         "retry-bounded"],
-)  # fmt: skip
+    ids=[
+        "fresh",
+        "top-fits",
+        "ok-found",
+        "error-stops",
+        "exhausted",
+        "interrupted-reruns",
+        "retry-same-rung",
+        "retry-bounded",
+    ],
+)
 def test_walk_states(history: list[tuple[int, Status]], expected: tuple[Outcome, int | None], tuning: Tuning) -> None:
     state = walk(RUNGS, "default", attempts("default", *history), tuning)
     assert (state.outcome, state.rung) == expected
@@ -117,8 +115,14 @@ def test_a_seeded_profile_needs_fewer_launches() -> None:
     mems = {"default": line(0.6, 0.006), "hiutil": line(0.58, 0.0065)}  # both fit at 64, fail at 128
     walked = simulate(PI_PLUS, mems, WALK)[1]
     modelled = simulate(PI_PLUS, mems, Tuning())[1]
-    assert walked == [("default", 256), ("default", 128), ("default", 64), ("hiutil", 256), ("hiutil", 128),
-                      ("hiutil", 64)]  # fmt: skip
+    assert walked == [
+        ("default", 256),
+        ("default", 128),
+        ("default", 64),
+        ("hiutil", 256),
+        ("hiutil", 128),
+        ("hiutil", 64),
+    ]
     assert modelled == [("default", 256), ("default", 128), ("default", 64), ("hiutil", 64), ("hiutil", 128)]
 
 
@@ -206,10 +210,13 @@ def test_the_first_launch_has_nothing_to_beat() -> None:
 def test_a_seeded_profile_measures_below_first_and_its_memory_fit_may_rule_out_the_rung_above() -> None:
     """(Without the short insurance: with it, default's rising pair would keep hiutil from measuring lower at all,
     `test_where_more_envs_was_faster_a_profile_below_the_cases_best_is_not_measured_lower`.)"""
-    DESCEND = Tuning(descend=True, insure_short=False)  # noqa: N806
+    DESCEND = Tuning(descend=True, descent_short=False)  # noqa: N806
     rungs = (4096, 2048, 1024, 512)
-    first = [Attempt("default", 4096, OOM), Attempt("default", 2048, OK, 0.82, 174674.0, 179300.0),
-             Attempt("default", 1024, OK, 0.60, 131845.0, 140000.0)]  # fmt: skip
+    first = [
+        Attempt("default", 4096, OOM),
+        Attempt("default", 2048, OK, 0.82, 174674.0, 179300.0),
+        Attempt("default", 1024, OK, 0.60, 131845.0, 140000.0),
+    ]
     seeded = next_trial(rungs, ["default", "hiutil"], first, DESCEND)
     assert seeded is not None and (seeded.profile, seeded.rung) == ("hiutil", 2048)
     history = [*first, Attempt("hiutil", 2048, OK, 0.82, 59450.0, 63590.0)]
@@ -244,7 +251,9 @@ def test_where_nothing_fitted_an_earlier_profile_a_later_one_starts_at_the_lowes
 def test_a_profile_that_cannot_reach_the_cases_best_even_gain_max_times_over_is_not_measured_lower() -> None:
     first = [Attempt("default", 128, OOM), rate(64, 4140.0), Attempt("default", 48, OK, None, 4006.0, 4100.0)]
     hiutil = [*first, Attempt("hiutil", 64, OK, None, 2384.0, 2450.0), Attempt("hiutil", 128, OOM)]
-    capped = Tuning(descend=True, gain_max=1.5, insure_short=False)  # with it, default's rising pair bounds by 1
+    capped = Tuning(
+        descend=True, descent_gain_max=1.5, descent_short=False
+    )  # with it, default's rising pair bounds by 1
     assert next_trial(PI_PLUS, ["default", "hiutil"], hiutil, capped) is None  # 1.5 x 2450 < 4140
     state = walk(PI_PLUS, "hiutil", hiutil, capped)
     assert (state.outcome, state.rung) == (Outcome.FOUND, 64)
@@ -255,23 +264,26 @@ def test_a_profile_that_cannot_reach_the_cases_best_even_gain_max_times_over_is_
     wide = [*first, Attempt("hiutil", 64, OK, None, 2700.0, 2900.0), Attempt("hiutil", 128, OOM)]  # its top decides:
     decision = next_trial(PI_PLUS, ["default", "hiutil"], wide, capped)  # 1.5 x 2700 < 4140 < 1.5 x 2900
     assert decision is not None and (decision.profile, decision.rung) == ("hiutil", 48)
-    assert walk(PI_PLUS, "hiutil", hiutil, replace(DESCEND, insure_short=False)).rung == 48  # always measured lower
+    assert walk(PI_PLUS, "hiutil", hiutil, replace(DESCEND, descent_short=False)).rung == 48  # always measured lower
 
 
 def test_where_more_envs_was_faster_a_profile_below_the_cases_best_is_not_measured_lower() -> None:
     """Every measured pair rose with num_envs (`rising`) and a profile's best ran clear of the card (no memory
-    pressure): a lower rung is taken to be no faster than the one above (gain 1, whatever `gain_max`), so a profile
-    whose best, at the top of its interval, is below the case's best is not measured lower. Near the card's limit
-    `gain_max` still bounds it; the case's best profile is still measured lower (the insurance), and a profile within
-    reach too."""
+    pressure): a lower rung is taken to be no faster than the one above (gain 1, whatever `descent_gain_max`), so a
+    profile whose best, at the top of its interval, is below the case's best is not measured lower. Near the card's
+    limit `descent_gain_max` still bounds it; the case's best profile is still measured lower (the insurance), and a
+    profile within reach too."""
     first = [Attempt("default", 128, OOM), rate(64, 4140.0), Attempt("default", 48, OK, None, 4006.0, 4100.0)]
     close = [*first, Attempt("hiutil", 64, OK, 0.90, 3000.0, 3100.0), Attempt("hiutil", 128, OOM)]
     assert next_trial(PI_PLUS, ["default", "hiutil"], close, DESCEND) is None  # gain_max 1.3 would measure 48
     state = walk(PI_PLUS, "hiutil", close, DESCEND)
     assert (state.outcome, state.rung) == (Outcome.FOUND, 64)
-    assert state.skipped[-1] == (48, "samples/s rose with num_envs in every measured pair (1), and 64 envs used 90% "
-                                     "of the card: a lower rung is taken to be no faster than 64 envs, whose 3,100 "
-                                     "stays below the case's best 4,140")  # fmt: skip
+    assert state.skipped[-1] == (
+        48,
+        "samples/s rose with num_envs in every measured pair (1), and 64 envs used 90% "
+        "of the card: a lower rung is taken to be no faster than 64 envs, whose 3,100 "
+        "stays below the case's best 4,140",
+    )
     for near in (0.97, None):  # near the card's limit, or its memory unknown: gain_max (1.3 x 3100 > 4140)
         pressed = [*first, Attempt("hiutil", 64, OK, near, 3000.0, 3100.0), Attempt("hiutil", 128, OOM)]
         below = next_trial(PI_PLUS, ["default", "hiutil"], pressed, DESCEND)
@@ -279,34 +291,53 @@ def test_where_more_envs_was_faster_a_profile_below_the_cases_best_is_not_measur
     level = [*first, Attempt("hiutil", 64, OK, 0.90, 4000.0, 4300.0), Attempt("hiutil", 128, OOM)]
     below = next_trial(PI_PLUS, ["default", "hiutil"], level, DESCEND)  # its interval reaches the case's best
     assert below is not None and (below.profile, below.rung, below.short) == ("hiutil", 48, True)
-    own = next_trial(PI_PLUS, ["default", "hiutil"], [Attempt("default", 128, OOM), rate(64, 4140.0),
-                     Attempt("hiutil", 64, OK, None, 2000.0, 2100.0), Attempt("hiutil", 32, OK, None, 900.0, 950.0)],
-                     DESCEND)  # fmt: skip
+    own = next_trial(
+        PI_PLUS,
+        ["default", "hiutil"],
+        [
+            Attempt("default", 128, OOM),
+            rate(64, 4140.0),
+            Attempt("hiutil", 64, OK, None, 2000.0, 2100.0),
+            Attempt("hiutil", 32, OK, None, 900.0, 950.0),
+        ],
+        DESCEND,
+    )
     assert own is not None and (own.profile, own.rung, own.short) == ("default", 48, True)  # the best's own: short
-    falling = [Attempt("default", 128, OOM), rate(64, 4140.0), Attempt("default", 48, OK, None, 4300.0, 4400.0),
-               Attempt("hiutil", 64, OK, None, 3000.0, 3100.0), Attempt("hiutil", 128, OOM)]  # fmt: skip
+    falling = [
+        Attempt("default", 128, OOM),
+        rate(64, 4140.0),
+        Attempt("default", 48, OK, None, 4300.0, 4400.0),
+        Attempt("hiutil", 64, OK, None, 3000.0, 3100.0),
+        Attempt("hiutil", 128, OOM),
+    ]
     again = next_trial(PI_PLUS, ["default", "hiutil"], falling, DESCEND)  # fewer envs was faster: no bound at all
     assert again is not None and again.profile == "default" and again.rung == 40
 
 
-PRESSED = Tuning(descend=True, gain_max=1.3)  # the defaults
+PRESSED = Tuning(descend=True, descent_gain_max=1.3)  # the defaults
 
 
 def test_near_the_card_a_pair_that_rose_under_as_much_pressure_bounds_a_losing_profile_by_one() -> None:
     """A bench at a 0.473 GB cap: default's e48 used 95.5% of the card (memory pressure, so its rung below was
     measured: the insurance) and ran faster than e40. hiutil's e48, as near the card, measured far below the case's
-    best, its top within `gain_max` of it: since memory pressure that near the card was measured not to make fewer
-    envs faster, hiutil's e40 is not launched, and the walk says why. hiutil nearer the card than any pair that rose,
-    or a pair that fell: `gain_max` bounds it as before."""
-    default = [Attempt("default", 64, OOM), Attempt("default", 48, OK, 0.955, 2653.0, 2700.0),
-               Attempt("default", 40, OK, 0.917, 2545.0, 2650.0)]  # fmt: skip
+    best, its top within `descent_gain_max` of it: since memory pressure that near the card was measured not to make
+    fewer envs faster, hiutil's e40 is not launched, and the walk says why. hiutil nearer the card than any pair that
+    rose, or a pair that fell: `descent_gain_max` bounds it as before."""
+    default = [
+        Attempt("default", 64, OOM),
+        Attempt("default", 48, OK, 0.955, 2653.0, 2700.0),
+        Attempt("default", 40, OK, 0.917, 2545.0, 2650.0),
+    ]
     case = [*default, Attempt("hiutil", 64, OOM), Attempt("hiutil", 48, OK, 0.955, 1300.0, 2100.0)]
     assert next_trial(PI_PLUS, ["default", "hiutil"], case, PRESSED) is None  # 1.3 x 2100 > 2653: measured before
     state = walk(PI_PLUS, "hiutil", case, PRESSED)
-    assert state.skipped[-1] == (40, "samples/s rose with num_envs in every measured pair (1), and 48 envs used 96% "
-                                     "of the card, no nearer it than default e48 (96%), faster than the rung below "
-                                     "it: a lower rung is taken to be no faster than 48 envs, whose 2,100 stays "
-                                     "below the case's best 2,653")  # fmt: skip
+    assert state.skipped[-1] == (
+        40,
+        "samples/s rose with num_envs in every measured pair (1), and 48 envs used 96% "
+        "of the card, no nearer it than default e48 (96%), faster than the rung below "
+        "it: a lower rung is taken to be no faster than 48 envs, whose 2,100 stays "
+        "below the case's best 2,653",
+    )
     nearer = [*default, Attempt("hiutil", 64, OOM), Attempt("hiutil", 48, OK, 0.97, 1300.0, 2100.0)]
     fell = [*default[:2], Attempt("default", 40, OK, 0.917, 2660.0, 2700.0), *case[3:]]
     for history in (nearer, fell):
@@ -314,32 +345,38 @@ def test_near_the_card_a_pair_that_rose_under_as_much_pressure_bounds_a_losing_p
         assert below is not None and (below.profile, below.rung) == ("hiutil", 40)
 
 
-IDLE = Tuning(descend=True, gain_max=1.3, idle_util=45.0)
+IDLE = Tuning(descend=True, descent_gain_max=1.3, descent_idle_util=45.0)
 
 
 def test_a_best_that_left_its_gpus_mostly_idle_and_clear_of_the_card_is_not_measured_lower() -> None:
-    """NVML saw the best's GPUs busy less than `idle_util` of the time and it ran clear of the card: neither way
+    """NVML saw the best's GPUs busy less than `descent_idle_util` of the time and it ran clear of the card: neither way
     for fewer envs to run faster is near, so the rung below is not launched, even for the case's best and with no
     measured pair yet (the insurance the walk otherwise pays), and its walk says why. Busy GPUs, memory near the
-    card or unknown, a CPU (no GPU util), a pair that fell, or `insure_short` off: the descent runs as before."""
+    card or unknown, a CPU (no GPU util), a pair that fell, or `descent_short` off: the descent runs as before."""
     idle = [Attempt("default", 128, OOM), Attempt("default", 64, OK, 0.63, 6874.0, 7059.0, util=14.6)]
     assert next_trial(PI_PLUS, ["default"], idle, IDLE) is None
     state = walk(PI_PLUS, "default", idle, IDLE)
     assert (state.outcome, state.rung) == (Outcome.FOUND, 64)
-    assert state.skipped[-1] == (48, "64 envs kept the GPUs busy 15% of the time (under 45%) and used 63% of the "
-                                     "card: with neither near its limit, a lower rung is taken to be no faster than "
-                                     "64 envs")  # fmt: skip
+    assert state.skipped[-1] == (
+        48,
+        "64 envs kept the GPUs busy 15% of the time (under 45%) and used 63% of the "
+        "card: with neither near its limit, a lower rung is taken to be no faster than "
+        "64 envs",
+    )
     for other in ({"util": 60.0}, {"util": None}, {"mem_frac": 0.97}, {"mem_frac": None}):
         pressed = [idle[0], replace(idle[1], **other)]
         below = next_trial(PI_PLUS, ["default"], pressed, IDLE)
-        assert below is not None and (below.rung, below.why.startswith(DESCENT_WHY)) == (48, True), other
+        assert below is not None and (below.rung, below.step) == (48, Step.DESCENT), other
         assert all(r != 48 for r, _ in walk(PI_PLUS, "default", pressed, IDLE).skipped), other
-    for tuning in (replace(IDLE, insure_short=False), replace(IDLE, idle_util=None)):
+    for tuning in (replace(IDLE, descent_short=False), replace(IDLE, descent_idle_util=None)):
         assert next_trial(PI_PLUS, ["default"], idle, tuning) is not None
-    fell = [*idle, Attempt("hiutil", 64, OK, 0.6, 2000.0, 2100.0, util=10.0),
-            Attempt("hiutil", 48, OK, 0.5, 2200.0, 2300.0, util=9.0)]  # fmt: skip
+    fell = [
+        *idle,
+        Attempt("hiutil", 64, OK, 0.6, 2000.0, 2100.0, util=10.0),
+        Attempt("hiutil", 48, OK, 0.5, 2200.0, 2300.0, util=9.0),
+    ]
     assert next_trial(PI_PLUS, ["default", "hiutil"], fell, IDLE) == next_trial(
-        PI_PLUS, ["default", "hiutil"], fell, replace(IDLE, idle_util=None)
+        PI_PLUS, ["default", "hiutil"], fell, replace(IDLE, descent_idle_util=None)
     )  # fewer envs was faster once: no rule
     seeded = [*idle, Attempt("hiutil", 64, OK, 0.63, 1811.0, 1910.0, util=12.0)]
     decision = next_trial(PI_PLUS, ["default", "hiutil"], seeded, IDLE)  # not below: the rung above is in reach
@@ -353,9 +390,14 @@ def test_the_idle_rule_never_adds_a_launch_or_changes_the_pick_where_an_idle_gpu
     rnd = random.Random(13)
     fewer = 0
     for _ in range(2000):
-        world = {p: (rnd.randint(-1, len(PI_PLUS) - 1), (rnd.uniform(0.1, 2), rnd.uniform(0, 0.05), 0.0))
-                 for p in ("default", "hiutil")}  # fmt: skip
-        rule, without = _sweep_in(world, IDLE, 0.5, 20.0), _sweep_in(world, replace(IDLE, idle_util=None), 0.5, 20.0)
+        world = {
+            p: (rnd.randint(-1, len(PI_PLUS) - 1), (rnd.uniform(0.1, 2), rnd.uniform(0, 0.05), 0.0))
+            for p in ("default", "hiutil")
+        }
+        rule, without = (
+            _sweep_in(world, IDLE, 0.5, 20.0),
+            _sweep_in(world, replace(IDLE, descent_idle_util=None), 0.5, 20.0),
+        )
         assert rule[0] <= without[0] and rule[1] == without[1], (world, rule, without)
         fewer += rule[0] < without[0]
     assert fewer > 1000
@@ -365,10 +407,13 @@ def test_a_rung_above_that_even_perfect_scaling_cannot_lift_to_the_cases_best_is
     """samples/s grows at most in proportion to num_envs (an iteration never gets faster with more envs): a later
     profile's rungs above its fit whose bound stays below the case's best are skipped, and say why; the walk still
     launches the ones within reach, lowest first, and never one more than it would without the bound."""
-    first = [Attempt("default", 64, OOM), Attempt("default", 48, OK, None, 5374.0, 5500.0),
-             Attempt("default", 40, OK, None, 5218.0, 5400.0)]  # fmt: skip
+    first = [
+        Attempt("default", 64, OOM),
+        Attempt("default", 48, OK, None, 5374.0, 5500.0),
+        Attempt("default", 40, OK, None, 5218.0, 5400.0),
+    ]
     hiutil = [*first, Attempt("hiutil", 48, OK, None, 2410.0, 2600.0)]
-    tuning = Tuning(descend=True, gain_max=1.3, throughput=True)
+    tuning = Tuning(descend=True, descent_gain_max=1.3, throughput=True)
     decision = next_trial(PI_PLUS, ["default", "hiutil"], hiutil, tuning)  # 64: at most 2600 x 64/48 = 3467
     assert decision is not None and (decision.profile, decision.rung) == ("hiutil", 128)  # 6933: still within reach
     assert "could still become the pick" in decision.why
@@ -379,8 +424,9 @@ def test_a_rung_above_that_even_perfect_scaling_cannot_lift_to_the_cases_best_is
     assert next_trial(PI_PLUS, ["default", "hiutil"], done, tuning) is None
     state = walk(PI_PLUS, "hiutil", done, tuning)
     assert (state.outcome, state.rung) == (Outcome.FOUND, 48)
-    assert dict(state.skipped)[64] == ("even perfect scaling from 2,600 at 48 envs (3,467) stays below the case's "
-                                       "best 5,374")  # fmt: skip
+    assert dict(state.skipped)[64] == (
+        "even perfect scaling from 2,600 at 48 envs (3,467) stays below the case's best 5,374"
+    )
 
     slow = [*first, Attempt("hiutil", 48, OK, None, 900.0, 1000.0)]  # 256: 5333, every rung above is out of reach
     assert next_trial(PI_PLUS, ["default", "hiutil"], slow, tuning) is None
@@ -394,7 +440,7 @@ World = dict[str, tuple[int, tuple[float, float, float]]]  # profile -> (index o
 def _sweep_in(
     world: World, tuning: Tuning, mem: float | None = None, util: float | None = None
 ) -> tuple[int, tuple[str, int] | None]:
-    """The walk run against a made-up case: launches, and the pick (`results.pick` over what it measured)."""
+    """The walk run against a made-up case: launches, and the pick (`rows.pick` over what it measured)."""
     history: list[Attempt] = []
     while (d := next_trial(PI_PLUS, ["default", "hiutil"], history, tuning)) is not None:
         fit, (a, b, c) = world[d.profile]
@@ -403,7 +449,7 @@ def _sweep_in(
         history.append(Attempt(d.profile, d.rung, OK if fits else OOM, mem, value, value and value * 1.02, util=util))
         assert len(history) < 40
     ok = [(a.value, a.value_hi, a.rung, (a.profile, a.rung)) for a in history if a.value is not None]
-    return len(history), results.pick(ok)
+    return len(history), pick.pick(ok)
 
 
 def test_the_scaling_bound_never_adds_a_launch_or_changes_the_pick_where_iterations_never_speed_up() -> None:
@@ -411,12 +457,16 @@ def test_the_scaling_bound_never_adds_a_launch_or_changes_the_pick_where_iterati
     never make an iteration faster, and a random largest fit, none included): with the bound the walk launches at
     most what it launches without, and picks the same."""
     rnd = random.Random(7)
-    tuning = Tuning(descend=True, gain_max=None, throughput=True)
+    tuning = Tuning(descend=True, descent_gain_max=None, throughput=True)
     fewer = 0
     for _ in range(2000):
-        world = {p: (rnd.randint(-1, len(PI_PLUS) - 1), (rnd.uniform(0.1, 2), rnd.uniform(0, 0.05),
-                                                         rnd.choice([0.0, rnd.uniform(0, 1e-3)])))
-                 for p in ("default", "hiutil")}  # fmt: skip
+        world = {
+            p: (
+                rnd.randint(-1, len(PI_PLUS) - 1),
+                (rnd.uniform(0.1, 2), rnd.uniform(0, 0.05), rnd.choice([0.0, rnd.uniform(0, 1e-3)])),
+            )
+            for p in ("default", "hiutil")
+        }
         with_bound, without = _sweep_in(world, tuning), _sweep_in(world, replace(tuning, throughput=False))
         assert with_bound[0] <= without[0] and with_bound[1] == without[1], (world, with_bound, without)
         fewer += with_bound[0] < without[0]
@@ -428,15 +478,17 @@ def test_the_gain_bound_of_one_never_adds_a_launch_or_changes_the_pick_where_mor
     mem: float,
 ) -> None:
     """2000 random cases whose samples/s never falls with num_envs (iteration time a + b*n): where every measured
-    pair rose, bounding a lower rung's gain by 1 (`insure_short`) launches at most what `gain_max` alone does, and
-    picks the same; clear of the card, and near it (where a pair that rose at that pressure bounds it: `unhurt`)."""
+    pair rose, bounding a lower rung's gain by 1 (`descent_short`) launches at most what `descent_gain_max` alone does,
+    and picks the same; clear of the card, and near it (where a pair that rose at that pressure bounds it: `unhurt`)."""
     rnd = random.Random(11)
-    tuning = Tuning(descend=True, gain_max=1.3, throughput=True)
+    tuning = Tuning(descend=True, descent_gain_max=1.3, throughput=True)
     fewer = 0
     for _ in range(2000):
-        world = {p: (rnd.randint(-1, len(PI_PLUS) - 1), (rnd.uniform(0.1, 2), rnd.uniform(0, 0.05), 0.0))
-                 for p in ("default", "hiutil")}  # fmt: skip
-        bounded, unbounded = _sweep_in(world, tuning, mem), _sweep_in(world, replace(tuning, insure_short=False), mem)
+        world = {
+            p: (rnd.randint(-1, len(PI_PLUS) - 1), (rnd.uniform(0.1, 2), rnd.uniform(0, 0.05), 0.0))
+            for p in ("default", "hiutil")
+        }
+        bounded, unbounded = _sweep_in(world, tuning, mem), _sweep_in(world, replace(tuning, descent_short=False), mem)
         assert bounded[0] <= unbounded[0] and bounded[1] == unbounded[1], (world, bounded, unbounded)
         fewer += bounded[0] < unbounded[0]
     assert fewer > 100  # it does save launches in such cases
@@ -470,9 +522,17 @@ UNM = Status.UNMEASURED
         ([(256, OOM), (128, WEAK), (128, WEAK), (64, OK)], (Outcome.FOUND, 64)),
         ([(256, TIMEOUT)], (Outcome.PENDING, 128)),  # a timeout carries no confidence: as before
     ],
-    ids=["weak-reruns", "weak-twice-steps-down", "weak-then-proved", "weak-then-fits", "proved-steps-down",
-         "weak-below-a-proved-failure", "confirmed-twice-then-fits-below", "timeout-unchanged"],
-)  # fmt: skip
+    ids=[
+        "weak-reruns",
+        "weak-twice-steps-down",
+        "weak-then-proved",
+        "weak-then-fits",
+        "proved-steps-down",
+        "weak-below-a-proved-failure",
+        "confirmed-twice-then-fits-below",
+        "timeout-unchanged",
+    ],
+)
 def test_a_weak_step_down_runs_the_same_rung_once_more(
     steps: list[tuple[int, object]], expected: tuple[Outcome, int | None], tuning: Tuning
 ) -> None:
@@ -495,19 +555,22 @@ def test_the_confirmation_says_why() -> None:
         ([(256, OOM), (128, UNM), (64, OK)], (Outcome.FOUND, 128)),
     ],
     ids=["top-survived", "survived-below-a-failure", "survived-above-a-measured-fit", "below-it-nothing-to-walk"],
-)  # fmt: skip
+)
 def test_an_unmeasured_rung_is_a_fit_for_memory(
     history: list[tuple[int, Status]], expected: tuple[Outcome, int | None], tuning: Tuning
 ) -> None:
     """It survived, so the rungs below it fit: the walk ends there as at an `ok` rung (its lack of figures is the
-    pick's business, `results.best`, not the walk's)."""
+    pick's business, `rows.best`, not the walk's)."""
     state = walk(RUNGS, "default", attempts("default", *history), tuning)
     assert (state.outcome, state.rung) == expected
 
 
 def test_an_unmeasured_rung_gives_the_memory_fit_a_point_but_no_value_to_beat() -> None:
-    history = [Attempt("default", 256, OOM), Attempt("default", 64, UNM, mem_frac=0.30),
-               Attempt("default", 48, OK, mem_frac=0.25, value=900.0, value_hi=950.0)]  # fmt: skip
+    history = [
+        Attempt("default", 256, OOM),
+        Attempt("default", 64, UNM, mem_frac=0.30),
+        Attempt("default", 48, OK, mem_frac=0.25, value=900.0, value_hi=950.0),
+    ]
     # two memory points (the unmeasured one among them): the fit (0.10 + 0.003125 x) puts 128 at 50% of the card
     decision = next_trial(RUNGS, ["default"], history, Tuning())
     assert decision is not None and decision.rung == 128 and "memory fit" in decision.why
@@ -536,11 +599,19 @@ def hi(rung: int, value: float) -> Attempt:
         ([rate(256, 5000.0), rate(128, 4000.0), rate(64, 4100.0)], False),  # any pair that falls breaks it
         ([rate(256, 5000.0), Attempt("default", 128, OOM), rate(64, 3000.0)], True),  # failures are no figures
     ],
-    ids=["none", "one-point", "rising", "lower-faster", "other-profile-peaks", "lone-point", "one-pair-falls",
-         "failure-ignored"],
-)  # fmt: skip
+    ids=[
+        "none",
+        "one-point",
+        "rising",
+        "lower-faster",
+        "other-profile-peaks",
+        "lone-point",
+        "one-pair-falls",
+        "failure-ignored",
+    ],
+)
 def test_rising_asks_every_measured_pair(history: list[Attempt], rises: bool) -> None:
-    from ladder.policy import rising
+    from ladder.core.policy import rising
 
     assert bool(rising(history)) is rises
 
@@ -559,11 +630,14 @@ def test_rising_asks_every_measured_pair(history: list[Attempt], rises: bool) ->
         # ... near the card's limit it is measured in full
         ([Attempt("default", 256, OK, 0.96, 5000.0, 5100.0)], ["default"], (128, False)),
         # ... and where a lower rung won, clear of the card or not
-        ([Attempt("default", 256, OK, 0.66, 5000.0, 5100.0), Attempt("default", 128, OK, 0.5, 6200.0, 6300.0)],
-         ["default"], (64, False)),
+        (
+            [Attempt("default", 256, OK, 0.66, 5000.0, 5100.0), Attempt("default", 128, OK, 0.5, 6200.0, 6300.0)],
+            ["default"],
+            (64, False),
+        ),
     ],
     ids=["first-step-full", "evidence-short", "lower-won-full", "clear-short", "near-full", "clear-lower-won-full"],
-)  # fmt: skip
+)
 def test_a_descent_step_is_a_short_probe_where_the_evidence_says_it_is_unlikely_to_win(
     history: list[Attempt], profiles: list[str], expected: tuple[int, bool]
 ) -> None:
@@ -572,7 +646,7 @@ def test_a_descent_step_is_a_short_probe_where_the_evidence_says_it_is_unlikely_
     assert decision is not None and (decision.rung, decision.short) == expected
     assert decision.beat is not None and decision.why.startswith("below the largest fit")
     assert ("; a short probe: " in decision.why) is expected[1]
-    off = next_trial(PI_PLUS, profiles, history, replace(tuning, insure_short=False))
+    off = next_trial(PI_PLUS, profiles, history, replace(tuning, descent_short=False))
     assert off is not None and (off.rung, off.short) == (expected[0], False)
 
 
@@ -580,8 +654,9 @@ def test_launches_that_are_not_descent_steps_are_never_short() -> None:
     rose = [rate(256, 5000.0), rate(128, 4000.0)]
     seeded = next_trial(PI_PLUS, ["default", "hiutil"], rose, Tuning(descend=True))
     assert seeded is not None and (seeded.profile, seeded.rung, seeded.short) == ("hiutil", 256, False)
-    above = next_trial((512, 256, 128), ["default", "hiutil"], [*rose, hi(256, 5100.0), hi(128, 4000.0)],
-                       Tuning(descend=True))  # fmt: skip
+    above = next_trial(
+        (512, 256, 128), ["default", "hiutil"], [*rose, hi(256, 5100.0), hi(128, 4000.0)], Tuning(descend=True)
+    )
     assert above is not None and (above.rung, above.short) == (512, False)
 
 
@@ -589,14 +664,15 @@ def test_launches_that_are_not_descent_steps_are_never_short() -> None:
     ("trials", "line"),
     [
         ([], ""),
-        ([("the highest rung left", 9.0, {})], ""),
-        ([("the highest rung left", 9.0, {}), ("below the largest fit: x", 12.5, {"cut": 1.0}),
-          ("below the largest fit: y; a short probe: z", 4.25, {"cut": 1.0, "short": 1.0})],
-         "insurance: 2 trial(s) below the largest fit cost 16.8 s (1 short probe(s), 2 stopped early)"),
+        ([("walk", 9.0, {})], ""),
+        (
+            [("walk", 9.0, {}), ("descent", 12.5, {"cut": 1.0}), ("descent", 4.25, {"cut": 1.0, "short": 1.0})],
+            "insurance: 2 trial(s) below the largest fit cost 16.8 s (1 short probe(s), 2 stopped early)",
+        ),
     ],
     ids=["nothing", "no-descent", "two-steps"],
-)  # fmt: skip
+)
 def test_the_summary_says_what_the_insurance_cost(trials: list, line: str) -> None:
-    from ladder.policy import insurance
+    from ladder.core.policy import insurance
 
     assert insurance(trials) == line

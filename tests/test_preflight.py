@@ -17,9 +17,9 @@ from types import SimpleNamespace
 import psutil
 import pytest
 
-from ladder import launch, preflight
-from ladder.errors import ConfigError, LaunchError
-from ladder.preflight import Busy, Decision, GpuProcess, GpuState, Policy, Preflight, Rules
+from ladder.core.errors import ConfigError, LaunchError
+from ladder.runner import launch, preflight
+from ladder.runner.preflight import Busy, Clearance, GpuProcess, GpuState, Policy, Preflight, Rules
 
 MIB = 1024 * 1024
 NO_SUCH_PID = 4194304 + 17  # above Linux's largest pid_max: no process here can have it
@@ -52,8 +52,10 @@ class StandInNvml:
         return SimpleNamespace(used=int(gpu.used_mb * MIB), total=int(gpu.total_mb * MIB))
 
     def nvmlDeviceGetComputeRunningProcesses(self, gpu: Gpu) -> list[SimpleNamespace]:  # noqa: N802
-        listed = [SimpleNamespace(pid=pid, usedGpuMemory=None if mb is None else int(mb * MIB))
-                  for pid, mb in gpu.procs.items()]  # fmt: skip
+        listed = [
+            SimpleNamespace(pid=pid, usedGpuMemory=None if mb is None else int(mb * MIB))
+            for pid, mb in gpu.procs.items()
+        ]
         self._advance(gpu)
         return listed
 
@@ -93,18 +95,21 @@ def gpu_state(index: int, used_mb: float, *pids: int) -> GpuState:
 @pytest.mark.parametrize(
     ("snapshot", "own", "expected"),
     [
-        ([gpu_state(0, 600.0)], (), Decision()),
-        ([gpu_state(0, 700.0)], (), Decision()),  # within the slack
-        ([gpu_state(0, 1600.0, 7)], (7,), Decision()),  # our own process and its memory
-        ([gpu_state(0, 2600.0, 7), gpu_state(1, 500.0)], (),
-         Decision((Busy(0, (GpuProcess(7, 1000.0, "python"),), 2600.0, 500.0, 1844.0),))),
-        ([gpu_state(1, 3500.0)], (), Decision((Busy(1, (), 3500.0, 500.0, 2744.0),))),  # unlisted holder
-        ([gpu_state(2, 9000.0)], (), Decision()),  # no baseline known yet for GPU 2: only processes count
+        ([gpu_state(0, 600.0)], (), Clearance()),
+        ([gpu_state(0, 700.0)], (), Clearance()),  # within the slack
+        ([gpu_state(0, 1600.0, 7)], (7,), Clearance()),  # our own process and its memory
+        (
+            [gpu_state(0, 2600.0, 7), gpu_state(1, 500.0)],
+            (),
+            Clearance((Busy(0, (GpuProcess(7, 1000.0, "python"),), 2600.0, 500.0, 1844.0),)),
+        ),
+        ([gpu_state(1, 3500.0)], (), Clearance((Busy(1, (), 3500.0, 500.0, 2744.0),))),  # unlisted holder
+        ([gpu_state(2, 9000.0)], (), Clearance()),  # no baseline known yet for GPU 2: only processes count
     ],
     ids=["idle", "within-slack", "own-process", "foreign-process", "memory-over-baseline", "no-baseline-yet"],
-)  # fmt: skip
-def test_decide(snapshot: list[GpuState], own: tuple[int, ...], expected: Decision) -> None:
-    assert preflight.decide(snapshot, {0: 500.0, 1: 500.0}, 256.0, own) == expected
+)
+def test_clearance(snapshot: list[GpuState], own: tuple[int, ...], expected: Clearance) -> None:
+    assert preflight.clearance(snapshot, {0: 500.0, 1: 500.0}, 256.0, own) == expected
 
 
 def test_baseline_is_the_lowest_reading_without_processes() -> None:
@@ -156,8 +161,13 @@ def test_refuse_names_the_pids_and_the_fix() -> None:
 
 
 def test_wait_returns_once_the_foreign_process_has_ended() -> None:
-    nvml = StandInNvml({0: Gpu(used_mb=500.0, procs={NO_SUCH_PID: 3000.0, OTHER_PID: 1000.0},
-                               ends_after={NO_SUCH_PID: 2, OTHER_PID: 3})})  # fmt: skip
+    nvml = StandInNvml(
+        {
+            0: Gpu(
+                used_mb=500.0, procs={NO_SUCH_PID: 3000.0, OTHER_PID: 1000.0}, ends_after={NO_SUCH_PID: 2, OTHER_PID: 3}
+            )
+        }
+    )
     nvml.gpus[0].used_mb += 4000.0
     clock = Clock()
     preflight_gate = gate(nvml, Policy.WAIT, clock)

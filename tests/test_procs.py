@@ -15,8 +15,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from ladder import heartbeat, launch
-from ladder.cgroup import ROOT, MemCgroup
+from ladder.runner import launch, procs
+from ladder.runner.cgroup import ROOT, MemCgroup
 from tests.helpers import need_memory_cgroups, wait_for
 from tests.test_resume import FAST, FIRST, search, sweep_dir
 
@@ -41,7 +41,7 @@ def running_trial(orchestrator: int) -> tuple[psutil.Process, str] | None:
     """The orchestrator's trial supervisor and the trial's id, once the supervisor, torchrun and both ranks run."""
     for child in psutil.Process(orchestrator).children():
         with contextlib.suppress(psutil.Error, KeyError):
-            if "ladder.trialexec" in child.cmdline() and len(alive(trial_id := child.environ()[ID_VAR])) >= 4:
+            if "ladder.runner.trialexec" in child.cmdline() and len(alive(trial_id := child.environ()[ID_VAR])) >= 4:
                 return child, trial_id
     return None
 
@@ -68,12 +68,15 @@ def test_a_dead_orchestrators_trial_and_its_cgroup_are_found_by_the_trial_id(mem
     group = MemCgroup.create(f"ladder-{dead.pid}-{trial_id}", None)
     assert group is not None
     sleeper = [sys.executable, "-c", "import time; print('up', flush=True); time.sleep(600)"]
-    proc = subprocess.Popen([sys.executable, "-m", "ladder.trialexec", "--cgroup", str(group.path), "--", *sleeper],
-                            env={**os.environ, ID_VAR: trial_id}, stdout=subprocess.PIPE)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ladder.runner.trialexec", "--cgroup", str(group.path), "--", *sleeper],
+        env={**os.environ, ID_VAR: trial_id},
+        stdout=subprocess.PIPE,
+    )
     try:
         assert proc.stdout is not None and proc.stdout.readline() == b"up\n"
         assert len(group.pids()) == 2  # the supervisor and its program
-        assert heartbeat.kill_trial_processes(trial_id) == 2
+        assert len(procs.kill_trial(trial_id, timeout_s=10.0)) == 2
         proc.wait(timeout=30)  # already reaped by the kill (its code is lost to Popen then)
         assert alive(trial_id) == [] and cgroups_of(trial_id) == []
     finally:

@@ -10,8 +10,8 @@ import pytest
 import yaml
 from hydra import compose, initialize_config_dir
 
-from ladder.config import Profile, register, settings_from
-from ladder.search import known_cases
+from ladder.settings.argv import known_cases
+from ladder.settings.config import Profile, register, settings_from
 from ladder.workloads.profiles import apply_profile, skipped_leaves
 
 CONF = str(Path(__file__).resolve().parents[1] / "conf")

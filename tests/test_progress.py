@@ -10,21 +10,21 @@ from pathlib import Path
 
 import pytest
 
-from ladder import launch
-from ladder.errors import ConfigError
-from ladder.progress import (
+from ladder.core.errors import ConfigError
+from ladder.core.records import Point
+from ladder.core.spec import TrialSpec
+from ladder.core.stats import Rule, Window, close_window, figures, open_window, stable_start, step_times
+from ladder.runner import launch
+from ladder.workloads.progress import (
     Follow,
     JsonlProgress,
     MimicKitLogParser,
-    Point,
     compile_pattern,
     parse_line,
     parser_for,
     read_all,
     reader_for,
 )
-from ladder.stats import Rule, Window, close_window, figures, open_window, stable_start, step_times
-from ladder.workloads.spec import TrialSpec
 from tests.helpers import wait_for
 
 DATA = Path(__file__).resolve().parent / "data" / "progress"
@@ -241,11 +241,36 @@ def test_parse_line_time_keys(line: str, expected: Point) -> None:
 
 def test_window_gate_on_a_real_two_rank_proxy_run(tmp_path: Path) -> None:
     progress = tmp_path / "progress.jsonl"
-    argv = (sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-            "-m", "ladder.workloads.proxy", "--agent-config", str(AGENTS / "amp_pi_plus_agent.yaml"),
-            "--method", "amp", "--num-envs", "32", "--obs-dim", "32", "--act-dim", "8", "--disc-obs-dim", "64",
-            "--sim-state-dim", "256", "--width-factor", "0.125", "--max-iters", "60",
-            "--progress", str(progress))  # fmt: skip
+    argv = (
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node",
+        "2",
+        "-m",
+        "ladder.workloads.proxy",
+        "--agent-config",
+        str(AGENTS / "amp_pi_plus_agent.yaml"),
+        "--method",
+        "amp",
+        "--num-envs",
+        "32",
+        "--obs-dim",
+        "32",
+        "--act-dim",
+        "8",
+        "--disc-obs-dim",
+        "64",
+        "--sim-state-dim",
+        "256",
+        "--width-factor",
+        "0.125",
+        "--max-iters",
+        "60",
+        "--progress",
+        str(progress),
+    )
     launch.become_subreaper()  # torchrun's workers live in their own sessions: the stop must reach them too
     run = launch.start(TrialSpec(argv=argv, env={"OMP_NUM_THREADS": "1"}), tmp_path, "t-progress-gate", None)
     reader, points, launch_t = JsonlProgress(progress), list[Point](), time.time()

@@ -21,15 +21,23 @@ SHAPE = {"obs": 32, "act": 8, "disc_obs": 64}  # small, so a test run takes a se
 
 def proxy_args(agent: str | Path, method: str, num_envs: int, sim_state_dim: int = 256) -> list[str]:
     return [
-        "--agent-config", str(AGENTS / agent),
-        "--method", method,
-        "--num-envs", str(num_envs),
-        "--obs-dim", str(SHAPE["obs"]),
-        "--act-dim", str(SHAPE["act"]),
-        "--disc-obs-dim", str(SHAPE["disc_obs"]),
-        "--sim-state-dim", str(sim_state_dim),
-        "--width-factor", "0.125",
-    ]  # fmt: skip
+        "--agent-config",
+        str(AGENTS / agent),
+        "--method",
+        method,
+        "--num-envs",
+        str(num_envs),
+        "--obs-dim",
+        str(SHAPE["obs"]),
+        "--act-dim",
+        str(SHAPE["act"]),
+        "--disc-obs-dim",
+        str(SHAPE["disc_obs"]),
+        "--sim-state-dim",
+        str(sim_state_dim),
+        "--width-factor",
+        "0.125",
+    ]
 
 
 def child_env() -> dict[str, str]:
@@ -121,12 +129,15 @@ def test_cap_under_torchrun_leaves_error_files(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("agent", "method", "nets"),
     [
-        ("ase_humanoid_agent.yaml", "ase", {"actor": [128, 128, 64], "critic": [128, 128, 64], "disc": [128, 128, 64],
-                                             "enc": [128, 128]}),
+        (
+            "ase_humanoid_agent.yaml",
+            "ase",
+            {"actor": [128, 128, 64], "critic": [128, 128, 64], "disc": [128, 128, 64], "enc": [128, 128]},
+        ),
         ("deepmimic_humanoid_ppo_agent.yaml", "deepmimic", {"actor": [128, 128], "critic": [128, 128]}),
     ],
     ids=["ase-disc-and-encoder", "deepmimic-no-disc"],
-)  # fmt: skip
+)
 def test_method_decides_disc_and_encoder(tmp_path: Path, agent: str, method: str, nets: dict[str, list[int]]) -> None:
     progress = tmp_path / "progress.jsonl"
     done = run_proxy([*proxy_args(agent, method, 8), "--max-iters", "1", "--progress", str(progress)])

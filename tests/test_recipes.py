@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ladder.results import read_tsv
+from ladder.storage.tsv import read_tsv
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -35,8 +35,17 @@ def run_recipe(tmp_path: Path, title: str, *small: str) -> tuple[Path, list[dict
         name = re.search(r"# (\S+\.py)", script)
         assert name is not None
         (tmp_path / name.group(1)).write_text(script)
-    argv = [sys.executable, "-m", "ladder.search", *overrides, "device=cpu", f"output_root={tmp_path}/out", "sweep=r",
-            "workload.env.OMP_NUM_THREADS=1", *small]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "ladder.search",
+        *overrides,
+        "device=cpu",
+        f"output_root={tmp_path}/out",
+        "sweep=r",
+        "workload.env.OMP_NUM_THREADS=1",
+        *small,
+    ]
     done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=900)
     out = done.stdout + done.stderr
     assert done.returncode == 0, out
@@ -45,9 +54,17 @@ def run_recipe(tmp_path: Path, title: str, *small: str) -> tuple[Path, list[dict
 
 
 # short: a small rung or two, a 6 s window of at least 5 progress points (the suite is long enough)
-SHORT = ["measure.window_s=6", "measure.warmup_iters=2", "measure.stable_k=2", "measure.stable_tol=5.0",
-         "measure.warmup_timeout_s=120", "measure.startup_timeout_s=300", "measure.stall_timeout_s=300",
-         "measure.trial_timeout_s=600", "measure.extend_unstable=false"]  # fmt: skip
+SHORT = [
+    "measure.window_s=6",
+    "measure.warmup_iters=2",
+    "measure.stable_k=2",
+    "measure.stable_tol=5.0",
+    "measure.warmup_timeout_s=120",
+    "measure.startup_timeout_s=300",
+    "measure.stall_timeout_s=300",
+    "measure.trial_timeout_s=600",
+    "measure.extend_unstable=false",
+]
 
 
 def test_rsl_rl_recipe(tmp_path: Path) -> None:

@@ -11,20 +11,31 @@ from pathlib import Path
 
 import pytest
 
-from ladder.report import build, charts
-from ladder.report.charts import Series, TrialFiles
+from ladder.ui.report import build, charts
+from ladder.ui.report.charts import Series, TrialFiles
 
 ROOT = Path(__file__).resolve().parent.parent
 T0 = 1_800_000_000.0  # the launch, unix time
 HOST = {"source": "host", "gpu_name": "cpu", "gpu_mem_total": "614", "n_gpus": "2", "host": "box", "sweep": "s1"}
 
 
-def trial(number: int, variant: str, num_envs: int, status: str, reason: str = "", n: int = 1,
-          **figures: str) -> dict[str, str]:  # fmt: skip
-    name = f"{variant}_e{num_envs}_probe_{n}"
-    return {"number": str(number), "case": "amp_pi_plus", "method": "amp", "variant": variant,
-            "num_envs": str(num_envs), "phase": "probe", "status": status, "reason": reason,
-            "trial_dir": f"trials/amp_pi_plus/{name}", **HOST, **figures}  # fmt: skip
+def trial(
+    number: int, profile: str, num_envs: int, status: str, reason: str = "", n: int = 1, **figures: str
+) -> dict[str, str]:
+    name = f"{profile}_e{num_envs}_probe_{n}"
+    return {
+        "number": str(number),
+        "case": "amp_pi_plus",
+        "method": "amp",
+        "variant": profile,
+        "num_envs": str(num_envs),
+        "phase": "probe",
+        "status": status,
+        "reason": reason,
+        "trial_dir": f"trials/amp_pi_plus/{name}",
+        **HOST,
+        **figures,
+    }
 
 
 # fmt: off
@@ -135,8 +146,10 @@ def test_on_a_gpu_the_chart_uses_nvml_samples_and_shows_the_trials_own_memory() 
     ]
     chart = charts.trial_chart({**TRIALS[2], "source": "nvml"}, TrialFiles(rows, [], {}, launched_t=T0))
     assert chart.util == (Series("GPU 0", (1.0, 2.0), (97.0, 98.0)),)
-    assert chart.mem == (Series("GPU 0", (1.0, 2.0), (20000.0, 20100.0)),
-                         Series("GPU 0" + charts.PROC_SUFFIX, (1.0,), (19000.0,)))  # fmt: skip
+    assert chart.mem == (
+        Series("GPU 0", (1.0, 2.0), (20000.0, 20100.0)),
+        Series("GPU 0" + charts.PROC_SUFFIX, (1.0,), (19000.0,)),
+    )
     assert chart.util_label == "GPU util (%)"
 
 
@@ -147,20 +160,25 @@ def test_summary_lists_the_best_row_and_every_trial_with_its_plot() -> None:
     assert lines[2] == "6 trial(s), 1 case(s) on box: 2 x cpu (614 MiB)."
     assert "| amp_pi_plus | default | e64 | ok | 38.6 | 808 | 2178 |  |  |" in lines
     assert "![amp_pi_plus](plots/amp_pi_plus.png)" in lines
-    assert "| 0 | default | e256 | oom_or_nccl | host_oom | 28 | 765 |  |  | top rung | " \
-           "[png](plots/amp_pi_plus/default_e256_probe_1.png) |" in lines  # fmt: skip
+    assert (
+        "| 0 | default | e256 | oom_or_nccl | host_oom | 28 | 765 |  |  | top rung | "
+        "[png](plots/amp_pi_plus/default_e256_probe_1.png) |" in lines
+    )
     assert sum(line.startswith("| ") and "[png]" in line for line in lines) == len(TRIALS)
 
 
 def test_why_this_pick_says_what_beat_what() -> None:
     why = charts.why_pick("amp_pi_plus", BEST, TRIALS)
-    assert why.startswith("default e64: 2178 samples/s (95% interval 2100-2250), min avg util 38.6%; the highest "
-                          "samples/s and the highest min avg util measured.")  # fmt: skip
+    assert why.startswith(
+        "default e64: 2178 samples/s (95% interval 2100-2250), min avg util 38.6%; the highest "
+        "samples/s and the highest min avg util measured."
+    )
     assert "Above it: e256 failed (host_oom), e128 failed (host_oom)." in why
     assert "hiutil's best, e64: 777 samples/s (95% interval 700-850), min avg util 22.2%, below the pick's" in why
     cut = {**TRIALS[4], "number": "6", "num_envs": "128", "cut": "1", "samples_per_s": "900"}
-    assert charts.case_chart([*TRIALS, cut], "amp_pi_plus").marks[1] == Series("hiutil cut short", (128.0,), (),
-                                                                               failed=True)  # fmt: skip
+    assert charts.case_chart([*TRIALS, cut], "amp_pi_plus").marks[1] == Series(
+        "hiutil cut short", (128.0,), (), failed=True
+    )
     assert "Cut short once they could not beat the best so far: hiutil e128." in charts.why_pick(
         "amp_pi_plus", BEST, [*TRIALS, cut]
     )
@@ -168,17 +186,21 @@ def test_why_this_pick_says_what_beat_what() -> None:
     assert charts.why_pick("amp_pi_plus", [{**BEST[0], "knob": "update_interval"}], knob).startswith(
         "default update_interval=64:"
     )
-    assert charts.why_pick("amp_pi_plus", [], TRIALS[:2]) == ("No rung fits: default e256 failed (host_oom), "
-                                                               "default e128 failed (host_oom).")  # fmt: skip
+    assert charts.why_pick("amp_pi_plus", [], TRIALS[:2]) == (
+        "No rung fits: default e256 failed (host_oom), default e128 failed (host_oom)."
+    )
 
 
 def test_a_rate_without_an_interval_has_no_bar_and_a_tie_says_what_broke_it() -> None:
     """A window of too few points records its interval as 0 to inf: no bar from 0 is drawn, and the paragraph says
     the noise is unknown; a pick tied with a faster one says what broke the tie."""
-    open_rows = [{**r, "samples_per_s_lo": "0", "samples_per_s_hi": "inf"} if r["status"] == "ok" else r
-                 for r in TRIALS]  # fmt: skip
-    pick = {**open_rows[4], "tie": "tied on samples_per_s with default e64 (within the measured noise); broken by "
-            "min_avg_util"}  # fmt: skip
+    open_rows = [
+        {**r, "samples_per_s_lo": "0", "samples_per_s_hi": "inf"} if r["status"] == "ok" else r for r in TRIALS
+    ]
+    pick = {
+        **open_rows[4],
+        "tie": "tied on samples_per_s with default e64 (within the measured noise); broken by min_avg_util",
+    }
     sps = charts.case_chart(open_rows, "amp_pi_plus", [pick]).sps
     assert sps[0] == Series("default", (64.0,), (2178.0,), lo=(2178.0,), hi=(2178.0,), no_interval=(64.0,))
     why = charts.why_pick("amp_pi_plus", [pick], open_rows)
@@ -230,15 +252,17 @@ def test_the_command_says_what_is_missing(tmp_path: Path, make: bool) -> None:
     target = tmp_path / "case_gpu_bench_x"
     if make:
         target.mkdir()
-    proc = subprocess.run([sys.executable, "-m", "ladder.report", str(target)], cwd=ROOT, capture_output=True,
-                          text=True, timeout=60)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "ladder.report", str(target)], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 2
     assert f"no trials in {target / 'trials.tsv'}" in proc.stderr
 
 
 def test_the_command_prints_the_report_path(tmp_path: Path) -> None:
     write_sweep(tmp_path)
-    proc = subprocess.run([sys.executable, "-m", "ladder.report", str(tmp_path)], cwd=ROOT, capture_output=True,
-                          text=True, timeout=120)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "ladder.report", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == str(tmp_path / "report.md")

@@ -13,23 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from ladder.records import Phase, Reason, Status, TrialRecord
-from ladder.results import (
-    SEED_HEAD,
-    best,
-    best_row,
-    code_version,
-    columns,
-    lock_path,
-    median_repeats,
-    merge_rows,
-    objective_value,
-    pick,
-    read_tsv,
-    to_beat,
-    write_best,
-    write_trials,
-)
+from ladder.core.pick import best, median_repeats, objective_value, pick, to_beat
+from ladder.core.records import Phase, Reason, Status, TrialRecord
+from ladder.core.rows import SEED_HEAD, best_row, columns, merge_rows
+from ladder.runner.machine import code_version
+from ladder.storage.tsv import lock_path, read_tsv, write_best, write_trials
 
 # Seed 001, "Fast Commands" A, verbatim: the user's own reader of the newest sweep's best_by_case.tsv.
 SEED_ONE_LINER = textwrap.dedent(
@@ -47,24 +35,36 @@ SEED_ONE_LINER = textwrap.dedent(
 
 
 def rec(
-    variant: str, num_envs: int, status: Status, util: float | None = None, n_dev: int = 2, **info: str
+    profile: str, num_envs: int, status: Status, util: float | None = None, n_dev: int = 2, **info: str
 ) -> TrialRecord:
     figures: dict[str, float] = {f"max_mem{i}": 1000.0 + i for i in range(n_dev)}
     if util is not None:
         figures.update({"min_avg_util": util, "samples_per_s": 100.0 * num_envs / 64})
-    return TrialRecord("amp_pi_plus", "amp", variant, num_envs, Phase.PROBE, status,
-                       Reason.NONE if status is Status.OK else Reason.HOST_OOM, "", figures,
-                       {"gpu_name": "cpu", "n_gpus": str(n_dev), **info})  # fmt: skip
+    return TrialRecord(
+        "amp_pi_plus",
+        "amp",
+        profile,
+        num_envs,
+        Phase.PROBE,
+        status,
+        Reason.NONE if status is Status.OK else Reason.HOST_OOM,
+        "",
+        figures,
+        {"gpu_name": "cpu", "n_gpus": str(n_dev), **info},
+    )
 
 
 def test_best_by_objective_ties_to_larger_num_envs() -> None:
-    records = [rec("default", 64, Status.OK, 50.0), rec("hiutil", 48, Status.OK, 50.0),
-               rec("hiutil", 128, Status.OOM_OR_NCCL)]  # fmt: skip
+    records = [
+        rec("default", 64, Status.OK, 50.0),
+        rec("hiutil", 48, Status.OK, 50.0),
+        rec("hiutil", 128, Status.OOM_OR_NCCL),
+    ]
     by_util, by_throughput = best(records, "min_avg_util"), best(records, "samples_per_s")
     assert by_util is not None and by_util.num_envs == 64
     assert by_throughput is not None and by_throughput.num_envs == 64
     higher = best([rec("default", 64, Status.OK, 40.0), rec("hiutil", 48, Status.OK, 55.0)], "min_avg_util")
-    assert higher is not None and higher.variant == "hiutil"
+    assert higher is not None and higher.profile == "hiutil"
     assert best([rec("hiutil", 128, Status.OOM_OR_NCCL)], "min_avg_util") is None
 
 
@@ -76,10 +76,15 @@ def test_repeats_count_as_their_median_and_carry_the_verdict_over_all_of_them() 
         r = rec("default", envs, Status.OK, 50.0)
         return replace(r, figures={**r.figures, "samples_per_s": value, **verdict}, number=number)
 
-    records = [repeat(64, 5000, 1, repeats=1), repeat(64, 5400, 2, repeats=2), repeat(64, 5200, 3, repeats=3),
-               repeat(128, 5380, 4, repeats=1), repeat(128, 5300, 5, repeats=2),
-               repeat(128, 5350, 6, repeats=3, unstable=1.0, repeat_spread=0.015),
-               rec("default", 256, Status.OOM_OR_NCCL)]  # fmt: skip
+    records = [
+        repeat(64, 5000, 1, repeats=1),
+        repeat(64, 5400, 2, repeats=2),
+        repeat(64, 5200, 3, repeats=3),
+        repeat(128, 5380, 4, repeats=1),
+        repeat(128, 5300, 5, repeats=2),
+        repeat(128, 5350, 6, repeats=3, unstable=1.0, repeat_spread=0.015),
+        rec("default", 256, Status.OOM_OR_NCCL),
+    ]
     top = best(records, "samples_per_s")
     assert top is not None and (top.num_envs, top.number, top.figures["samples_per_s"]) == (128, 6, 5350)
     assert (top.figures["repeats"], top.figures["unstable"]) == (3, 1.0)
@@ -94,8 +99,10 @@ def test_a_trial_below_what_it_must_beat_never_becomes_the_pick_whatever_comes_a
     rng = random.Random(8)
     rungs = (32, 48, 64, 128, 256)
     for _ in range(2000):
-        items = [(v, v + rng.uniform(0, 300), rng.choice(rungs), i)
-                 for i, v in enumerate(rng.uniform(1000, 2000) for _ in range(rng.randint(1, 5)))]  # fmt: skip
+        items = [
+            (v, v + rng.uniform(0, 300), rng.choice(rungs), i)
+            for i, v in enumerate(rng.uniform(1000, 2000) for _ in range(rng.randint(1, 5)))
+        ]
         cut_at = rng.randrange(1, len(items) + 1)  # the trial that arrives then is the candidate
         before, candidate, later = items[: cut_at - 1], items[cut_at - 1], items[cut_at:]
         top = pick(before)
@@ -118,17 +125,30 @@ def test_columns_keep_the_seed_head_and_mem_order() -> None:
 
 def test_merge_replaces_same_case_and_hardware_keeps_others() -> None:
     cpu = {"gpu_name": "cpu", "n_gpus": "2"}
-    old = [{"case": "a", **cpu, "num_envs": "64", "finished_at": "2026-01-01T00:00:00+00:00"},
-           {"case": "b", **cpu, "num_envs": "32"}]  # fmt: skip
-    new = [{"case": "a", **cpu, "num_envs": "48", "finished_at": "2026-01-02T00:00:00+00:00"},
-           {"case": "a", "gpu_name": "H100", "n_gpus": "1", "num_envs": "256"}]  # fmt: skip
+    old = [
+        {"case": "a", **cpu, "num_envs": "64", "finished_at": "2026-01-01T00:00:00+00:00"},
+        {"case": "b", **cpu, "num_envs": "32"},
+    ]
+    new = [
+        {"case": "a", **cpu, "num_envs": "48", "finished_at": "2026-01-02T00:00:00+00:00"},
+        {"case": "a", "gpu_name": "H100", "n_gpus": "1", "num_envs": "256"},
+    ]
     merged = [(r["case"], r["gpu_name"], r["num_envs"]) for r in merge_rows(old, new)]
     assert merged == [("a", "H100", "256"), ("a", "cpu", "48"), ("b", "cpu", "32")]
 
 
 def hw(status: str = "ok", at: str = "2026-01-01T00:00:00+00:00", e: str = "64", **more: str) -> dict[str, str]:
-    return {"case": "a", "gpu_name": "NVIDIA GeForce RTX 4090", "gpu_mem_total": "24564", "n_gpus": "2",
-            "status": status, "finished_at": at, "num_envs": e, "phase": "probe", **more}  # fmt: skip
+    return {
+        "case": "a",
+        "gpu_name": "NVIDIA GeForce RTX 4090",
+        "gpu_mem_total": "24564",
+        "n_gpus": "2",
+        "status": status,
+        "finished_at": at,
+        "num_envs": e,
+        "phase": "probe",
+        **more,
+    }
 
 
 @pytest.mark.parametrize(
@@ -141,9 +161,15 @@ def hw(status: str = "ok", at: str = "2026-01-01T00:00:00+00:00", e: str = "64",
         ([hw(e="48"), hw(e="40")], "48"),
         ([hw(host="b"), hw(host="a")], "64"),
     ],
-    ids=["ok-beats-non-ok", "confirm-beats-probe", "newer-finished-at-in-utc", "unreadable-time-is-oldest",
-         "larger-num-envs", "full-tie-by-row-text"],
-)  # fmt: skip
+    ids=[
+        "ok-beats-non-ok",
+        "confirm-beats-probe",
+        "newer-finished-at-in-utc",
+        "unreadable-time-is-oldest",
+        "larger-num-envs",
+        "full-tie-by-row-text",
+    ],
+)
 def test_merge_rule_picks_the_same_winner_in_every_input_order(rows: list[dict[str, str]], winner: str) -> None:
     outcomes = set()
     for order in itertools.permutations(rows):
@@ -161,9 +187,17 @@ def test_rows_of_one_case_on_different_hardware_coexist() -> None:
 
 
 def test_best_row_carries_its_provenance(tmp_path: Path) -> None:
-    info = {"gpu_name": "cpu", "gpu_mem_total": "614", "n_gpus": "2", "driver": "", "torch": "2.13.0+cpu",
-            "host": "vm", "workload_version": "6527917abcde", "sweep": "s1",
-            "finished_at": "2026-01-01T00:00:00+00:00"}  # fmt: skip
+    info = {
+        "gpu_name": "cpu",
+        "gpu_mem_total": "614",
+        "n_gpus": "2",
+        "driver": "",
+        "torch": "2.13.0+cpu",
+        "host": "vm",
+        "workload_version": "6527917abcde",
+        "sweep": "s1",
+        "finished_at": "2026-01-01T00:00:00+00:00",
+    }
     write_best(tmp_path / "best_by_case.tsv", [best_row(rec("default", 64, Status.OK, 50.0), 3) | info])
     row = read_tsv(tmp_path / "best_by_case.tsv")[0]
     assert {k: row[k] for k in info} == info
@@ -185,9 +219,15 @@ def test_write_trials_calls_a_loader_inside_the_lock(tmp_path: Path) -> None:
 
 def _held(path: Path) -> bool:
     """Whether another process would find the lock taken now."""
-    probe = subprocess.run([sys.executable, "-c", "import sys; from filelock import FileLock, Timeout\n"
-                            "try:\n    FileLock(sys.argv[1], timeout=0).acquire()\nexcept Timeout:\n    sys.exit(3)",
-                            lock_path(path)])  # fmt: skip
+    probe = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from filelock import FileLock, Timeout\n"
+            "try:\n    FileLock(sys.argv[1], timeout=0).acquire()\nexcept Timeout:\n    sys.exit(3)",
+            lock_path(path),
+        ]
+    )
     return probe.returncode == 3
 
 
@@ -204,8 +244,9 @@ def test_written_tsv_is_read_by_the_seed_one_liner(tmp_path: Path) -> None:
     sweep = tmp_path / "output" / "train" / "case_gpu_bench_20260101_000000"
     write_best(sweep / "best_by_case.tsv", [best_row(rec("hiutil", 38, Status.OK, 51.54), 5)])
     write_best(sweep / "best_by_case.tsv", [best_row(rec("default", 8, Status.OK, 20.0, n_dev=1), 2) | {"case": "x"}])
-    out = subprocess.run([sys.executable, "-c", SEED_ONE_LINER], cwd=tmp_path, capture_output=True, text=True,
-                         check=True)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", SEED_ONE_LINER], cwd=tmp_path, capture_output=True, text=True, check=True
+    )
     assert out.stdout.splitlines() == [
         "x amp util 20 max_mem 1000 variant default e 8",
         "amp_pi_plus amp util 51.54 max_mem 1001 variant hiutil e 38",

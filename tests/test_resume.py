@@ -21,19 +21,27 @@ import psutil
 import pytest
 from hydra import compose, initialize_config_dir
 
-from ladder import launch, reuse, store, sweep
-from ladder.catalog import CONF_DIR
-from ladder.config import register, settings_from
-from ladder.machine import find_machine
-from ladder.records import Phase, Reason, Status, TrialRecord
-from ladder.results import read_tsv
-from ladder.search import known_cases
-from ladder.view import PlainView
+from ladder.core.records import Phase, Reason, Status, TrialRecord
+from ladder.runner import launch
+from ladder.runner.machine import find_machine
+from ladder.settings.argv import known_cases
+from ladder.settings.catalog import CONF_DIR
+from ladder.settings.config import register, settings_from
+from ladder.storage import reuse, studies, sweeps
+from ladder.storage.tsv import read_tsv
+from ladder.sweep import loop as sweep
+from ladder.sweep import resume
+from ladder.ui.view import PlainView
 from tests.test_store import wait_for
 
 FIRST = "amp_pi_plus"
-FAST = ["profile=[default]", "ladder.rungs=[256,64]", "measure.window_s=3", "measure.warmup_iters=2",
-        "measure.stable_tol=0.5"]  # fmt: skip
+FAST = [
+    "profile=[default]",
+    "ladder.rungs=[256,64]",
+    "measure.window_s=3",
+    "measure.warmup_iters=2",
+    "measure.stable_tol=0.5",
+]
 
 # The entry point without Hydra's command line, for a case that is not a file in conf/case: the same composition,
 # validation (less the known-case check) and sweep as `python -m ladder.search`.
@@ -41,8 +49,8 @@ COMPOSED = textwrap.dedent(
     """
     import sys
     from hydra import compose, initialize_config_dir
-    from ladder.config import register, settings_from
-    from ladder.catalog import CONF_DIR
+    from ladder.settings.config import register, settings_from
+    from ladder.settings.catalog import CONF_DIR
     from ladder.search import execute
     register()
     with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
@@ -55,8 +63,14 @@ COMPOSED = textwrap.dedent(
 def search(cwd: Path, *overrides: str, composed: bool = False, reuse: bool = False) -> subprocess.Popen[str]:
     entry = ["-c", COMPOSED] if composed else ["-m", "ladder.search"]
     # the CPU path on any host; each sweep runs its own trials unless told (these tests compare sweeps)
-    argv = [sys.executable, *entry, "device=cpu", f"reuse={str(reuse).lower()}", f"output_root={cwd}/output/train",
-            *overrides]  # fmt: skip
+    argv = [
+        sys.executable,
+        *entry,
+        "device=cpu",
+        f"reuse={str(reuse).lower()}",
+        f"output_root={cwd}/output/train",
+        *overrides,
+    ]
     return subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
@@ -81,7 +95,7 @@ def trial_ids(pid: int) -> set[str]:
 
 def outcome(records: list[TrialRecord], interrupted: bool = False) -> list[tuple[str, str, str, str]]:
     keep = [r for r in records if interrupted or r.status is not Status.INTERRUPTED]
-    return [(r.case, r.variant, str(r.num_envs), str(r.status)) for r in keep]
+    return [(r.case, r.profile, str(r.num_envs), str(r.status)) for r in keep]
 
 
 def tsv_outcome(path: Path) -> list[tuple[str, str, str, str]]:
@@ -100,8 +114,8 @@ def test_sigkill_mid_trial_then_resume_matches_an_uninterrupted_run(tmp_path: Pa
 
     resumed = finish(search(tmp_path, f"case={FIRST}", *FAST, "sweep=cut"))
     assert {i: launch.leftovers(i) for i in ids} == {i: [] for i in ids}, resumed
-    whole = store.sweep_records(store.open_storage_at(str(sweep_dir(tmp_path, "whole"))))
-    got = store.sweep_records(store.open_storage_at(str(sweep_dir(tmp_path, "cut"))))
+    whole = studies.sweep_records(studies.open_storage_at(str(sweep_dir(tmp_path, "whole"))))
+    got = studies.sweep_records(studies.open_storage_at(str(sweep_dir(tmp_path, "cut"))))
     assert outcome(got) == outcome(whole)  # none lost, none duplicated
     assert [r.status for r in got].count(Status.INTERRUPTED) == 1
     assert len({r.number for r in got}) == len(got)
@@ -110,18 +124,28 @@ def test_sigkill_mid_trial_then_resume_matches_an_uninterrupted_run(tmp_path: Pa
     assert best[0] == best[1] and len(best[0]) == 1
 
 
-def test_resume_latest_picks_the_newest_sweep_folder_and_redoes_nothing(tmp_path: Path) -> None:
+def test_resume_latest_picks_the_sweep_started_last_and_redoes_nothing(tmp_path: Path) -> None:
     older, newer = sweep_dir(tmp_path, "20260101_000000"), sweep_dir(tmp_path, "mine")
     older.mkdir(parents=True)
-    os.utime(older, (1_700_000_000, 1_700_000_000))
-    study = store.open_study(store.open_storage(None, newer), FIRST, "mine")
-    trial = store.begin(study, "default", 64, ("default", "hiutil"), {"case": FIRST, "method": "amp"})
-    done = TrialRecord(FIRST, "amp", "default", 64, Phase.PROBE, Status.OK, Reason.NONE, "", {"min_avg_util": 40.0},
-                       {"trial_dir": "trials/amp_pi_plus/default_e64_probe_1"})  # fmt: skip
-    store.finish(study, trial, done, 40.0)
+    study = studies.open_study(studies.open_storage(None, newer), FIRST, "mine")
+    sweeps.note_latest(newer.parent, "mine")  # as ladder.search does when it starts or resumes a sweep
+    trial = studies.begin(study, "default", 64, ("default", "hiutil"), {"case": FIRST, "method": "amp"})
+    done = TrialRecord(
+        FIRST,
+        "amp",
+        "default",
+        64,
+        Phase.PROBE,
+        Status.OK,
+        Reason.NONE,
+        "",
+        {"min_avg_util": 40.0},
+        {"trial_dir": "trials/amp_pi_plus/default_e64_probe_1"},
+    )
+    studies.finish(study, trial, done, 40.0)
     out = finish(search(tmp_path, f"case={FIRST}", "profile=[default]", "ladder.rungs=[64]", "resume=latest"))
     assert "sweep mine" in out
-    assert [r.status for r in store.records(study)] == [Status.OK]
+    assert [r.status for r in studies.records(study)] == [Status.OK]
     assert not older.joinpath("journal.log").exists()
 
 
@@ -137,12 +161,15 @@ def test_two_sweeps_on_different_cases_share_one_postgresql_storage_and_results(
     other, composed = second_case()
     shared = [*FAST, "sweep=shared", f"storage={pg_url}"]
     first = search(tmp_path, f"case={FIRST}", *shared)
-    second = search(tmp_path, f"case={FIRST}", f"case.name={other}", *shared, composed=True) if composed else \
-        search(tmp_path, f"case={other}", *shared)  # fmt: skip
+    second = (
+        search(tmp_path, f"case={FIRST}", f"case.name={other}", *shared, composed=True)
+        if composed
+        else search(tmp_path, f"case={other}", *shared)
+    )
     outs = [finish(first), finish(second)]
 
     root = sweep_dir(tmp_path, "shared")
-    records = store.sweep_records(store.open_storage(pg_url, root), "shared")
+    records = studies.sweep_records(studies.open_storage(pg_url, root), "shared")
     assert {r.case for r in records} == {FIRST, other}
     assert all(r.status is not Status.INTERRUPTED for r in records)
     assert sorted(tsv_outcome(root / "trials.tsv")) == sorted(outcome(records))  # the last writer saw them all
@@ -162,11 +189,13 @@ def test_two_processes_on_one_sweep_and_case_take_turns_and_run_nothing_twice(tm
     outs = [finish(p) for p in [search(tmp_path, *same), search(tmp_path, *same)]]
 
     root = sweep_dir(tmp_path, "twice")
-    records = store.sweep_records(store.open_storage(None, root), "twice")
-    launched = [(r.variant, r.num_envs, str(r.phase)) for r in records]
+    records = studies.sweep_records(studies.open_storage(None, root), "twice")
+    launched = [(r.profile, r.num_envs, str(r.phase)) for r in records]
     assert sorted(launched) == [("default", 64, "probe"), ("default", 256, "probe")], outs
-    assert sorted(p.name for p in (root / "trials" / FIRST).iterdir()) == ["default_e256_probe_1",
-                                                                        "default_e64_probe_1"]  # fmt: skip
+    assert sorted(p.name for p in (root / "trials" / FIRST).iterdir()) == [
+        "default_e256_probe_1",
+        "default_e64_probe_1",
+    ]
     assert all("best: amp_pi_plus    default  e64" in out for out in outs), outs
     assert all(out.count("amp_pi_plus    default  e256   oom_or_nccl") == 1 for out in outs), outs  # each shows all
 
@@ -177,7 +206,9 @@ def test_two_processes_on_one_sweep_and_case_take_turns_and_run_nothing_twice(tm
     assert sorted((r["variant"], r["num_envs"]) for r in rows) == [("default", "256"), ("default", "64")], outs
     assert all(r["why"].startswith("reused from twice#") for r in rows)
     assert sorted(p.name for p in (sweep_dir(tmp_path, "again") / "trials" / FIRST).iterdir()) == [
-        "default_e256_probe_1", "default_e64_probe_1"]  # each copied in once, by one of the two  # fmt: skip
+        "default_e256_probe_1",
+        "default_e64_probe_1",
+    ]  # each copied in once, by one of the two
 
 
 def test_sweeps_reusing_one_earlier_sweep_at_one_moment_copy_each_trial_once(
@@ -189,10 +220,19 @@ def test_sweeps_reusing_one_earlier_sweep_at_one_moment_copy_each_trial_once(
     finish(search(tmp_path, f"case={FIRST}", *FAST, "sweep=first"))
     register()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose("config", overrides=[f"case={FIRST}", *FAST, "sweep=again", "device=cpu", "reuse=true",
-                                           f"output_root={tmp_path}/output/train"])  # fmt: skip
+        cfg = compose(
+            "config",
+            overrides=[
+                f"case={FIRST}",
+                *FAST,
+                "sweep=again",
+                "device=cpu",
+                "reuse=true",
+                f"output_root={tmp_path}/output/train",
+            ],
+        )
     settings = settings_from(cfg, known_cases())
-    paths, machine = sweep.Paths.for_settings(settings, datetime.now(timezone.utc)), find_machine(settings)
+    paths, machine = resume.paths_for(settings, datetime.now(timezone.utc)), find_machine(settings)
 
     read_both = threading.Barrier(2)  # both have read the earlier sweep before either may copy
     inside, most, both_in, count = [0], [0], threading.Event(), threading.Lock()
@@ -232,8 +272,8 @@ def test_sweeps_reusing_one_earlier_sweep_at_one_moment_copy_each_trial_once(
     for t in threads:
         t.join(timeout=120)
     assert errors == [] and most[0] == 1
-    records = store.sweep_records(store.open_storage(None, paths.sweep_dir), "again")
-    assert sorted((r.variant, r.num_envs) for r in records) == [("default", 64), ("default", 256)]
+    records = studies.sweep_records(studies.open_storage(None, paths.sweep_dir), "again")
+    assert sorted((r.profile, r.num_envs) for r in records) == [("default", 64), ("default", 256)]
     assert all(r.info["reused_from"].startswith("first#") for r in records)
 
 
@@ -241,8 +281,13 @@ def test_sweeps_reusing_one_earlier_sweep_at_one_moment_copy_each_trial_once(
 
 
 def _ladder(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "ladder.search", "device=cpu", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=120)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "ladder.search", "device=cpu", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 @contextlib.contextmanager

@@ -11,21 +11,47 @@ from pathlib import Path
 
 import pytest
 
-from ladder import reuse
-from ladder.config import MeasureConf, WorkloadConf
-from ladder.records import Phase, Reason, Status, TrialRecord
-from ladder.workloads.spec import Launcher, ProgressKind, TrialSpec
+from ladder.core.records import Phase, Reason, Status, TrialRecord
+from ladder.core.spec import Launcher, ProgressKind, TrialSpec
+from ladder.settings.config import MeasureConf, WorkloadConf
+from ladder.storage import reuse
 
-H100 = {"device": "cuda", "gpu_name": "NVIDIA H100 80GB HBM3", "gpu_mem_total": "81559", "n_gpus": "2",
-        "driver": "580.159.04", "torch": "2.13.0", "workload_version": "abc123", "host": "node1",
-        "conditions": "c0"}  # fmt: skip
+H100 = {
+    "device": "cuda",
+    "gpu_name": "NVIDIA H100 80GB HBM3",
+    "gpu_mem_total": "81559",
+    "n_gpus": "2",
+    "driver": "580.159.04",
+    "torch": "2.13.0",
+    "workload_version": "abc123",
+    "host": "node1",
+    "conditions": "c0",
+}
 
 
-def rec(variant: str, rung: int, status: Status, *, config: str = "cfg", when: str = "2026-11-26T01:00:00+00:00",
-        phase: Phase = Phase.PROBE, **info: str) -> TrialRecord:  # fmt: skip
+def rec(
+    profile: str,
+    rung: int,
+    status: Status,
+    *,
+    config: str = "cfg",
+    when: str = "2026-11-26T01:00:00+00:00",
+    phase: Phase = Phase.PROBE,
+    **info: str,
+) -> TrialRecord:
     reason = {Status.OK: Reason.NONE, Status.OOM_OR_NCCL: Reason.CUDA_OOM}.get(status, Reason.ERROR)
-    return TrialRecord("amp_humanoid", "amp", variant, rung, phase, status, reason, "", {"samples_per_s": 1.0},
-                       {**H100, "config_sha": config, "finished_at": when, "sweep": "old", **info})  # fmt: skip
+    return TrialRecord(
+        "amp_humanoid",
+        "amp",
+        profile,
+        rung,
+        phase,
+        status,
+        reason,
+        "",
+        {"samples_per_s": 1.0},
+        {**H100, "config_sha": config, "finished_at": when, "sweep": "old", **info},
+    )
 
 
 def wanted(*keys: tuple[str, int], config: str = "cfg", **machine: str) -> dict[tuple[str, int], str]:
@@ -87,18 +113,22 @@ def test_the_fingerprint_follows_argv_env_and_files() -> None:
     spec = TrialSpec(argv=("python", "-m", "x", "--num-envs", "64"), env={"A": "1"}, files={"agent.yaml": "a: 1"})
     same = TrialSpec(argv=spec.argv, env={"A": "1"}, files={"agent.yaml": "a: 1"}, info={"ignored": "yes"})
     assert reuse.fingerprint(spec) == reuse.fingerprint(same)
-    for other in (TrialSpec(argv=spec.argv, env={"A": "2"}, files=spec.files),
-                  TrialSpec(argv=spec.argv, env=spec.env, files={"agent.yaml": "a: 2"}),
-                  TrialSpec(argv=(*spec.argv[:-1], "128"), env=spec.env, files=spec.files)):  # fmt: skip
+    for other in (
+        TrialSpec(argv=spec.argv, env={"A": "2"}, files=spec.files),
+        TrialSpec(argv=spec.argv, env=spec.env, files={"agent.yaml": "a: 2"}),
+        TrialSpec(argv=(*spec.argv[:-1], "128"), env=spec.env, files=spec.files),
+    ):
         assert reuse.fingerprint(other) != reuse.fingerprint(spec)
 
 
 def test_the_fingerprint_follows_how_progress_is_read() -> None:
     spec = TrialSpec(argv=("train",), env={}, progress_kind=ProgressKind.REGEX, progress_regex=r"it (?P<iter>\d+)")
-    for other in (dataclasses.replace(spec, progress_regex=r"step (?P<iter>\d+)"),
-                  dataclasses.replace(spec, progress_file="log.txt"),
-                  dataclasses.replace(spec, progress_kind=ProgressKind.JSONL),
-                  dataclasses.replace(spec, launcher=Launcher.DIRECT)):  # fmt: skip
+    for other in (
+        dataclasses.replace(spec, progress_regex=r"step (?P<iter>\d+)"),
+        dataclasses.replace(spec, progress_file="log.txt"),
+        dataclasses.replace(spec, progress_kind=ProgressKind.JSONL),
+        dataclasses.replace(spec, launcher=Launcher.DIRECT),
+    ):
         assert reuse.fingerprint(other) != reuse.fingerprint(spec)
 
 
@@ -110,14 +140,24 @@ def conditions(**change: object) -> str:
 
 @pytest.mark.parametrize(
     "change",
-    [{"host_mem_limit_gb": 0.5}, {"emulate_gpu_mem_gb": 0.6}, {"window_s": 30.0}, {"warmup_iters": 5},
-     {"stable_tol": 0.5}, {"sample_hz": 5.0}, {"repeats": 3}, {"stall_timeout_s": 30.0}],
+    [
+        {"host_mem_limit_gb": 0.5},
+        {"emulate_gpu_mem_gb": 0.6},
+        {"window_s": 30.0},
+        {"warmup_iters": 5},
+        {"stable_tol": 0.5},
+        {"sample_hz": 5.0},
+        {"repeats": 3},
+        {"stall_timeout_s": 30.0},
+    ],
     ids=["cgroup_cap", "card_cap", "window", "warmup", "rule", "sampling", "repeats", "stall"],
-)  # fmt: skip
+)
 def test_a_trial_under_another_cap_or_measure_rule_is_not_reused(change: dict[str, object]) -> None:
     assert conditions(**change) != conditions()
-    earlier = [rec("default", 2048, Status.OOM_OR_NCCL, conditions=conditions(**change)),
-               rec("default", 1024, Status.OK, conditions=conditions(**change))]  # fmt: skip
+    earlier = [
+        rec("default", 2048, Status.OOM_OR_NCCL, conditions=conditions(**change)),
+        rec("default", 1024, Status.OK, conditions=conditions(**change)),
+    ]
     keys = wanted(("default", 2048), ("default", 1024), conditions=conditions())
     assert reuse.pick(earlier, keys, set()) == []
     same = wanted(("default", 2048), ("default", 1024), conditions=conditions(**change))
@@ -162,8 +202,9 @@ def shapes(*keys: tuple[str, int], bare: str = "bare", **machine: str) -> dict[t
 
 
 def under(card: str, status: Status = Status.OOM_OR_NCCL, rung: int = 4096, **info: str) -> TrialRecord:
-    return rec("default", rung, status, **{"shape_sha": "bare", "emulate_gpu_mem_gb": card, "host_mem_limit_gb": "",
-                                           **info})  # fmt: skip
+    return rec(
+        "default", rung, status, **{"shape_sha": "bare", "emulate_gpu_mem_gb": card, "host_mem_limit_gb": "", **info}
+    )
 
 
 def test_a_memory_failure_under_a_larger_card_carries_to_a_smaller_one_only() -> None:

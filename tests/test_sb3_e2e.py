@@ -9,21 +9,40 @@ from pathlib import Path
 
 import pytest
 
-from ladder.cgroup import MemCgroup
-from ladder.results import read_tsv
+from ladder.runner.cgroup import MemCgroup
+from ladder.storage.tsv import read_tsv
 
 pytest.importorskip("stable_baselines3", reason="pip install stable-baselines3 (the test extra)")
 
 TRAINER = Path(__file__).resolve().parent / "data" / "trainers" / "sb3_ppo.py"
-QUICK = ["profile=[default]", "measure.window_s=2", "measure.warmup_iters=2", "measure.stable_k=2",
-         "measure.stable_tol=1.0", "measure.warmup_timeout_s=8", "measure.extend_unstable=false"]  # fmt: skip
+QUICK = [
+    "profile=[default]",
+    "measure.window_s=2",
+    "measure.warmup_iters=2",
+    "measure.stable_k=2",
+    "measure.stable_tol=1.0",
+    "measure.warmup_timeout_s=8",
+    "measure.extend_unstable=false",
+]
 
 
 def search(tmp_path: Path, sweep: str, trainer_args: list[str], *overrides: str) -> tuple[str, list[dict[str, str]]]:
     command = ",".join(["'{python}'", str(TRAINER), "--n-envs", "'{num_envs}'", *trainer_args])
-    argv = [sys.executable, "-m", "ladder.search", "case=amp_pi_plus", "device=cpu", f"output_root={tmp_path}/out",
-            "workload.kind=command", f"workload.command=[{command}]", "workload.progress=regex",
-            "workload.progress_regex=sb3", f"sweep={sweep}", *QUICK, *overrides]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "ladder.search",
+        "case=amp_pi_plus",
+        "device=cpu",
+        f"output_root={tmp_path}/out",
+        "workload.kind=command",
+        f"workload.command=[{command}]",
+        "workload.progress=regex",
+        "workload.progress_regex=sb3",
+        f"sweep={sweep}",
+        *QUICK,
+        *overrides,
+    ]
     done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=400)
     out = done.stdout + done.stderr
     return out, read_tsv(tmp_path / "out" / f"case_gpu_bench_{sweep}" / "trials.tsv")
@@ -36,8 +55,14 @@ def test_a_rung_that_dies_in_its_first_update_is_never_ok_and_the_preset_gives_s
     if probe is None:
         pytest.skip("no writable memory cgroup on this machine")
     probe.remove()
-    out, trials = search(tmp_path, "oom", ["--grab-mb-per-env", "48"], "ladder.rungs=[32,4]",
-                         "objective=samples_per_s", "workload.host_mem_limit_gb=1")  # fmt: skip
+    out, trials = search(
+        tmp_path,
+        "oom",
+        ["--grab-mb-per-env", "48"],
+        "ladder.rungs=[32,4]",
+        "objective=samples_per_s",
+        "workload.host_mem_limit_gb=1",
+    )
     by_rung = {t["num_envs"]: t for t in trials}
     assert set(by_rung) == {"32", "4"}, out
     assert by_rung["32"]["status"] not in ("ok", "unmeasured"), out  # it died in its first update
@@ -53,8 +78,14 @@ def test_a_rung_that_dies_in_its_first_update_is_never_ok_and_the_preset_gives_s
 def test_a_trainer_that_prints_rarely_is_unmeasured_or_measured_never_ok_without_figures(tmp_path: Path) -> None:
     """sb3 prints its table every 30 iterations: within a 30 s trial it shows few points. It must come out
     `unmeasured` (no figures, the summary says so and what to try) or `ok` with a real measurement."""
-    out, trials = search(tmp_path, "rare", ["--log-interval", "30"], "ladder.rungs=[4]", "measure.trial_timeout_s=30",
-                         "measure.startup_timeout_s=60")  # fmt: skip
+    out, trials = search(
+        tmp_path,
+        "rare",
+        ["--log-interval", "30"],
+        "ladder.rungs=[4]",
+        "measure.trial_timeout_s=30",
+        "measure.startup_timeout_s=60",
+    )
     assert len(trials) == 1, out
     row = trials[0]
     assert row["status"] in ("ok", "unmeasured", "error"), out

@@ -13,11 +13,11 @@ import sys
 
 import pytest
 
-from ladder.config import Device, SettingsChange
-from ladder.decide import Thresholds
-from ladder.errors import ConfigError, ExitCode
-from ladder.policy import Strategy
-from ladder.records import Objective, PreflightPolicy
+from ladder.core.caseclass import Thresholds
+from ladder.core.errors import ConfigError, ExitCode
+from ladder.core.policy import Strategy
+from ladder.core.records import Objective, PreflightPolicy
+from ladder.settings.config import Device, SettingsChange
 from tests.test_config import settings
 
 BAD = [
@@ -80,7 +80,7 @@ def test_the_defaults_are_the_schemas_and_the_states_are_enums() -> None:
         SettingsChange.REFUSE,
     )
     assert s.preflight.policy is PreflightPolicy.WAIT
-    assert s.decide == Thresholds()  # the decision table's own defaults, written once in ladder.decide
+    assert s.decide == Thresholds()  # the decision table's own defaults, written once in ladder.core.caseclass
     assert s.case.agent and s.workload.kind == "auto"
 
 

@@ -16,13 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from ladder import launch, store
-from ladder.config import Profile, WorkloadConf
-from ladder.errors import ConfigError
-from ladder.records import Status
-from ladder.results import read_tsv
+from ladder.core.errors import ConfigError
+from ladder.core.records import Status
+from ladder.core.spec import Launcher
+from ladder.runner import launch
+from ladder.settings.config import Profile, WorkloadConf
+from ladder.storage import studies
+from ladder.storage.tsv import read_tsv
 from ladder.workloads.builtin import Placement, plan_proxy, rank_env
-from ladder.workloads.spec import Launcher
 from tests.helpers import need_memory_cgroups
 from tests.test_failure_scenarios import CASE
 from tests.test_resume import FIRST, finish, search, sweep_dir
@@ -47,8 +48,9 @@ def test_one_rank_starts_the_trainer_itself_and_several_start_torchrun() -> None
 
 
 def test_an_nccl_setting_wins_over_the_contracts_default() -> None:
-    spec = plan_proxy(CASE, Profile("default", {}), 64, WorkloadConf(), one(), "/t", 60.0,
-                      {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "3"})  # fmt: skip
+    spec = plan_proxy(
+        CASE, Profile("default", {}), 64, WorkloadConf(), one(), "/t", 60.0, {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "3"}
+    )
     assert spec.env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "3"
 
 
@@ -66,8 +68,14 @@ def test_the_variables_are_those_torchrun_sets_for_one_rank(tmp_path: Path) -> N
     from ladder.workloads.builtin import torchrun
 
     env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
-    subprocess.run([*torchrun(place, str(tmp_path)), str(script), str(seen)], env=env, check=True, timeout=120,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    subprocess.run(
+        [*torchrun(place, str(tmp_path)), str(script), str(seen)],
+        env=env,
+        check=True,
+        timeout=120,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     worker = json.loads(seen.read_text())
     added = {k: v for k, v in worker.items() if env.get(k) != v}
     ours = rank_env(Placement("cpu", 1, port, sys.executable), str(tmp_path))
@@ -84,9 +92,18 @@ def test_the_variables_are_those_torchrun_sets_for_one_rank(tmp_path: Path) -> N
 def test_a_direct_proxy_trial_under_a_memory_cgroup_steps_down_then_fits(tmp_path: Path) -> None:
     """amp_pi_plus in the proxy holds ~540 MB at 64 envs (RSS, measured), far more at 16384: 800 MB kills the first."""
     need_memory_cgroups()
-    settings = ["profile=[default]", "ladder.rungs=[16384,64]", "workload.kind=proxy", "workload.nproc=1",
-                "workload.emulate_gpu_mem_gb=null", "workload.host_mem_limit_gb=0.8", "measure.window_s=2",
-                "measure.warmup_iters=2", "measure.stable_tol=0.5", "sweep=direct"]  # fmt: skip
+    settings = [
+        "profile=[default]",
+        "ladder.rungs=[16384,64]",
+        "workload.kind=proxy",
+        "workload.nproc=1",
+        "workload.emulate_gpu_mem_gb=null",
+        "workload.host_mem_limit_gb=0.8",
+        "measure.window_s=2",
+        "measure.warmup_iters=2",
+        "measure.stable_tol=0.5",
+        "sweep=direct",
+    ]
     out = finish(search(tmp_path, f"case={FIRST}", *settings))
     folder = sweep_dir(tmp_path, "direct")
     rows = {r["num_envs"]: r for r in read_tsv(folder / "trials.tsv")}
@@ -95,7 +112,7 @@ def test_a_direct_proxy_trial_under_a_memory_cgroup_steps_down_then_fits(tmp_pat
     for row in rows.values():
         assert "torch.distributed.run" not in (folder / row["trial_dir"] / "cmd.txt").read_text()
         assert "RANK=0" in (folder / row["trial_dir"] / "env.txt").read_text().splitlines()
-    records = store.sweep_records(store.open_storage(None, folder), "direct")
+    records = studies.sweep_records(studies.open_storage(None, folder), "direct")
     assert {r.info["launcher"] for r in records} == {"direct"}
     assert [r for r in records if r.status is Status.OK][0].info["nproc"] == "1"
 
@@ -120,9 +137,22 @@ def test_a_torchrun_command_on_one_rank_runs_directly_and_its_gloo_group_works(t
     trainer = tmp_path / "gloo_train.py"
     trainer.write_text(GLOO)
     command = f'workload.command=["{trainer}","{{num_envs}}"]'
-    out = finish(search(tmp_path, f"case={FIRST}", "profile=[default]", "ladder.rungs=[32]", "workload.kind=command",
-                        command, "workload.launcher=torchrun", "workload.nproc=1", "measure.window_s=2",
-                        "measure.warmup_iters=2", "measure.stable_tol=0.5", "sweep=gloo"))  # fmt: skip
+    out = finish(
+        search(
+            tmp_path,
+            f"case={FIRST}",
+            "profile=[default]",
+            "ladder.rungs=[32]",
+            "workload.kind=command",
+            command,
+            "workload.launcher=torchrun",
+            "workload.nproc=1",
+            "measure.window_s=2",
+            "measure.warmup_iters=2",
+            "measure.stable_tol=0.5",
+            "sweep=gloo",
+        )
+    )
     folder = sweep_dir(tmp_path, "gloo")
     [row] = read_tsv(folder / "trials.tsv")
     assert row["status"] == "ok", out

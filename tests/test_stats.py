@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ladder.monitor import Sample, Source
-from ladder.progress import Point, parse_line
-from ladder.stats import (
+from ladder.core.records import Point, Sample, Source
+from ladder.core.stats import (
     Rate,
     Rule,
     Window,
@@ -22,6 +21,7 @@ from ladder.stats import (
     t975,
     window_closed,
 )
+from ladder.workloads.progress import parse_line
 
 RULE = (3, 3, 0.2)
 
@@ -86,10 +86,13 @@ def test_a_printed_rate_stands_for_samples_per_s_where_no_count_is_printed() -> 
 
 @pytest.mark.parametrize(
     ("utils", "mems", "expected"),
-    [([0.5] * 8, [800.0] * 8, False), ([0.0, 0.0, 60.0, 80.0, 0.0, 0.0, 0.0, 0.0], [800.0] * 8, True),
-     ([0.5] * 8, [800.0, 820.0, 900.0, 1000.0, 1200.0, 1300.0, 1400.0, 1500.0], True)],
+    [
+        ([0.5] * 8, [800.0] * 8, False),
+        ([0.0, 0.0, 60.0, 80.0, 0.0, 0.0, 0.0, 0.0], [800.0] * 8, True),
+        ([0.5] * 8, [800.0, 820.0, 900.0, 1000.0, 1200.0, 1300.0, 1400.0, 1500.0], True),
+    ],
     ids=["idle", "cpu-busy", "memory-growing"],
-)  # fmt: skip
+)
 def test_busy_is_util_or_growing_memory(utils: list[float], mems: list[float], expected: bool) -> None:
     samples = [Sample(100.0 + i, 0, u, m, Source.HOST) for i, (u, m) in enumerate(zip(utils, mems, strict=True))]
     assert busy(samples, since_t=100.0) is expected
@@ -106,8 +109,11 @@ def test_busy_host_cpu_beside_an_idle_gpu() -> None:
 def test_figures_over_the_window_only() -> None:
     pts = points([1.0] * 10)  # t = 101..110, 640 samples per iteration
     window = Window(104.0, 108.0, gated=True)
-    samples = [Sample(float(t), i, util=(90.0 if 104 <= t <= 108 else 0.0) - 20 * i, mem_mb=500.0 + t)
-               for t in range(100, 111) for i in (0, 1)]  # fmt: skip
+    samples = [
+        Sample(float(t), i, util=(90.0 if 104 <= t <= 108 else 0.0) - 20 * i, mem_mb=500.0 + t)
+        for t in range(100, 111)
+        for i in (0, 1)
+    ]
     f = figures(samples, pts, window, launch_t=100.0)
     assert f["avg_util0"] == 90.0 and f["avg_util1"] == 70.0 and f["min_avg_util"] == 70.0
     assert f["p50_util"] == 80.0 and f["n_samples"] == 5.0
@@ -145,8 +151,9 @@ def test_parse_line(line: str, expected: Point | None) -> None:
 
 
 def with_data(step_times: list[float], data_times: list[float | None]) -> list[Point]:
-    return [Point(p.t, p.iter, p.samples, p.step_time_s, (), d) for p, d in zip(points(step_times), data_times,
-                                                                                 strict=True)]  # fmt: skip
+    return [
+        Point(p.t, p.iter, p.samples, p.step_time_s, (), d) for p, d in zip(points(step_times), data_times, strict=True)
+    ]
 
 
 @pytest.mark.parametrize(
@@ -171,8 +178,12 @@ def test_step_times_come_from_the_points_when_not_reported() -> None:
 
 def seconds_of(utils_per_second: list[tuple[float, float]], hz: int = 10) -> list[Sample]:
     """Two GPUs sampled at hz for as many seconds as given, each second at the given util."""
-    return [Sample(1000.0 + s + k / hz, i, u, 1000.0) for s, pair in enumerate(utils_per_second)
-            for k in range(hz) for i, u in enumerate(pair)]  # fmt: skip
+    return [
+        Sample(1000.0 + s + k / hz, i, u, 1000.0)
+        for s, pair in enumerate(utils_per_second)
+        for k in range(hz)
+        for i, u in enumerate(pair)
+    ]
 
 
 def test_active_and_idle_seconds_as_seed_003_counts_them() -> None:
@@ -186,8 +197,10 @@ def test_active_and_idle_seconds_as_seed_003_counts_them() -> None:
 
 
 def test_proc_memory_sm_util_and_the_host_alongside() -> None:
-    nvml = [Sample(float(t), 0, 90.0, 20000.0 + t, Source.NVML, 15000.0 + t if t % 2 else None,
-                   40.0 if t % 2 else None) for t in range(10)]  # fmt: skip
+    nvml = [
+        Sample(float(t), 0, 90.0, 20000.0 + t, Source.NVML, 15000.0 + t if t % 2 else None, 40.0 if t % 2 else None)
+        for t in range(10)
+    ]
     host = [Sample(float(t), r, 100.0 + 10 * r, 3000.0 + t, Source.HOST) for t in range(0, 10, 3) for r in (0, 1)]
     f = figures(nvml + host, [], None, 0.0)
     assert (f["max_mem0"], f["proc_mem_max0"], f["avg_sm_util0"]) == (20009, 15009, 40.0)

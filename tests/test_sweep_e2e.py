@@ -11,14 +11,20 @@ from pathlib import Path
 import psutil
 import pytest
 
-from ladder.errors import ExitCode
-from ladder.results import read_tsv
+from ladder.core.errors import ExitCode
+from ladder.storage.tsv import read_tsv
 from tests.helpers import wait_for
 from tests.test_results import SEED_ONE_LINER
 
 # a 3 s window of 2 points, never extended: the probe's window stays short of a 5 s confirmation on a busy machine
-FAST = ["profile=[default]", "measure.window_s=3", "measure.warmup_iters=2", "measure.stable_tol=0.5",
-        "measure.min_window_iters=2", "measure.extend_unstable=false"]  # fmt: skip
+FAST = [
+    "profile=[default]",
+    "measure.window_s=3",
+    "measure.warmup_iters=2",
+    "measure.stable_tol=0.5",
+    "measure.min_window_iters=2",
+    "measure.extend_unstable=false",
+]
 # The window opens at iteration 2 whatever the machine's speed (one step time is steady by itself, and the warm-up
 # timeout is out of reach), so it starts on a real point and closes on the first point past its end: it always holds
 # a measured interval, and its measured length is at least its set length. On a loaded machine the demo's 30 s warm-up
@@ -191,8 +197,16 @@ def test_dry_run_shows_the_launches_with_a_usable_port_and_launches_nothing(tmp_
 
 
 def test_repeats_measure_a_fitting_rung_again_and_the_best_row_is_their_median(tmp_path: Path) -> None:
-    proc = search(tmp_path, *FAST, *GATED, "ladder.rungs=[256,64]", "sweep=rep", "measure.repeats=3",
-                  "objective=samples_per_s", "descent_gain_max=1.0")  # fmt: skip
+    proc = search(
+        tmp_path,
+        *FAST,
+        *GATED,
+        "ladder.rungs=[256,64]",
+        "sweep=rep",
+        "measure.repeats=3",
+        "objective=samples_per_s",
+        "descent_gain_max=1.0",
+    )
     out = finish(proc)
     assert proc.returncode == 0, out
     root = sweep_dir(tmp_path, "rep")
@@ -203,4 +217,8 @@ def test_repeats_measure_a_fitting_rung_again_and_the_best_row_is_their_median(t
     assert float(row["samples_per_s"]) == values[1]  # the middle repeat, not the best of three
     assert row["repeats"] == "3" and row["unstable"] in ("0", "1") and float(row["repeat_spread"]) >= 0
     assert [p.name for p in sorted((root / "trials" / "amp_pi_plus").iterdir())] == [
-        "default_e256_probe_1", "default_e64_probe_1", "default_e64_probe_2", "default_e64_probe_3"]  # fmt: skip
+        "default_e256_probe_1",
+        "default_e64_probe_1",
+        "default_e64_probe_2",
+        "default_e64_probe_3",
+    ]

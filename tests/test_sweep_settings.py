@@ -1,13 +1,12 @@
 """One sweep, one set of settings; reuse only what still holds (issue 17, items 1-3 and 9).
 
-The record and its comparison are pure (`ladder.sweepsettings`); end to end, `python -m ladder.search` launches real
+The record and its comparison are pure (`ladder.settings.recorded`); end to end, `python -m ladder.search` launches real
 torchrun trials (2 CPU ranks, gloo) under the emulated card, in the journal file and in a real PostgreSQL.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
 import shlex
 import shutil
 import signal
@@ -18,13 +17,16 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
-from ladder import dryrun, store, sweepsettings
-from ladder.catalog import CONF_DIR
-from ladder.config import Settings, SettingsChange, register, settings_from
-from ladder.errors import ExitCode
-from ladder.results import read_tsv
-from ladder.search import known_cases, resolve_resume
-from ladder.workloads.spec import TrialSpec
+from ladder.core.errors import ExitCode
+from ladder.core.paths import SweepPaths
+from ladder.core.spec import TrialSpec
+from ladder.settings import recorded as sweepsettings
+from ladder.settings.argv import known_cases
+from ladder.settings.catalog import CONF_DIR
+from ladder.settings.config import Settings, SettingsChange, register, settings_from
+from ladder.storage import studies, sweeps
+from ladder.storage.tsv import read_tsv
+from ladder.sweep import dryrun, resume
 from tests.helpers import wait_for
 
 register()
@@ -47,9 +49,23 @@ def keys(*overrides: str) -> tuple[str, ...]:
 def test_the_record_holds_what_changes_a_trial_and_no_password_or_place() -> None:
     s = settings("storage=postgresql://u:s3cret@db/x", "workload.host_mem_limit_gb=0.5", "sweep=a")
     rec = sweepsettings.record(s)
-    for key in ("case.name", "case.agent", "ladder.rungs", "ladder.knob", "profile", "profile.hiutil",
-                "workload.emulate_gpu_mem_gb", "workload.host_mem_limit_gb", "workload.progress_regex",
-                "measure.window_s", "measure.stable_tol", "device", "objective", "nccl_env", "reuse"):  # fmt: skip
+    for key in (
+        "case.name",
+        "case.agent",
+        "ladder.rungs",
+        "ladder.knob",
+        "profile",
+        "profile.hiutil",
+        "workload.emulate_gpu_mem_gb",
+        "workload.host_mem_limit_gb",
+        "workload.progress_regex",
+        "measure.window_s",
+        "measure.stable_tol",
+        "device",
+        "objective",
+        "nccl_env",
+        "reuse",
+    ):
         assert key in rec, key
     assert rec["workload.host_mem_limit_gb"] == 0.5 and rec["profile"] == ["default", "hiutil"]
     text = repr(rec)
@@ -58,15 +74,25 @@ def test_the_record_holds_what_changes_a_trial_and_no_password_or_place() -> Non
 
 
 def test_a_resume_that_sets_nothing_takes_every_recorded_setting_back() -> None:
-    first = ("profile=[default]", "ladder.rungs=[256,64]", "workload.emulate_gpu_mem_gb=0.7", "reuse=false",
-             "device=cpu", "measure.window_s=3")  # fmt: skip
+    first = (
+        "profile=[default]",
+        "ladder.rungs=[256,64]",
+        "workload.emulate_gpu_mem_gb=0.7",
+        "reuse=false",
+        "device=cpu",
+        "measure.window_s=3",
+    )
     recorded = sweepsettings.record(settings(*first))
     resumed = settings("sweep=x", given=keys("sweep=x"))
     assert sweepsettings.differences(recorded, sweepsettings.record(resumed), resumed.given) == []
     back = sweepsettings.adopt(resumed, recorded, resumed.given)
     assert sweepsettings.record(back) == recorded
     assert ([p.name for p in back.profiles], back.rungs, back.workload.emulate_gpu_mem_gb, back.reuse) == (
-        ["default"], (256, 64), 0.7, False)  # fmt: skip
+        ["default"],
+        (256, 64),
+        0.7,
+        False,
+    )
     assert back.measure.window_s == 3 and back.device.value == "cpu"
 
 
@@ -109,25 +135,25 @@ def test_the_record_refuses_or_comes_back_from_either_storage(tmp_path: Path, ba
     url = request.getfixturevalue("pg_url") if backend == "postgresql" else None
     sweep_dir = tmp_path / "case_gpu_bench_s"
     first = settings("workload.emulate_gpu_mem_gb=0.8", "profile=[default]")
-    study = store.open_study(store.open_storage(url, sweep_dir), CASE, "s")
-    store.save_settings(study, sweepsettings.record(first))
+    study = studies.open_study(studies.open_storage(url, sweep_dir), CASE, "s")
+    studies.save_settings(study, sweepsettings.record(first))
     loc = (f"storage={url}",) if url else ()
     again = settings("workload.emulate_gpu_mem_gb=0.6", *loc, given=("workload.emulate_gpu_mem_gb", *keys(*loc)))
     with pytest.raises(sweepsettings.SettingsChanged) as err:
-        sweepsettings.recorded_for(again, "s", sweep_dir)
+        resume.recorded_for(again, SweepPaths("s", sweep_dir))
     assert "settings_change=accept" in str(err.value) and "sweep=<another name>" in str(err.value)
     if url:
         assert "s3cret" not in str(err.value)
     silent = settings(*loc, given=keys(*loc))
-    back = sweepsettings.recorded_for(silent, "s", sweep_dir)
+    back = resume.recorded_for(silent, SweepPaths("s", sweep_dir))
     assert back.workload.emulate_gpu_mem_gb == 0.8 and [p.name for p in back.profiles] == ["default"]
     accepted = dataclasses.replace(again, settings_change=SettingsChange.ACCEPT)
-    assert sweepsettings.recorded_for(accepted, "s", sweep_dir).workload.emulate_gpu_mem_gb == 0.6
+    assert resume.recorded_for(accepted, SweepPaths("s", sweep_dir)).workload.emulate_gpu_mem_gb == 0.6
 
 
 def test_a_sweep_not_started_yet_is_left_alone_and_nothing_is_created(tmp_path: Path) -> None:
     s = settings(given=())
-    assert sweepsettings.recorded_for(s, "new", tmp_path / "case_gpu_bench_new") == s
+    assert resume.recorded_for(s, SweepPaths("new", tmp_path / "case_gpu_bench_new")) == s
     assert not (tmp_path / "case_gpu_bench_new").exists()
 
 
@@ -137,11 +163,11 @@ def test_a_sweep_not_started_yet_is_left_alone_and_nothing_is_created(tmp_path: 
 def test_resume_latest_is_the_sweep_last_started_not_the_folder_touched_last(tmp_path: Path) -> None:
     for name in ("old", "mine"):
         (tmp_path / f"case_gpu_bench_{name}").mkdir()
-    sweepsettings.note_latest(tmp_path, "mine")
+    sweeps.note_latest(tmp_path, "mine")
     (tmp_path / "case_gpu_bench_old" / "report.md").write_text("a report written later")  # ladder.report's
     (tmp_path / "case_gpu_bench_old" / "trials.tsv").write_text("x\n")
     s = settings(f"output_root={tmp_path}", "resume=latest")
-    assert resolve_resume(s).sweep == "mine"
+    assert resume.resolve(s).sweep == "mine"
     assert (tmp_path / "latest_sweep").stat().st_mode & 0o777 == 0o666 & ~_umask()
 
 
@@ -154,8 +180,15 @@ def _umask() -> int:
 
 
 def search(tmp_path: Path, *overrides: str) -> subprocess.Popen[str]:
-    argv = [sys.executable, "-m", "ladder.search", f"case={CASE}", "device=cpu", f"output_root={tmp_path}/out",
-            *overrides]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "ladder.search",
+        f"case={CASE}",
+        "device=cpu",
+        f"output_root={tmp_path}/out",
+        *overrides,
+    ]
     return subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
@@ -200,8 +233,16 @@ def test_a_resume_at_another_card_refuses_and_one_that_sets_nothing_resumes_as_s
 
 
 def test_the_command_printed_after_an_interrupt_resumes_exactly(tmp_path: Path) -> None:
-    first = ("profile=[default]", "ladder.rungs=[256,64]", "workload.emulate_gpu_mem_gb=0.7", "reuse=false",
-             "measure.window_s=600", "measure.warmup_iters=2", "measure.stable_tol=0.5", "sweep=ctrlc")  # fmt: skip
+    first = (
+        "profile=[default]",
+        "ladder.rungs=[256,64]",
+        "workload.emulate_gpu_mem_gb=0.7",
+        "reuse=false",
+        "measure.window_s=600",
+        "measure.warmup_iters=2",
+        "measure.stable_tol=0.5",
+        "sweep=ctrlc",
+    )
     proc = search(tmp_path, *first)
     progress = sweep_dir(tmp_path, "ctrlc") / "trials" / CASE / "default_e64_probe_1" / "progress.jsonl"
     wait_for(lambda: progress.exists() and b'"iter"' in progress.read_bytes(), timeout_s=240)
@@ -213,8 +254,13 @@ def test_the_command_printed_after_an_interrupt_resumes_exactly(tmp_path: Path) 
     assert argv[:3] == ["python", "-m", "ladder.search"] and "sweep=ctrlc" in argv, printed
     assert not any(a.startswith(("profile", "ladder.", "workload", "reuse", "measure")) for a in argv[3:]), printed
     # the command as printed (shown, not run: its window is the 600 s it was started with) is the sweep as started
-    again = subprocess.Popen([sys.executable, *argv[1:], "dry_run=true"], cwd=tmp_path, stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    again = subprocess.Popen(
+        [sys.executable, *argv[1:], "dry_run=true"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     out2 = finish(again)
     assert again.returncode == 0, out2
     assert "2 trial(s) the walk could launch (1 profile(s) x 2 rung(s)" in out2 and "hiutil" not in out2, out2
@@ -251,16 +297,6 @@ def test_reuse_takes_only_what_still_holds_and_each_sweep_folder_stands_alone(tm
     assert (kept / "progress.jsonl").is_file() and (kept / "stdout.log").read_text()
 
 
-def test_without_a_named_latest_a_report_in_an_old_sweep_does_not_make_it_latest(tmp_path: Path) -> None:
-    for name, stamp in (("old", 1_700_000_000), ("mine", 1_700_000_100)):
-        folder = tmp_path / f"case_gpu_bench_{name}"
-        folder.mkdir()
-        (folder / "journal.log").write_text("")
-        os.utime(folder / "journal.log", (stamp, stamp))
-    (tmp_path / "case_gpu_bench_old" / "report.md").write_text("written now, by ladder.report")
-    assert store.latest_sweep(tmp_path) == "mine"
-
-
 # ---------------------------------------------------------------- the dry run's reuse (pure)
 
 
@@ -275,8 +311,10 @@ def test_the_estimate_counts_only_what_would_launch() -> None:
 
 def test_a_trial_that_would_not_launch_is_marked() -> None:
     spec = TrialSpec(argv=("train",), env={})
-    planned = [dryrun.Planned("default", 256, "/t/a", spec, "reused from old#0 (oom_or_nccl)"),
-               dryrun.Planned("default", 64, "/t/b", spec)]  # fmt: skip
+    planned = [
+        dryrun.Planned("default", 256, "/t/a", spec, "reused from old#0 (oom_or_nccl)"),
+        dryrun.Planned("default", 64, "/t/b", spec),
+    ]
     text = dryrun.format_dry_run(CASE, "num_envs", planned)
     assert "1 of them answered without a launch" in text
     (marked,) = [ln for ln in text.splitlines() if "not launched" in ln]

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from ladder.errors import ExitCode
-from ladder.results import read_tsv
+from ladder.core.errors import ExitCode
+from ladder.storage.tsv import read_tsv
 from tests.helpers import need_memory_cgroups
 
 pytest.importorskip("sheeprl", reason="pip install sheeprl (the test extra)")
@@ -51,13 +51,33 @@ GRAB_ENV = textwrap.dedent(
     """
 )
 # a short run: small rollouts and updates, no video, no checkpoints, no evaluation at the end
-SHEEPRL = ["exp=ppo", "env=gym", "env.id=CartPole-v1", "fabric.accelerator=cpu", "env.capture_video=False",
-           "algo.rollout_steps=32", "algo.update_epochs=1", "checkpoint.every=1000000000",
-           "checkpoint.save_last=False", "algo.run_test=False"]  # fmt: skip
-QUICK = ["device=cpu", "profile=[default]", "workload.progress=regex", "workload.progress_regex=sheeprl",
-         "measure.window_s=4", "measure.warmup_iters=2", "measure.stable_k=2", "measure.stable_tol=5.0",
-         "measure.warmup_timeout_s=60", "measure.startup_timeout_s=120", "measure.trial_timeout_s=240",
-         "measure.extend_unstable=false", "workload.env.OMP_NUM_THREADS=1"]  # fmt: skip
+SHEEPRL = [
+    "exp=ppo",
+    "env=gym",
+    "env.id=CartPole-v1",
+    "fabric.accelerator=cpu",
+    "env.capture_video=False",
+    "algo.rollout_steps=32",
+    "algo.update_epochs=1",
+    "checkpoint.every=1000000000",
+    "checkpoint.save_last=False",
+    "algo.run_test=False",
+]
+QUICK = [
+    "device=cpu",
+    "profile=[default]",
+    "workload.progress=regex",
+    "workload.progress_regex=sheeprl",
+    "measure.window_s=4",
+    "measure.warmup_iters=2",
+    "measure.stable_k=2",
+    "measure.stable_tol=5.0",
+    "measure.warmup_timeout_s=60",
+    "measure.startup_timeout_s=120",
+    "measure.trial_timeout_s=240",
+    "measure.extend_unstable=false",
+    "workload.env.OMP_NUM_THREADS=1",
+]
 
 
 def search(tmp_path: Path, sweep: str, *overrides: str, extra: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
@@ -75,7 +95,7 @@ def search(tmp_path: Path, sweep: str, *overrides: str, extra: tuple[str, ...] =
         *QUICK,
         *overrides,
     ]
-    return subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=900)  # fmt: skip
+    return subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=900)
 
 
 def rows(tmp_path: Path, sweep: str) -> dict[str, dict[str, str]]:
@@ -85,9 +105,15 @@ def rows(tmp_path: Path, sweep: str) -> dict[str, dict[str, str]]:
 def test_a_fitting_rung_is_measured_and_a_worker_killed_by_the_cap_is_host_oom(tmp_path: Path) -> None:
     need_memory_cgroups()
     (tmp_path / "grab_env.py").write_text(GRAB_ENV)
-    done = search(tmp_path, "capped", "ladder.rungs=[16,2]", "objective=samples_per_s",
-                  f"workload.host_mem_limit_gb={CAP_MB / 1024}", f"workload.env.PYTHONPATH={tmp_path}",
-                  extra=("env.wrapper._target_=grab_env.make", f"+env.wrapper.grab_mb={GRAB_MB}"))  # fmt: skip
+    done = search(
+        tmp_path,
+        "capped",
+        "ladder.rungs=[16,2]",
+        "objective=samples_per_s",
+        f"workload.host_mem_limit_gb={CAP_MB / 1024}",
+        f"workload.env.PYTHONPATH={tmp_path}",
+        extra=("env.wrapper._target_=grab_env.make", f"+env.wrapper.grab_mb={GRAB_MB}"),
+    )
     out = done.stdout + done.stderr
     got = rows(tmp_path, "capped")
     assert set(got) == {"16", "2"}, out

@@ -1,4 +1,4 @@
-"""Turn-taking between the processes that run one case's walk (`ladder.turns`), and a sweep step that loads the
+"""Turn-taking between the processes that run one case's walk (`ladder.storage.turns`), and a sweep step that loads the
 case's records once.
 
 The unit tests use a real Optuna journal storage in a temporary folder; two processes are stood in for by two study
@@ -19,14 +19,17 @@ import pytest
 from hydra import compose, initialize_config_dir
 from optuna.trial import TrialState
 
-from ladder import store, sweep
-from ladder.catalog import CONF_DIR
-from ladder.config import register, settings_from
-from ladder.heartbeat import HEARTBEAT_ATTR, Owner
-from ladder.records import Phase, Reason, Status, TrialRecord
-from ladder.search import find_machine, known_cases
-from ladder.turns import Turns
-from ladder.view import PlainView
+from ladder.core.records import Phase, Reason, Status, TrialRecord
+from ladder.runner.machine import find_machine
+from ladder.settings.argv import known_cases
+from ladder.settings.catalog import CONF_DIR
+from ladder.settings.config import register, settings_from
+from ladder.storage import studies
+from ladder.storage.heartbeat import HEARTBEAT_ATTR, Owner
+from ladder.storage.turns import Turns
+from ladder.sweep import loop as sweep
+from ladder.sweep import resume
+from ladder.ui.view import PlainView
 from tests.helpers import wait_for
 
 VARIANTS = ("default", "hiutil")
@@ -38,55 +41,65 @@ def where(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     be started): each storage the sweep supports."""
     if request.param == "postgresql":
         return str(request.getfixturevalue("pg_url"))
-    store.open_storage(None, tmp_path)
+    studies.open_storage(None, tmp_path)
     return str(tmp_path)
 
 
 @pytest.fixture
 def journal(tmp_path: Path) -> str:
     """The journal file in a sweep folder (the rule tables: the storage contract is `where`'s)."""
-    store.open_storage(None, tmp_path)
+    studies.open_storage(None, tmp_path)
     return str(tmp_path)
 
 
 def process(where: str) -> Turns:
     """One process's turn-taking on the case: its own handle on the storage (short polls: a unit test waits)."""
-    return Turns(store.open_study(store.open_storage_at(where), "amp_pi_plus", "s"), stale_after_s=300, poll_s=0.05)
+    return Turns(studies.open_study(studies.open_storage_at(where), "amp_pi_plus", "s"), stale_after_s=300, poll_s=0.05)
 
 
 def record(num_envs: int, status: Status = Status.OK) -> TrialRecord:
-    return TrialRecord("amp_pi_plus", "amp", "default", num_envs, Phase.PROBE, status, Reason.NONE, "",
-                       {"min_avg_util": 40.0}, {"gpu_name": "cpu"})  # fmt: skip
+    return TrialRecord(
+        "amp_pi_plus",
+        "amp",
+        "default",
+        num_envs,
+        Phase.PROBE,
+        status,
+        Reason.NONE,
+        "",
+        {"min_avg_util": 40.0},
+        {"gpu_name": "cpu"},
+    )
 
 
 def states(turns: Turns) -> list[tuple[int, TrialState, bool]]:
     """(number, state, withdrawn) of every trial of the case, as the storage holds them."""
-    return [(t.number, t.state, bool(t.user_attrs.get("withdrawn"))) for t in turns.study.get_trials(deepcopy=False)]
+    return [(t.number, t.state, bool(t.user_attrs.get("withdrawn"))) for t in turns.study.trials()]
 
 
 # What another process left in the storage before this one looks: each a trial begun by `other` (then changed).
 def _live(other: Turns) -> None:
-    store.begin(other.study, "default", 256, VARIANTS, {})
+    studies.begin(other.study, "default", 256, VARIANTS, {})
 
 
 def _finished(other: Turns) -> None:
-    store.finish(other.study, store.begin(other.study, "default", 256, VARIANTS, {}), record(256), 40.0)
+    studies.finish(other.study, studies.begin(other.study, "default", 256, VARIANTS, {}), record(256), 40.0)
 
 
 def _withdrawn(other: Turns) -> None:
-    other.withdraw(store.begin(other.study, "default", 256, VARIANTS, {}))
+    other.withdraw(studies.begin(other.study, "default", 256, VARIANTS, {}))
 
 
 def _pid_reused(other: Turns) -> None:  # its owner's pid now belongs to another process: the owner is dead
-    trial = store.begin(other.study, "default", 256, VARIANTS, {})
-    other.study._storage.set_trial_user_attr(trial._trial_id, "owner_started", Owner.here().started - 3600)
+    trial = studies.begin(other.study, "default", 256, VARIANTS, {})
+    other.study.storage.set_trial_user_attr(trial.trial_id, "owner_started", Owner.here().started - 3600)
 
 
 def _remote(age_s: float) -> Callable[[Turns], None]:
     def left(other: Turns) -> None:  # run by another host, its last heartbeat `age_s` ago
-        trial = store.begin(other.study, "default", 256, VARIANTS, {})
-        other.study._storage.set_trial_user_attr(trial._trial_id, "owner_host", "another-node")
-        other.study._storage.set_trial_user_attr(trial._trial_id, HEARTBEAT_ATTR, time.time() - age_s)
+        trial = studies.begin(other.study, "default", 256, VARIANTS, {})
+        other.study.storage.set_trial_user_attr(trial.trial_id, "owner_host", "another-node")
+        other.study.storage.set_trial_user_attr(trial.trial_id, HEARTBEAT_ATTR, time.time() - age_s)
 
     return left
 
@@ -131,12 +144,12 @@ def test_a_claim_gets_its_trial_unless_an_older_live_trial_runs_and_then_leaves_
     if claimed is not None:
         assert mine == (claimed.number, TrialState.RUNNING, False)
         assert claimed.number in [t.number for t in me.running()]
-        assert claimed.user_attrs["trial_id"] == "t1"
+        assert me.study.trials()[claimed.number].user_attrs["trial_id"] == "t1"
     else:  # withdrawn: ended with no outcome, no record, and nobody waits on it
         assert mine[1:] == (TrialState.FAIL, True)
         assert mine[0] not in [t.number for t in me.running()]
-        assert all(r.num_envs != 64 for r in store.records(me.study))
-        assert store.mark_abandoned(me.study) == 0  # nor is it taken for abandoned
+        assert all(r.num_envs != 64 for r in studies.records(me.study))
+        assert studies.mark_abandoned(me.study) == 0  # nor is it taken for abandoned
 
 
 @pytest.mark.parametrize("other_looks", ["before-my-begin", "between-my-begin-and-my-look"])
@@ -147,7 +160,7 @@ def test_of_two_processes_claiming_at_once_exactly_one_gets_a_trial_the_older(
     runs, the older one; the other claim gets nothing and leaves no live trial."""
     me, other = process(where), process(where)
     theirs: list[optuna.Trial | None] = []
-    real_begin, inside = store.begin, [False]
+    real_begin, inside = studies.begin, [False]
 
     def begin(*args, **kwargs):  # type: ignore[no-untyped-def]
         if inside[0]:  # the other's claim, run from inside mine
@@ -160,12 +173,12 @@ def test_of_two_processes_claiming_at_once_exactly_one_gets_a_trial_the_older(
         theirs.append(other.claim("default", 64, VARIANTS, {}))
         return mine
 
-    monkeypatch.setattr(store, "begin", begin)
+    monkeypatch.setattr(studies, "begin", begin)
     mine = me.claim("default", 64, VARIANTS, {})
     (their,) = theirs
     claimed = [t for t in (mine, their) if t is not None]
     assert len(claimed) == 1
-    assert claimed[0].number == min(t.number for t in me.study.get_trials(deepcopy=False))  # the older one
+    assert claimed[0].number == min(t.number for t in me.study.trials())  # the older one
     assert [t.number for t in me.running()] == [claimed[0].number]
     assert [t.number for t in other.running()] == [claimed[0].number]
 
@@ -174,15 +187,15 @@ def test_wait_returns_once_the_other_trial_has_its_outcome_with_that_outcome(
     where: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     me, other = process(where), process(where)
-    running = store.begin(other.study, "default", 256, VARIANTS, {})
+    running = studies.begin(other.study, "default", 256, VARIANTS, {})
     got: list[list[TrialRecord]] = []
-    caplog.set_level(logging.INFO, logger="ladder.turns")
+    caplog.set_level(logging.INFO, logger="ladder.storage.turns")
     waiter = threading.Thread(target=lambda: got.append(me.wait()))
     waiter.start()
     try:
         wait_for(lambda: "waiting for its outcome before deciding" in caplog.text, timeout_s=60)
         assert got == []  # still waiting: the other's trial has no outcome yet
-        store.finish(other.study, running, record(256, Status.OOM_OR_NCCL), None)
+        studies.finish(other.study, running, record(256, Status.OOM_OR_NCCL), None)
     finally:
         waiter.join(timeout=60)
     assert [[(r.num_envs, r.status) for r in records] for records in got] == [[(256, Status.OOM_OR_NCCL)]]
@@ -200,9 +213,20 @@ def test_wait_does_not_wait_where_no_live_owner_runs_a_trial(
 
 # ---------------------------------------------------------------- a sweep step loads the case's records once
 
-STEP = ["case=amp_pi_plus", "device=cpu", "reuse=false", "profile=[default]", "ladder.rungs=[256,64]", "confirm_s=3",
-        "measure.window_s=3", "measure.warmup_iters=2", "measure.stable_tol=0.5", "measure.stable_k=1",
-        "measure.warmup_timeout_s=150", "measure.extend_unstable=false"]  # fmt: skip
+STEP = [
+    "case=amp_pi_plus",
+    "device=cpu",
+    "reuse=false",
+    "profile=[default]",
+    "ladder.rungs=[256,64]",
+    "confirm_s=3",
+    "measure.window_s=3",
+    "measure.warmup_iters=2",
+    "measure.stable_tol=0.5",
+    "measure.stable_k=1",
+    "measure.warmup_timeout_s=150",
+    "measure.extend_unstable=false",
+]
 
 
 def test_a_sweep_step_loads_the_case_records_once_and_the_sweep_records_once_per_trial(
@@ -215,10 +239,10 @@ def test_a_sweep_step_loads_the_case_records_once_and_the_sweep_records_once_per
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose("config", overrides=[*STEP, "sweep=loads", f"output_root={tmp_path}/output/train"])
     settings = settings_from(cfg, known_cases())
-    paths, machine = sweep.Paths.for_settings(settings, datetime.now(timezone.utc)), find_machine(settings)
+    paths, machine = resume.paths_for(settings, datetime.now(timezone.utc)), find_machine(settings)
 
     loads, per_step = [0], []
-    real_records, real_step = store.records, sweep._step
+    real_records, real_step = studies.records, sweep._step
 
     def records(study):  # type: ignore[no-untyped-def]
         loads[0] += 1
@@ -231,12 +255,15 @@ def test_a_sweep_step_loads_the_case_records_once_and_the_sweep_records_once_per
         finally:
             per_step.append(loads[0] - before)
 
-    monkeypatch.setattr(store, "records", records)
+    monkeypatch.setattr(studies, "records", records)
     monkeypatch.setattr(sweep, "_step", step)
     summary = sweep.run(settings, paths, machine, PlainView())
 
     walked = [(r.num_envs, r.phase, r.status) for r in summary.records]
-    assert walked == [(256, Phase.PROBE, Status.OOM_OR_NCCL), (64, Phase.PROBE, Status.OK),
-                      (64, Phase.CONFIRM, Status.OK)]  # fmt: skip
+    assert walked == [
+        (256, Phase.PROBE, Status.OOM_OR_NCCL),
+        (64, Phase.PROBE, Status.OK),
+        (64, Phase.CONFIRM, Status.OK),
+    ]
     assert len(per_step) == 4, per_step  # three launches, then the step that finds nothing left
     assert max(per_step) <= 2 and per_step[-1] == 1, per_step

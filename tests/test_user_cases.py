@@ -11,15 +11,16 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from ladder import reuse
-from ladder.catalog import env_overrides, inline_case, known, user_dirs
-from ladder.config import Case, Profile, ProxyShape, WorkloadConf
-from ladder.errors import ConfigError
-from ladder.records import Phase, Reason, Status, TrialRecord
-from ladder.results import TRIAL_HEAD, read_tsv, trial_row
-from ladder.search import quoting_problems
-from ladder.sweep import Paths
-from ladder.view import LiveView
+from ladder.core.errors import ConfigError
+from ladder.core.paths import SweepPaths
+from ladder.core.records import Phase, Reason, Status, TrialRecord
+from ladder.core.rows import TRIAL_HEAD, trial_row
+from ladder.settings.argv import env_overrides, inline_case, quoting_problems, user_dirs
+from ladder.settings.catalog import known
+from ladder.settings.config import Case, Profile, ProxyShape, WorkloadConf
+from ladder.storage import reuse
+from ladder.storage.tsv import read_tsv
+from ladder.ui.view import LiveView
 from ladder.workloads.builtin import Placement
 from ladder.workloads.planner import build, plan
 
@@ -63,8 +64,17 @@ def test_cmd_is_split_like_a_shell_and_never_run_through_one(tmp_path: Path, mon
     (tmp_path / "train.py").write_text("")
     work = workload(tmp_path, cmd="python train.py --name 'a b' --num-envs {num_envs} ; echo $HOME")
     spec = plan(work, CASE, PROFILE, 16, ONE, "/t", 1.0, {})
-    assert spec.argv == ("python", str(tmp_path / "train.py"), "--name", "a b", "--num-envs", "16", ";", "echo",
-                         "$HOME")  # fmt: skip
+    assert spec.argv == (
+        "python",
+        str(tmp_path / "train.py"),
+        "--name",
+        "a b",
+        "--num-envs",
+        "16",
+        ";",
+        "echo",
+        "$HOME",
+    )
     with pytest.raises(ConfigError, match="both workload.command and workload.cmd"):
         workload(tmp_path, cmd="python t.py {num_envs}", command=("python", "t.py", "{num_envs}"))
     with pytest.raises(ConfigError, match="cannot be split"):
@@ -86,10 +96,26 @@ def test_a_hydra_quoting_mistake_gets_the_form_that_parses() -> None:
 
 def test_env_is_set_recorded_and_part_of_the_identity(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    one = plan(workload(tmp_path, cmd="t {num_envs}", env={"FOO": "1", "OUT": "{trial_dir}/o"}), CASE, PROFILE, 4,
-               ONE, reuse.TRIAL_DIR, 1.0, {})  # fmt: skip
-    two = plan(workload(tmp_path, cmd="t {num_envs}", env={"FOO": "2", "OUT": "{trial_dir}/o"}), CASE, PROFILE, 4,
-               ONE, reuse.TRIAL_DIR, 1.0, {})  # fmt: skip
+    one = plan(
+        workload(tmp_path, cmd="t {num_envs}", env={"FOO": "1", "OUT": "{trial_dir}/o"}),
+        CASE,
+        PROFILE,
+        4,
+        ONE,
+        reuse.TRIAL_DIR,
+        1.0,
+        {},
+    )
+    two = plan(
+        workload(tmp_path, cmd="t {num_envs}", env={"FOO": "2", "OUT": "{trial_dir}/o"}),
+        CASE,
+        PROFILE,
+        4,
+        ONE,
+        reuse.TRIAL_DIR,
+        1.0,
+        {},
+    )
     assert one.env["FOO"] == "1" and one.env["OUT"] == "/ladder-trial/o"
     assert one.env["PYTHONPATH"] == "/opt/lib" and "HOME" not in one.env  # inherited: recorded ones only
     assert reuse.fingerprint(one) != reuse.fingerprint(two)  # the reuse identity hashes the spec's env
@@ -99,9 +125,13 @@ def test_env_is_set_recorded_and_part_of_the_identity(tmp_path: Path, monkeypatc
 
 @pytest.mark.parametrize(
     ("cwd", "message"),
-    [("{trial_dir}/sub", "does not exist at launch"), ("{case}", r"placeholder\(s\) \['case'\]"),
-     ("/no/such/folder", "no such folder"), ("{oops", "malformed")],
-)  # fmt: skip
+    [
+        ("{trial_dir}/sub", "does not exist at launch"),
+        ("{case}", r"placeholder\(s\) \['case'\]"),
+        ("/no/such/folder", "no such folder"),
+        ("{oops", "malformed"),
+    ],
+)
 def test_cwd_is_checked_when_the_workload_is_built(tmp_path: Path, cwd: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         workload(tmp_path, cmd="t {num_envs}", cwd=cwd)
@@ -125,8 +155,11 @@ def test_user_cases_on_the_command_line() -> None:
     argv = ["-cd", "/a", "--config-dir=/b", "hydra.searchpath=[file:///c,pkg://x.y]", "case=amp_pi_plus"]
     assert user_dirs(argv) == ("/a", "/b", "/c")
     assert inline_case(["case=cartpole"]) == ["case=cartpole"]  # not a command workload: Hydra's own case
-    assert inline_case(["case=cartpole", "workload.kind=command"]) == ["case=_command", "case.name=cartpole",
-                                                                      "workload.kind=command"]  # fmt: skip
+    assert inline_case(["case=cartpole", "workload.kind=command"]) == [
+        "case=_command",
+        "case.name=cartpole",
+        "workload.kind=command",
+    ]
     assert inline_case(["case=amp_pi_plus", "workload.kind=command"])[0] == "case=amp_pi_plus"
     assert env_overrides(["workload.env.FOO=1", "nccl_env.X=1"]) == ["++workload.env.FOO=1", "nccl_env.X=1"]
     assert "_command" not in known("case")
@@ -137,8 +170,13 @@ def test_a_case_from_a_user_config_folder_is_listed_and_runs_dry(tmp_path: Path)
     (tmp_path / "conf" / "case" / "cleanrl_cartpole.yaml").write_text("name: cleanrl_cartpole\n")
     (tmp_path / "train.py").write_text("")
     flags = ("--config-dir", str(tmp_path / "conf"))
-    common = ["workload.kind=command", "dry_run=true", "profile=[default]", "ladder.rungs=[8,4]",
-              "workload.cmd=\"python train.py --num-envs {num_envs}\""]  # fmt: skip
+    common = [
+        "workload.kind=command",
+        "dry_run=true",
+        "profile=[default]",
+        "ladder.rungs=[8,4]",
+        'workload.cmd="python train.py --num-envs {num_envs}"',
+    ]
     done = search(tmp_path, *common, "case=cleanrl_cartpole", flags=flags)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "dry run: case cleanrl_cartpole" in done.stdout and "agent.yaml" not in done.stdout
@@ -152,9 +190,18 @@ def test_an_inline_case_runs_the_trainer_in_its_trial_folder(tmp_path: Path) -> 
     """A real sweep of a real trainer: the case is named on the command line, the trainer's own outputs land in
     its trial folder, its variable reaches it and env.txt, and only what applies is shown and recorded."""
     (tmp_path / "train.py").write_text(TRAIN_PY)
-    done = search(tmp_path, "workload.kind=command", "case=my_cartpole", "workload.env.FOO=bar", "sweep=s",
-                  "workload.cmd=\"python train.py --num-envs {num_envs}\"", "ladder.rungs=[128,32]",
-                  "profile=[default]", "measure.window_s=2", "measure.warmup_iters=2")  # fmt: skip
+    done = search(
+        tmp_path,
+        "workload.kind=command",
+        "case=my_cartpole",
+        "workload.env.FOO=bar",
+        "sweep=s",
+        'workload.cmd="python train.py --num-envs {num_envs}"',
+        "ladder.rungs=[128,32]",
+        "profile=[default]",
+        "measure.window_s=2",
+        "measure.warmup_iters=2",
+    )
     out = done.stdout + done.stderr
     assert done.returncode == 0, out
     assert "emulated card" not in out and "1 x cpu" in out  # the cap is not applied; one direct process
@@ -164,8 +211,10 @@ def test_an_inline_case_runs_the_trainer_in_its_trial_folder(tmp_path: Path) -> 
     assert not (tmp_path / "runs").exists() and not (fit / "agent.yaml").exists()
     assert "FOO=bar" in (fit / "env.txt").read_text().splitlines()
     rows = read_tsv(tmp_path / "out" / "case_gpu_bench_s" / "trials.tsv")
-    assert [(r["case"], r["num_envs"], r["status"]) for r in rows] == [("my_cartpole", "128", "oom_or_nccl"),
-                                                                       ("my_cartpole", "32", "ok")]  # fmt: skip
+    assert [(r["case"], r["num_envs"], r["status"]) for r in rows] == [
+        ("my_cartpole", "128", "oom_or_nccl"),
+        ("my_cartpole", "32", "ok"),
+    ]
     best = read_tsv(tmp_path / "out" / "case_gpu_bench_s" / "best_by_case.tsv")
     assert [(b["case"], b["gpu_mem_total"], b["n_gpus"]) for b in best] == [("my_cartpole", "", "1")]
 
@@ -174,13 +223,23 @@ def test_an_inline_case_runs_the_trainer_in_its_trial_folder(tmp_path: Path) -> 
 
 
 def test_the_knob_names_folders_columns_and_the_live_view(tmp_path: Path) -> None:
-    paths = Paths("s", tmp_path)
-    assert paths.trial_dir("c", "default", 48, Phase.PROBE, 1).name == "default_e48_probe_1"  # the seed's e<N>
-    assert paths.trial_dir("c", "default", 48, Phase.PROBE, 1, "local_num_envs").name == (
+    paths = SweepPaths("s", tmp_path)
+    assert paths.trial("c", "default", 48, Phase.PROBE, 1).folder.name == "default_e48_probe_1"  # the seed's e<N>
+    assert paths.trial("c", "default", 48, Phase.PROBE, 1, "local_num_envs").folder.name == (
         "default_local_num_envs48_probe_1"
     )
-    rec = TrialRecord("c", "", "default", 10, Phase.PROBE, Status.OK, Reason.NONE, "", {"min_avg_util": 47.0},
-                      {"knob": "update_interval"})  # fmt: skip
+    rec = TrialRecord(
+        "c",
+        "",
+        "default",
+        10,
+        Phase.PROBE,
+        Status.OK,
+        Reason.NONE,
+        "",
+        {"min_avg_util": 47.0},
+        {"knob": "update_interval"},
+    )
     row = trial_row(rec)
     assert (row["num_envs"], row["knob"]) == ("10", "update_interval")
     assert TRIAL_HEAD[TRIAL_HEAD.index("num_envs") + 1] == "knob"  # beside its value

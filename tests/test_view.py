@@ -6,20 +6,19 @@ import io
 
 from rich.console import Console
 
-from ladder import policy
-from ladder.monitor import Sample
-from ladder.records import Phase, Reason, Status, TrialRecord
-from ladder.trial import Tick
-from ladder.view import LiveView, PlainView, make_view
-from ladder.view import _attempts as attempts_of
-from ladder.view import _next_line as next_line
+from ladder.core import policy
+from ladder.core.records import Phase, Reason, Sample, Status, TrialRecord
+from ladder.runner.trial import Tick
+from ladder.ui.view import LiveView, PlainView, make_view
+from ladder.ui.view import _attempts as attempts_of
+from ladder.ui.view import _next_line as next_line
 
 
-def record(variant: str, rung: int, status: Status, util: float | None = None, sps: float = 3900.0) -> TrialRecord:
+def record(profile: str, rung: int, status: Status, util: float | None = None, sps: float = 3900.0) -> TrialRecord:
     figures = {"max_mem0": 800.0, "max_mem1": 801.0} | ({"min_avg_util": util, "samples_per_s": sps} if util else {})
     reason = Reason.NONE if status is Status.OK else Reason.HOST_OOM
     info = {"duration_s": "4.1"}
-    return TrialRecord("amp_pi_plus", "amp", variant, rung, Phase.PROBE, status, reason, "", figures, info)
+    return TrialRecord("amp_pi_plus", "amp", profile, rung, Phase.PROBE, status, reason, "", figures, info)
 
 
 def console() -> Console:
@@ -66,8 +65,9 @@ def final_picture(view: LiveView) -> str:
 def seeded(objective: str = "min_avg_util") -> LiveView:
     """default walked down to e64, which fits; hiutil starts at that seed."""
     view = LiveView(console())
-    view.sweep_started("banner", "amp_pi_plus", [256, 128, 64, 48], ["default", "hiutil"], "num_envs",
-                       policy.Tuning(), objective)  # fmt: skip
+    view.sweep_started(
+        "banner", "amp_pi_plus", [256, 128, 64, 48], ["default", "hiutil"], "num_envs", policy.Tuning(), objective
+    )
     for rung, status, util in ((256, Status.OOM_OR_NCCL, None), (128, Status.OOM_OR_NCCL, None), (64, Status.OK, 38.0)):
         view.trial_started("default", rung)
         view.trial_finished(record("default", rung, status, util, sps=1600.0))
@@ -96,8 +96,14 @@ def test_the_next_line_agrees_with_the_walk_at_every_step_of_a_scripted_sweep() 
     below the largest fit: for a fit that beat the best so far, or one that did not)."""
     rungs, profiles, tuning = (256, 128, 64, 48, 32), ("default", "hiutil"), policy.Tuning(descend=True)
     fits = {"default": 64, "hiutil": 128}  # the largest rung that fits each profile
-    rate = {("default", 64): 900.0, ("default", 48): 990.0, ("default", 32): 950.0, ("hiutil", 128): 400.0,
-            ("hiutil", 64): 300.0, ("hiutil", 48): 250.0}  # default's e48 beats its e64, e32 does not  # fmt: skip
+    rate = {
+        ("default", 64): 900.0,
+        ("default", 48): 990.0,
+        ("default", 32): 950.0,
+        ("hiutil", 128): 400.0,
+        ("hiutil", 64): 300.0,
+        ("hiutil", 48): 250.0,
+    }  # default's e48 beats its e64, e32 does not
     view = LiveView(console())
     view.sweep_started("banner", "c", rungs, profiles, "num_envs", tuning, "samples_per_s")
     said, launched, beat = [], [], []
@@ -107,14 +113,23 @@ def test_the_next_line_agrees_with_the_walk_at_every_step_of_a_scripted_sweep() 
         ok = d.rung <= fits[d.profile]
         line = " ".join(_next(view).split())
         said.append(line.split("; on oom/nccl or timeout, ")[0 if ok else 1].removeprefix("next: on ok, "))
-        mine = [r for r in view.board.records if r.variant == d.profile and r.status is Status.OK]
+        mine = [r for r in view.board.records if r.profile == d.profile and r.status is Status.OK]
         own = [r.figures["samples_per_s"] for r in mine]
         beat.append(ok and rate[(d.profile, d.rung)] > max(own, default=0.0))
         status = Status.OK if ok else Status.OOM_OR_NCCL
         view.trial_finished(record(d.profile, d.rung, status, 30.0 if ok else None, rate.get((d.profile, d.rung), 0)))
     view.close()
-    assert launched == ["default e256", "default e128", "default e64", "default e48", "default e32", "hiutil e64",
-                        "hiutil e48", "hiutil e128", "hiutil e256"], launched  # fmt: skip
+    assert launched == [
+        "default e256",
+        "default e128",
+        "default e64",
+        "default e48",
+        "default e32",
+        "hiutil e64",
+        "hiutil e48",
+        "hiutil e128",
+        "hiutil e256",
+    ], launched
     for line, then, won in zip(said, [*launched[1:], "the sweep ends"], beat, strict=True):
         if "'s best so far, else " in line:
             line = line.split(" if it beats ")[0] if won else line.split("'s best so far, else ")[1]

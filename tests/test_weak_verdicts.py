@@ -9,7 +9,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from ladder.results import read_tsv
+from ladder.storage.tsv import read_tsv
 from tests.test_resume import FIRST, finish, search, sweep_dir
 
 # Above 8 envs the trainer dies by SIGKILL after a few progress lines, with nothing else to say.
@@ -30,9 +30,20 @@ def test_a_bare_sigkill_runs_its_rung_once_more_before_the_walk_steps_down(tmp_p
     trainer = tmp_path / "trainer.py"
     trainer.write_text(TRAINER)
     command = f'workload.command=["{sys.executable}","{trainer}","{{num_envs}}"]'
-    out = finish(search(tmp_path, f"case={FIRST}", "profile=[default]", "ladder.rungs=[16,8]", "workload.kind=command",
-                        command, "measure.window_s=2", "measure.warmup_iters=2", "measure.stable_tol=0.5",
-                        "sweep=weak"))  # fmt: skip
+    out = finish(
+        search(
+            tmp_path,
+            f"case={FIRST}",
+            "profile=[default]",
+            "ladder.rungs=[16,8]",
+            "workload.kind=command",
+            command,
+            "measure.window_s=2",
+            "measure.warmup_iters=2",
+            "measure.stable_tol=0.5",
+            "sweep=weak",
+        )
+    )
     rows = read_tsv(sweep_dir(tmp_path, "weak") / "trials.tsv")
     walk = [(r["num_envs"], r["status"], r["confidence"]) for r in rows]
     assert walk == [("16", "oom_or_nccl", "low"), ("16", "oom_or_nccl", "low"), ("8", "ok", "high")], out

@@ -14,20 +14,23 @@ import pytest
 import yaml
 from hydra import compose, initialize_config_dir
 
-from ladder import failures, launch, policy
-from ladder.config import Case, Profile, Settings, WorkloadConf, register, settings_from
-from ladder.decide import CaseClass, classify_row
-from ladder.dryrun import Planned, estimate, every_trial, format_dry_run, format_estimate
-from ladder.errors import ConfigError, LadderError
-from ladder.progress import MimicKitLogParser, MimicKitStdoutParser, Parser, parser_for
-from ladder.records import Ending, Status
-from ladder.reuse import fingerprint
-from ladder.search import emulated_card_gb, known_cases
+from ladder.core import policy
+from ladder.core.caseclass import CaseClass, classify_row
+from ladder.core.errors import ConfigError, LadderError
+from ladder.core.records import Ending, Status
+from ladder.core.spec import Launcher, ProgressKind, TrialSpec
+from ladder.failures import rules
+from ladder.runner import launch
+from ladder.runner.machine import emulated_card_gb
+from ladder.settings.argv import known_cases
+from ladder.settings.config import Case, Profile, Settings, WorkloadConf, register, settings_from
+from ladder.storage.reuse import fingerprint
+from ladder.sweep.dryrun import Planned, estimate, every_trial, format_dry_run, format_estimate
 from ladder.workloads.builtin import Placement
 from ladder.workloads.command import CommandConf
 from ladder.workloads.mimickit import MimicKitConf, missing_files
 from ladder.workloads.planner import Kind, Workload, build, parse_kind, plan, resolve
-from ladder.workloads.spec import Launcher, ProgressKind, TrialSpec
+from ladder.workloads.progress import MimicKitLogParser, MimicKitStdoutParser, Parser, parser_for
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).resolve().parent / "data"
@@ -62,11 +65,30 @@ def test_amp_pi_plus_mimickit_argv() -> None:
     s, td = settings("amp_pi_plus"), "/out/trials/amp_pi_plus/default_e38_probe_1"
     spec = plan(mimickit(), s.case, profile(s, "default"), 38, TWO_GPUS, td, 900.0, NCCL)
     assert spec.argv == (
-        "python", "mimickit/run.py", "--arg_file", "args/amp_pi_plus_args.txt", "--mode", "train",
-        "--num_envs", "38", "--devices", "cuda:0", "cuda:1", "--visualize", "false", "--logger", "txt",
-        "--out_dir", td, "--max_samples", "4864000",  # 2000 iterations x 32 steps x 38 envs x 2 ranks
-        "--agent_config", f"{td}/agent.yaml", "--master_port", "29517",
-    )  # fmt: skip
+        "python",
+        "mimickit/run.py",
+        "--arg_file",
+        "args/amp_pi_plus_args.txt",
+        "--mode",
+        "train",
+        "--num_envs",
+        "38",
+        "--devices",
+        "cuda:0",
+        "cuda:1",
+        "--visualize",
+        "false",
+        "--logger",
+        "txt",
+        "--out_dir",
+        td,
+        "--max_samples",
+        "4864000",  # 2000 iterations x 32 steps x 38 envs x 2 ranks
+        "--agent_config",
+        f"{td}/agent.yaml",
+        "--master_port",
+        "29517",
+    )
     assert spec.cwd == "/opt/MimicKit" and spec.launcher is Launcher.DIRECT
     assert (spec.progress_kind, spec.progress_file) == (ProgressKind.MIMICKIT_STDOUT, "stdout.log")
     assert spec.env == {"NCCL_P2P_DISABLE": "1", "PYTHONUNBUFFERED": "1"}
@@ -78,12 +100,32 @@ def test_hiutil_deepmimic_argv_with_newton_and_its_own_python() -> None:
     workload = mimickit(python="/envs/mk/bin/python", engine_config="data/engines/newton_engine.yaml")
     spec = plan(workload, s.case, profile(s, "hiutil"), 1024, TWO_GPUS, td, 900.0, {})
     assert spec.argv == (
-        "/envs/mk/bin/python", "mimickit/run.py", "--arg_file", "args/deepmimic_humanoid_ppo_args.txt",
-        "--mode", "train", "--num_envs", "1024", "--devices", "cuda:0", "cuda:1", "--visualize", "false",
-        "--logger", "txt", "--out_dir", td, "--max_samples", "131072000",
-        "--agent_config", f"{td}/agent.yaml", "--master_port", "29517",
-        "--engine_config", "data/engines/newton_engine.yaml",
-    )  # fmt: skip
+        "/envs/mk/bin/python",
+        "mimickit/run.py",
+        "--arg_file",
+        "args/deepmimic_humanoid_ppo_args.txt",
+        "--mode",
+        "train",
+        "--num_envs",
+        "1024",
+        "--devices",
+        "cuda:0",
+        "cuda:1",
+        "--visualize",
+        "false",
+        "--logger",
+        "txt",
+        "--out_dir",
+        td,
+        "--max_samples",
+        "131072000",
+        "--agent_config",
+        f"{td}/agent.yaml",
+        "--master_port",
+        "29517",
+        "--engine_config",
+        "data/engines/newton_engine.yaml",
+    )
     agent = yaml.safe_load(spec.files["agent.yaml"])
     assert agent["model"]["actor_net"] == agent["model"]["critic_net"] == "fc_3layers_1024units"
     assert "disc_net" not in agent["model"] and (agent["actor_epochs"], agent["actor_batch_size"]) == (20, 2)
@@ -99,8 +141,16 @@ def test_mimickit_devices_follow_the_placement() -> None:
 
 def test_mimickit_walks_an_agent_key() -> None:
     s = settings("amp_humanoid")
-    spec = plan(replace(mimickit(num_envs=2048), knob="actor_batch_size"), s.case, profile(s, "hiutil"), 8,
-                TWO_GPUS, "/t", 1.0, {})  # fmt: skip
+    spec = plan(
+        replace(mimickit(num_envs=2048), knob="actor_batch_size"),
+        s.case,
+        profile(s, "hiutil"),
+        8,
+        TWO_GPUS,
+        "/t",
+        1.0,
+        {},
+    )
     assert spec.argv[spec.argv.index("--num_envs") + 1] == "2048"
     assert yaml.safe_load(spec.files["agent.yaml"])["actor_batch_size"] == 8  # the knob wins over the profile
 
@@ -124,7 +174,9 @@ def test_mimickit_refuses_what_cannot_run(workload: Workload, trial_dir: str, me
 def test_missing_files_names_them(tmp_path: Path) -> None:
     s = settings("amp_pi_plus")
     assert missing_files(MimicKitConf(root=str(tmp_path)), s.case) == [
-        str(tmp_path / "mimickit/run.py"), str(tmp_path / "args/amp_pi_plus_args.txt")]  # fmt: skip
+        str(tmp_path / "mimickit/run.py"),
+        str(tmp_path / "args/amp_pi_plus_args.txt"),
+    ]
 
 
 # ---- MimicKit: the env-config patch ------------------------------------------------------------------------------
@@ -142,7 +194,8 @@ def mimickit_folder(tmp_path: Path) -> Path:
     )
     (tmp_path / "data" / "envs" / "deepmimic_humanoid_env.yaml").write_text(
         'env_name: "deepmimic"\nepisode_length: 10.0 # seconds\nmotion_file: "data/motions/humanoid/spinkick.pkl"\n'
-        "reward: {pose_w: 0.5, vel_w: 0.1}\n")  # fmt: skip
+        "reward: {pose_w: 0.5, vel_w: 0.1}\n"
+    )
     return tmp_path
 
 
@@ -152,9 +205,13 @@ def test_env_patch_hands_mimickit_a_patched_copy_in_the_trial_folder(tmp_path: P
     patch = {"motion_file": SWAY, "episode_length": 2.0, "reward": {"vel_w": 0.3}, "rand_reset": False}
     spec = plan(mimickit(str(root), env_patch=patch), s.case, profile(s, "default"), 4, TWO_GPUS, td, 1.0, {})
     assert spec.argv[-2:] == ("--env_config", f"{td}/env.yaml")  # the command line wins over the args file's
-    assert yaml.safe_load(spec.files["env.yaml"]) == {"env_name": "deepmimic", "episode_length": 2.0,
-                                                      "motion_file": SWAY, "reward": {"pose_w": 0.5, "vel_w": 0.3},
-                                                      "rand_reset": False}  # fmt: skip
+    assert yaml.safe_load(spec.files["env.yaml"]) == {
+        "env_name": "deepmimic",
+        "episode_length": 2.0,
+        "motion_file": SWAY,
+        "reward": {"pose_w": 0.5, "vel_w": 0.3},
+        "rand_reset": False,
+    }
     assert spec.info["env_added"] == "rand_reset" and "motion_file=" + SWAY in spec.info["env_patch"]
     assert (root / "data/envs/deepmimic_humanoid_env.yaml").read_text() == shipped  # the checkout is not written
 
@@ -184,13 +241,15 @@ def test_the_env_patch_is_part_of_the_reuse_identity(tmp_path: Path) -> None:
     ("setup", "message"),
     [
         (lambda root: (root / "args/deepmimic_humanoid_ppo_args.txt").unlink(), "args file .* is not there"),
-        (lambda root: (root / "args/deepmimic_humanoid_ppo_args.txt").write_text("--num_envs 4\n"),
-         "names no --env_config"),
+        (
+            lambda root: (root / "args/deepmimic_humanoid_ppo_args.txt").write_text("--num_envs 4\n"),
+            "names no --env_config",
+        ),
         (lambda root: (root / "data/envs/deepmimic_humanoid_env.yaml").unlink(), "cannot be read"),
         (lambda root: (root / "data/envs/deepmimic_humanoid_env.yaml").write_text("- a list\n"), "not a mapping"),
     ],
     ids=["no-args-file", "no-env-config-named", "env-config-missing", "env-config-not-a-mapping"],
-)  # fmt: skip
+)
 def test_env_patch_names_what_it_cannot_patch(tmp_path: Path, setup: object, message: str) -> None:
     root, s = mimickit_folder(tmp_path), settings("deepmimic_humanoid_ppo")
     setup(root)  # type: ignore[operator]
@@ -289,11 +348,27 @@ def command(argv: tuple[str, ...], knob: str = "num_envs", **kw: object) -> Work
 
 def test_hydra_overrides_of_seed_004() -> None:
     s = settings("amp_pi_plus")
-    template = ("python", "-m", "worker.train", "worker.multitask.num_envs={num_envs}", "hydra.run.dir={trial_dir}",
-                "trainer.devices={nproc}", "+agent={agent_config}", "literal={{braces}}")  # fmt: skip
+    template = (
+        "python",
+        "-m",
+        "worker.train",
+        "worker.multitask.num_envs={num_envs}",
+        "hydra.run.dir={trial_dir}",
+        "trainer.devices={nproc}",
+        "+agent={agent_config}",
+        "literal={{braces}}",
+    )
     spec = plan(command(template), s.case, profile(s, "hiutil"), 16, TWO_GPUS, "/o/t1", 1.0, NCCL)
-    assert spec.argv == ("python", "-m", "worker.train", "worker.multitask.num_envs=16", "hydra.run.dir=/o/t1",
-                         "trainer.devices=2", "+agent=/o/t1/agent.yaml", "literal={braces}")  # fmt: skip
+    assert spec.argv == (
+        "python",
+        "-m",
+        "worker.train",
+        "worker.multitask.num_envs=16",
+        "hydra.run.dir=/o/t1",
+        "trainer.devices=2",
+        "+agent=/o/t1/agent.yaml",
+        "literal={braces}",
+    )
     assert spec.launcher is Launcher.DIRECT and spec.progress_kind is ProgressKind.REGEX
     assert spec.progress_file == "stdout.log" and "(?P<iter>" in spec.progress_regex
     assert yaml.safe_load(spec.files["agent.yaml"])["actor_epochs"] == 20
@@ -301,8 +376,11 @@ def test_hydra_overrides_of_seed_004() -> None:
 
 def test_command_under_torchrun() -> None:
     s = settings("amp_pi_plus")
-    work = command(("rl_trainer/main_ddp.py", "--update_interval", "{update_interval}"), knob="update_interval",
-                   launcher=Launcher.TORCHRUN)  # fmt: skip
+    work = command(
+        ("rl_trainer/main_ddp.py", "--update_interval", "{update_interval}"),
+        knob="update_interval",
+        launcher=Launcher.TORCHRUN,
+    )
     spec = plan(work, s.case, s.profiles[0], 10, TWO_GPUS, "/o/t", 1.0, {})
     assert spec.argv[:3] == ("python", "-m", "torch.distributed.run")
     assert spec.argv[-3:] == ("rl_trainer/main_ddp.py", "--update_interval", "10")
@@ -329,19 +407,26 @@ def test_command_templates_that_cannot_run(workload: Workload, message: str) -> 
 
 def run_planned(spec_dir: Path, workload: Workload, case: Case, prof: Profile, rung: int) -> tuple[Status, bytes]:
     """Plan, launch for real, wait for the program to end, stop and reap, classify."""
-    spec = plan(workload, case, prof, rung, Placement("cpu", 1, launch.free_port(), sys.executable), str(spec_dir),
-                60.0, {})  # fmt: skip
+    spec = plan(
+        workload, case, prof, rung, Placement("cpu", 1, launch.free_port(), sys.executable), str(spec_dir), 60.0, {}
+    )
     running = launch.start(spec, spec_dir, f"t{rung}-{os.getpid()}", None)
     running.proc.wait(timeout=60)
     code = launch.stop(running, 1.0)
     out = (spec_dir / "stdout.log").read_bytes()
-    return failures.classify(Ending(exit_code=code, log_text=out.decode())).status, out
+    return rules.classify(Ending(exit_code=code, log_text=out.decode())).status, out
 
 
 def test_command_walks_update_interval_with_regex_progress(tmp_path: Path) -> None:
     s = settings("amp_pi_plus")
-    template = (sys.executable, str(DATA / "fake_trainer.py"), "trainer.update_interval={update_interval}",
-                "trainer.num_envs=16", "trainer.iters=5", "trainer.mem_budget=250")  # fmt: skip
+    template = (
+        sys.executable,
+        str(DATA / "fake_trainer.py"),
+        "trainer.update_interval={update_interval}",
+        "trainer.num_envs=16",
+        "trainer.iters=5",
+        "trainer.mem_budget=250",
+    )
     work, rungs = command(template, knob="update_interval"), (40, 20, 10, 5)
     plain = policy.Tuning(strategy=policy.Strategy.WALK)  # one rung at a time, from the top
     attempts: list[policy.Attempt] = []
@@ -361,8 +446,13 @@ def test_command_walks_update_interval_with_regex_progress(tmp_path: Path) -> No
 
 def test_command_jsonl_progress(tmp_path: Path) -> None:
     s = settings("amp_pi_plus")
-    template = (sys.executable, str(DATA / "fake_trainer.py"), "trainer.num_envs={num_envs}", "trainer.iters=3",
-                "trainer.progress={trial_dir}/progress.jsonl")  # fmt: skip
+    template = (
+        sys.executable,
+        str(DATA / "fake_trainer.py"),
+        "trainer.num_envs={num_envs}",
+        "trainer.iters=3",
+        "trainer.progress={trial_dir}/progress.jsonl",
+    )
     work = command(template, progress=ProgressKind.JSONL)
     status, _ = run_planned(tmp_path, work, s.case, s.profiles[0], 4)
     spec = plan(work, s.case, s.profiles[0], 4, TWO_GPUS, str(tmp_path), 1.0, {})
@@ -392,8 +482,9 @@ def test_planned_mimickit_trial_runs(tmp_path: Path, fake_mimickit: Path) -> Non
     assert missing_files(work.mimickit, s.case) == []  # type: ignore[arg-type]
     launch.write_files(spec, trial_dir)
     with open(trial_dir / spec.progress_file, "wb") as out:
-        done = subprocess.run(spec.argv, cwd=spec.cwd, env={**os.environ, **spec.env}, stdout=out,
-                              stderr=subprocess.STDOUT, timeout=60)  # fmt: skip
+        done = subprocess.run(
+            spec.argv, cwd=spec.cwd, env={**os.environ, **spec.env}, stdout=out, stderr=subprocess.STDOUT, timeout=60
+        )
     assert done.returncode == 0, (trial_dir / "stdout.log").read_text()
     points = parser(spec).feed((trial_dir / "stdout.log").read_bytes(), now=500.0)
     assert [(p.iter, p.samples) for p in points] == [(i, (i + 1) * 32 * 8 * 2) for i in range(6)]
@@ -406,8 +497,10 @@ def test_planned_mimickit_trial_runs(tmp_path: Path, fake_mimickit: Path) -> Non
 
 
 def table(it: int, samples: int) -> bytes:
-    return (f"-------\n|  Iteration | {it:>15} |\n|  Wall_Time | {0.5 * it:>15.3g} |\n"
-            f"|    Samples | {samples:>15} |\n-------\n").encode()  # fmt: skip
+    return (
+        f"-------\n|  Iteration | {it:>15} |\n|  Wall_Time | {0.5 * it:>15.3g} |\n"
+        f"|    Samples | {samples:>15} |\n-------\n"
+    ).encode()
 
 
 def test_stdout_table_split_across_reads_gets_times_from_the_reads() -> None:
@@ -442,8 +535,10 @@ def test_log_txt_rows_end_with_carriage_returns() -> None:
 def test_dry_run_shows_every_trial_and_each_agent_once() -> None:
     s = settings("amp_pi_plus", "profile=[default,hiutil]")
     work = mimickit()
-    planned = [Planned(v, r, f"/o/{v}_e{r}", plan(work, s.case, profile(s, v), r, TWO_GPUS, f"/o/{v}_e{r}", 1.0, NCCL))
-               for v, r in every_trial([p.name for p in s.profiles], s.rungs)]  # fmt: skip
+    planned = [
+        Planned(v, r, f"/o/{v}_e{r}", plan(work, s.case, profile(s, v), r, TWO_GPUS, f"/o/{v}_e{r}", 1.0, NCCL))
+        for v, r in every_trial([p.name for p in s.profiles], s.rungs)
+    ]
     text = format_dry_run("amp_pi_plus", "num_envs", planned)
     assert text.startswith("dry run: case amp_pi_plus, 16 trial(s) the walk could launch (2 profile(s) x 8 rung(s)")
     assert text.count("\n== ") == 16 and text.count("argv: python mimickit/run.py") == 16

@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from ladder.errors import LadderError
+from ladder.core.errors import LadderError
 from ladder.failures import scoring
 from ladder.failures.files import load_ending
 from ladder.failures.rules import as_json, classify
@@ -15,7 +15,7 @@ from ladder.failures.rules import as_json, classify
 USAGE = """\
   python -m ladder.failures PATH [--exit-code N] [--reclassify]   the verdict of a log file or a trial folder (JSON)
   python -m ladder.failures --eval FILE.jsonl                     the accuracy table on a labelled corpus"""
-RECORDED = "verdict.json"  # what a trial recorded when it ended (ladder.trial writes it)
+RECORDED = "verdict.json"  # what a trial recorded when it ended (ladder.runner.trial writes it)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,7 +62,7 @@ def _read_recorded(path: Path) -> dict:
 def _read_corpus(path: Path) -> list[dict]:
     """The rows of a labelled corpus; a clear error naming the file and line for anything malformed."""
     if not path.is_file():
-        raise LadderError(f"no such corpus file: {path}", "give a JSON-lines file in shared/failure_logs' format")
+        raise LadderError(f"no such corpus file: {path}", "give a JSON-lines file as tests/data/failure_logs holds")
     rows = []
     for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
@@ -77,7 +77,8 @@ def _read_corpus(path: Path) -> list[dict]:
                 raise ValueError(f"{where}: a row must be a JSON object")
             scoring.check_row(row, where)
         except ValueError as err:
-            raise LadderError(str(err), "fix that line (see shared/failure_logs/README.md for the format)") from None
+            fix = "fix that line (see tests/data/failure_logs/README.md for the format)"
+            raise LadderError(str(err), fix) from None
         rows.append(row)
     if not rows:
         raise LadderError(f"{path} holds no rows", "give a JSON-lines file with one labelled excerpt per line")

@@ -7,8 +7,8 @@ import logging
 from collections.abc import Iterable
 from pathlib import Path
 
-from ladder.errors import LadderError
-from ladder.records import Ending
+from ladder.core.errors import LadderError
+from ladder.core.records import Ending
 
 logger = logging.getLogger(__name__)
 

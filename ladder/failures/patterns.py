@@ -10,7 +10,7 @@ import enum
 import re
 from dataclasses import dataclass, field
 
-from ladder.records import Reason, Status
+from ladder.core.records import Reason, Status
 
 
 class Tier(enum.IntEnum):
@@ -93,12 +93,22 @@ def _row(
 
 _R = Reason
 _CAPTURED = "captured: tests/data/captured/"
-_DEV = "shared/failure_logs: "  # the labelled development excerpts (each also quoted in tests/test_failures.py)
+_DEV = "development corpus: "  # the labelled development excerpts (each also quoted in tests/test_failures.py)
 _SIMULATOR = "a simulator's contact/pair buffer overflowed: a capacity setting may fix it at this rung"
 _KILL = "a SIGKILL with no kernel OOM line: another killer (a scheduler, a user) ends a process the same way"
 # the shell's word for SIGKILL in other locales (zh_CN, zh_TW, ja, de, fr, ru, pt, it, ko), lower-cased
-_KILLED_ABROAD = ("已杀死", "已殺死", "已砍除", "強制終了", "getötet", "processus arrêté", "убито", "morto", "ucciso",
-                  "죽었음")  # fmt: skip
+_KILLED_ABROAD = (
+    "已杀死",
+    "已殺死",
+    "已砍除",
+    "強制終了",
+    "getötet",
+    "processus arrêté",
+    "убито",
+    "morto",
+    "ucciso",
+    "죽었음",
+)
 # strsignal(SIGKILL) as libc words it: "Killed", and the same words as the shell uses abroad
 _KILLED_WORD = r"(?:Killed|已杀死|已殺死|已砍除|強制終了|Getötet|Processus arrêté|Убито|Morto|Ucciso|죽었음)"
 _GPU = r"(?:cuda|cu(?:da)?malloc|cumem|gpu|device|hip|cudnn|cublas|thcuda|vram)"

@@ -32,8 +32,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import accumulate
 
+from ladder.core.records import Confidence, Ending, Reason, Status, Verdict
 from ladder.failures.patterns import _KILL, PATTERNS, Pattern, Tier, status_of
-from ladder.records import Confidence, Ending, Reason, Status, Verdict
 
 EVIDENCE_CHARS = 300  # longest evidence kept: a window of the proving line around the match
 
@@ -149,8 +149,13 @@ def root_hit(hits: Sequence[Hit]) -> Hit | None:
 
 def as_json(verdict: Verdict) -> dict[str, str]:
     """A verdict as verdict.json and `python -m ladder.failures` show it."""
-    return {"status": str(verdict.status), "reason": str(verdict.reason), "evidence": verdict.evidence,
-            "confidence": str(verdict.confidence), "basis": verdict.basis}  # fmt: skip
+    return {
+        "status": str(verdict.status),
+        "reason": str(verdict.reason),
+        "evidence": verdict.evidence,
+        "confidence": str(verdict.confidence),
+        "basis": verdict.basis,
+    }
 
 
 def classify_text(text: str, exit_code: int | None = None) -> Verdict:
@@ -214,8 +219,9 @@ def _fallback(ending: Ending) -> Verdict:
     if done or ending.exit_code == 0:
         return Verdict(Status.OK, Reason.NONE, "window done, no failure line" if done else "exit code 0")
     evidence = _clip(telling_line(ending.log_text), 0)
-    return with_what_was_said(Verdict(Status.ERROR, Reason.ERROR, evidence or describe_exit(ending.exit_code)),
-                              ending.log_text)  # fmt: skip
+    return with_what_was_said(
+        Verdict(Status.ERROR, Reason.ERROR, evidence or describe_exit(ending.exit_code)), ending.log_text
+    )
 
 
 # torchrun's own report of a failed child (its traceback, separators, the failures table) says nothing of the cause
@@ -241,8 +247,9 @@ _SUGGESTION = re.compile(r"^(?:Perhaps you meant|Did you mean)\b", re.IGNORECASE
 
 
 _TRACEBACK = "Traceback (most recent call last):"
-_EXCEPTION_LINE = next(p.regex for p in PATTERNS if p.generic and p.reason is Reason.ERROR and "Error|Exception" in
-                       p.regex.pattern)  # fmt: skip
+_EXCEPTION_LINE = next(
+    p.regex for p in PATTERNS if p.generic and p.reason is Reason.ERROR and "Error|Exception" in p.regex.pattern
+)
 _TAIL_LINES = 60
 
 

@@ -1,6 +1,6 @@
 """How right the classifier is on a labelled corpus (pure: rows in, a table out).
 
-A corpus is JSON lines in the shared format (shared/failure_logs/README.md): `id`, `label` (`cuda_oom`,
+A corpus is JSON lines in the corpus format (tests/data/failure_logs/README.md): `id`, `label` (`cuda_oom`,
 `host_oom`, `nccl`, `other_error`, `port_in_use`), `ambiguous`, `exit_code` (or null) and `text`. A row is right
 in status when the verdict's status is the label's, right in reason when the verdict's reason is in the label's
 family. A false step-down is the worst mistake: a verdict that walks the ladder down (`oom_or_nccl`, `timeout`)
@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
+from ladder.core.records import Reason, Status, Verdict
 from ladder.failures.rules import classify_text
-from ladder.records import Reason, Status, Verdict
 
 COMMUNICATION = frozenset({Reason.NCCL_ERROR, Reason.NCCL_TIMEOUT, Reason.PEER_LOST})
 FAMILIES: dict[str, frozenset[Reason]] = {

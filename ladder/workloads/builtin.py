@@ -2,7 +2,7 @@
 
 How the ranks start (`ranks`): torchrun for several ranks; a single rank, by default (`workload.single_rank=direct`),
 is started directly with the environment torchrun's agent would give it (`rank_env`: torch 2.13's
-`LocalElasticAgent._start_workers` and its log specs), which saves the agent's start-up (~3 s a launch, FACTS.md).
+`LocalElasticAgent._start_workers` and its log specs), which saves the agent's start-up (~3 s a launch, measured).
 The rank hosts the rendezvous store itself (`TORCHELASTIC_USE_AGENT_STORE=False`), and its error file lands where
 torchrun's `--log-dir` would put it (`ranks/<run id>_direct/attempt_0/0/error.json`), so the evidence is the same.
 """
@@ -13,10 +13,10 @@ from dataclasses import dataclass
 
 import yaml
 
-from ladder.config import Case, Profile, WorkloadConf
-from ladder.errors import ConfigError
+from ladder.core.errors import ConfigError
+from ladder.core.spec import Launcher, ProgressKind, TrialSpec
+from ladder.settings.config import Case, Profile, WorkloadConf
 from ladder.workloads.profiles import apply_profile
-from ladder.workloads.spec import Launcher, ProgressKind, TrialSpec
 
 # The proxy's --method follows the algorithm the agent config runs (its agent_name), so a case whose method
 # names its task rather than its algorithm (vault: a PPO agent on a static-objects env) gets the right nets.
@@ -81,8 +81,9 @@ def ranks(place: Placement, trial_dir: str) -> tuple[tuple[str, ...], dict[str, 
     """How a torchrun workload's ranks start: the argv up to the program (torchrun's, or the interpreter alone),
     the variables ladder sets for it (torchrun's contract when ladder starts the one rank itself), the launcher."""
     if place.single_rank not in SINGLE_RANK:
-        raise ConfigError(f"unknown workload.single_rank '{place.single_rank}'",
-                          f"use one of: {', '.join(SINGLE_RANK)}")  # fmt: skip
+        raise ConfigError(
+            f"unknown workload.single_rank '{place.single_rank}'", f"use one of: {', '.join(SINGLE_RANK)}"
+        )
     if place.nproc == 1 and place.single_rank == "direct":
         return (place.python,), rank_env(place, trial_dir), Launcher.DIRECT
     return torchrun(place, trial_dir), {}, Launcher.TORCHRUN
@@ -93,28 +94,48 @@ def rank_env(place: Placement, trial_dir: str) -> dict[str, str]:
     agent's store does not exist, so rank 0 hosts it (`TORCHELASTIC_USE_AGENT_STORE=False`). NCCL's async error
     handling is on as torchrun turns it on (a `nccl_env` value, set after these, wins)."""
     return {
-        "RANK": "0", "LOCAL_RANK": "0", "GROUP_RANK": "0", "ROLE_RANK": "0", "ROLE_NAME": "default",
-        "WORLD_SIZE": "1", "LOCAL_WORLD_SIZE": "1", "GROUP_WORLD_SIZE": "1", "ROLE_WORLD_SIZE": "1",
-        "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(place.port),
-        "TORCHELASTIC_RESTART_COUNT": "0", "TORCHELASTIC_MAX_RESTARTS": "0", "TORCHELASTIC_RUN_ID": RUN_ID,
-        "TORCHELASTIC_USE_AGENT_STORE": "False", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
+        "RANK": "0",
+        "LOCAL_RANK": "0",
+        "GROUP_RANK": "0",
+        "ROLE_RANK": "0",
+        "ROLE_NAME": "default",
+        "WORLD_SIZE": "1",
+        "LOCAL_WORLD_SIZE": "1",
+        "GROUP_WORLD_SIZE": "1",
+        "ROLE_WORLD_SIZE": "1",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(place.port),
+        "TORCHELASTIC_RESTART_COUNT": "0",
+        "TORCHELASTIC_MAX_RESTARTS": "0",
+        "TORCHELASTIC_RUN_ID": RUN_ID,
+        "TORCHELASTIC_USE_AGENT_STORE": "False",
+        "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
         "TORCHELASTIC_SIGNALS_TO_HANDLE": "SIGTERM,SIGINT,SIGHUP,SIGQUIT",  # the agent's own, inherited by its workers
         "TORCHELASTIC_ERROR_FILE": f"{trial_dir}/ranks/{RUN_ID}_direct/attempt_0/0/error.json",
-    }  # fmt: skip
+    }
 
 
 def torchrun(place: Placement, trial_dir: str) -> tuple[str, ...]:
     """torchrun's own arguments, up to the program it starts (per-rank logs and error files under ranks/)."""
     return (
-        place.python, "-m", "torch.distributed.run",
-        "--nnodes", "1",
-        "--nproc-per-node", str(place.nproc),
-        "--master-addr", "127.0.0.1",
-        "--master-port", str(place.port),
-        "--log-dir", f"{trial_dir}/ranks",
-        "--redirects", "3",
-        "--tee", "3",
-    )  # fmt: skip
+        place.python,
+        "-m",
+        "torch.distributed.run",
+        "--nnodes",
+        "1",
+        "--nproc-per-node",
+        str(place.nproc),
+        "--master-addr",
+        "127.0.0.1",
+        "--master-port",
+        str(place.port),
+        "--log-dir",
+        f"{trial_dir}/ranks",
+        "--redirects",
+        "3",
+        "--tee",
+        "3",
+    )
 
 
 def _proxy_args(
@@ -123,21 +144,35 @@ def _proxy_args(
     shape = case.proxy
     cap_mb = round(workload.emulate_gpu_mem_gb * 1024) if workload.emulate_gpu_mem_gb else 0
     return (
-        "--agent-config", f"{trial_dir}/agent.yaml",
-        "--method", proxy_method(case),
-        "--num-envs", str(num_envs),
-        "--obs-dim", str(shape.obs_dim),
-        "--act-dim", str(shape.act_dim),
-        "--disc-obs-dim", str(shape.disc_obs_dim),
-        "--sim-state-dim", str(shape.sim_state_dim),
-        "--width-factor", str(workload.width_factor),
-        "--max-iters", "0",
-        "--max-seconds", str(round(max_seconds)),
-        "--progress", f"{trial_dir}/progress.jsonl",
-        "--device", place.device,
-        "--emulate-mem-mb", str(cap_mb),
-        "--collective-timeout-s", str(round(workload.collective_timeout_s)),
-    )  # fmt: skip
+        "--agent-config",
+        f"{trial_dir}/agent.yaml",
+        "--method",
+        proxy_method(case),
+        "--num-envs",
+        str(num_envs),
+        "--obs-dim",
+        str(shape.obs_dim),
+        "--act-dim",
+        str(shape.act_dim),
+        "--disc-obs-dim",
+        str(shape.disc_obs_dim),
+        "--sim-state-dim",
+        str(shape.sim_state_dim),
+        "--width-factor",
+        str(workload.width_factor),
+        "--max-iters",
+        "0",
+        "--max-seconds",
+        str(round(max_seconds)),
+        "--progress",
+        f"{trial_dir}/progress.jsonl",
+        "--device",
+        place.device,
+        "--emulate-mem-mb",
+        str(cap_mb),
+        "--collective-timeout-s",
+        str(round(workload.collective_timeout_s)),
+    )
 
 
 def _info(workload: WorkloadConf, place: Placement) -> dict[str, str]:

@@ -3,12 +3,12 @@
 The template is a list of strings (`workload.command=[...]`) or one string split like a shell would
 (`workload.cmd="python train.py --num-envs {num_envs}"`, `shlex.split`, never run through a shell), with
 placeholders: the walked knob (`{num_envs}`, `{update_interval}`, ...), `{trial_dir}`, `{launch_dir}` (where ladder
-was started), `{nproc}`, `{port}`, `{python}`, `{device}`, `{case}`, `{variant}` and `{agent_config}` (the case's
-agent config with the profile applied, written into the trial folder only when the template uses it).
-Hydra-style overrides are plain strings: `worker.multitask.num_envs={num_envs}` (seed 004's trainer). A literal
-brace is written twice (`{{`). With the `torchrun` launcher the template is what follows torchrun's own options (a
-script and its arguments, or `-m module ...`); with `direct` it is the whole command. Progress: a regex over the
-trial's stdout, or a JSON-lines file the trainer writes.
+was started), `{nproc}`, `{port}`, `{python}`, `{device}`, `{case}`, `{profile}` (or `{variant}`) and `{agent_config}`
+(the case's agent config with the profile applied, written into the trial folder only when the template uses it).
+Hydra-style overrides are plain strings: `worker.multitask.num_envs={num_envs}`. A literal brace is
+written twice (`{{`). With the `torchrun` launcher the template is what follows torchrun's own options (a script and its
+arguments, or `-m module ...`); with `direct` it is the whole command. Progress: a regex over the trial's stdout, or a
+JSON-lines file the trainer writes.
 
 Where it runs: `workload.cwd` ("" = `{trial_dir}`, so a trainer's own outputs such as `runs/...` stay in its trial
 folder; `{launch_dir}` or any existing folder otherwise). So that `python train.py` keeps working from the trial
@@ -29,23 +29,42 @@ from dataclasses import dataclass, field
 
 import yaml
 
-from ladder.config import Case, Profile
-from ladder.errors import ConfigError
-from ladder.progress import compile_pattern
+from ladder.core.errors import ConfigError
+from ladder.core.spec import STDOUT_FILE, Launcher, ProgressKind, TrialSpec
+from ladder.settings.config import Case, Profile
 from ladder.workloads.builtin import Placement, ranks
 from ladder.workloads.profiles import apply_profile
-from ladder.workloads.spec import STDOUT_FILE, Launcher, ProgressKind, TrialSpec
+from ladder.workloads.progress import compile_pattern
 
 # `iter 12 ... samples 3072` (or `iteration=12`, `samples: 3072`); ladder/progress.py lists the groups a regex may use
 DEFAULT_REGEX = r"\biter(?:ation)?[\s=:]+(?P<iter>\d+)(?:.*?\bsamples[\s=:]+(?P<samples>[\d.eE+]+))?"
-FIXED_PLACEHOLDERS = ("trial_dir", "launch_dir", "nproc", "port", "python", "device", "case", "variant", "agent_config")
+FIXED_PLACEHOLDERS = (
+    "trial_dir",
+    "launch_dir",
+    "nproc",
+    "port",
+    "python",
+    "device",
+    "case",
+    "profile",
+    "variant",
+    "agent_config",
+)
 CWD_PLACEHOLDERS = ("trial_dir", "launch_dir")
 DEFAULT_CWD = "{trial_dir}"
 PROGRESS_DEFAULTS = {ProgressKind.REGEX: STDOUT_FILE, ProgressKind.JSONL: "progress.jsonl"}
 # Inherited variables that change what a Python trainer imports, links or how many threads it runs: recorded (in
 # env.txt and the reuse identity) when set. PATH and the rest are inherited unrecorded: they differ between shells.
-INHERITED = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "CONDA_PREFIX", "LD_LIBRARY_PATH", "LD_PRELOAD",
-             "OMP_NUM_THREADS", "MKL_NUM_THREADS")  # fmt: skip
+INHERITED = (
+    "PYTHONPATH",
+    "PYTHONHOME",
+    "VIRTUAL_ENV",
+    "CONDA_PREFIX",
+    "LD_LIBRARY_PATH",
+    "LD_PRELOAD",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+)
 
 
 @dataclass(frozen=True)
@@ -66,8 +85,10 @@ class CommandConf:
 def split_cmd(command: Sequence[str], cmd: str) -> tuple[str, ...]:
     """The argv template from `workload.command` (a list) or `workload.cmd` (one string, split like a shell)."""
     if command and cmd:
-        raise ConfigError("both workload.command and workload.cmd are set",
-                          "keep one: workload.command=[prog,arg,...] or workload.cmd=\"prog arg ...\"")  # fmt: skip
+        raise ConfigError(
+            "both workload.command and workload.cmd are set",
+            'keep one: workload.command=[prog,arg,...] or workload.cmd="prog arg ..."',
+        )
     if not cmd:
         return tuple(str(a) for a in command)
     try:
@@ -95,8 +116,17 @@ def command_conf(
         inherited["PYTHONPATH"] = os.pathsep.join(p for p in (launch_dir, inherited.get("PYTHONPATH", "")) if p)
     chosen = cwd or DEFAULT_CWD
     _check_cwd(chosen, launch_dir)
-    return CommandConf(anchored, launcher, progress, regex, progress_file, chosen,
-                       {str(k): str(v) for k, v in env.items()}, inherited, launch_dir)  # fmt: skip
+    return CommandConf(
+        anchored,
+        launcher,
+        progress,
+        regex,
+        progress_file,
+        chosen,
+        {str(k): str(v) for k, v in env.items()},
+        inherited,
+        launch_dir,
+    )
 
 
 def _anchor(arg: str, launch_dir: str) -> str:
@@ -160,8 +190,10 @@ def _agent_file(case: Case, profile: Profile, conf: CommandConf) -> dict[str, st
         return {}
     agent = apply_profile(case.agent, profile.agent_patch)
     if not agent:
-        raise ConfigError(f"the command uses {{agent_config}} but case '{case.name}' has no agent config",
-                          "give the case an `agent:` mapping, or drop {agent_config} from the command")  # fmt: skip
+        raise ConfigError(
+            f"the command uses {{agent_config}} but case '{case.name}' has no agent config",
+            "give the case an `agent:` mapping, or drop {agent_config} from the command",
+        )
     return {"agent.yaml": yaml.safe_dump(agent, sort_keys=False)}
 
 
@@ -188,6 +220,7 @@ def placeholders(
         "python": place.python,
         "device": place.device,
         "case": case.name,
+        "profile": profile.name,
         "variant": profile.name,
         "agent_config": f"{trial_dir}/agent.yaml",
     }
@@ -207,8 +240,10 @@ def single_process(kind: str, launcher: str, command: Sequence[str], cmd: str) -
 def check_command(conf: CommandConf, knob: str) -> None:
     """Reject a template that cannot be filled, or that never uses the knob (every rung would be one command)."""
     if not conf.argv:
-        raise ConfigError("workload command has no argv template",
-                          "set workload.cmd=\"prog arg ...\" or workload.command=[prog,arg,...]")  # fmt: skip
+        raise ConfigError(
+            "workload command has no argv template",
+            'set workload.cmd="prog arg ..." or workload.command=[prog,arg,...]',
+        )
     if conf.progress not in PROGRESS_DEFAULTS:
         raise ConfigError(f"command progress '{conf.progress}' is not supported", "use regex or jsonl")
     if conf.progress is ProgressKind.REGEX:
@@ -216,11 +251,15 @@ def check_command(conf: CommandConf, knob: str) -> None:
     known = (knob, *FIXED_PLACEHOLDERS)
     used = _used(conf)
     if unknown := sorted(used - set(known)):
-        raise ConfigError(f"command template uses unknown placeholder(s) {unknown}",
-                          f"use {', '.join('{' + k + '}' for k in known)}; write a literal brace twice")  # fmt: skip
+        raise ConfigError(
+            f"command template uses unknown placeholder(s) {unknown}",
+            f"use {', '.join('{' + k + '}' for k in known)}; write a literal brace twice",
+        )
     if knob not in used:
-        raise ConfigError(f"command template never uses {{{knob}}}: every rung would run the same command",
-                          f"put {{{knob}}} where the trainer takes it, e.g. trainer.{knob}={{{knob}}}")  # fmt: skip
+        raise ConfigError(
+            f"command template never uses {{{knob}}}: every rung would run the same command",
+            f"put {{{knob}}} where the trainer takes it, e.g. trainer.{knob}={{{knob}}}",
+        )
 
 
 def _used(conf: CommandConf) -> set[str]:

@@ -30,11 +30,11 @@ from typing import Any
 
 import yaml
 
-from ladder.config import Case, Profile
-from ladder.errors import ConfigError, LadderError
+from ladder.core.errors import ConfigError, LadderError
+from ladder.core.spec import STDOUT_FILE, Launcher, ProgressKind, TrialSpec
+from ladder.settings.config import Case, Profile
 from ladder.workloads.builtin import Placement
 from ladder.workloads.profiles import apply_profile, skipped_leaves
-from ladder.workloads.spec import STDOUT_FILE, Launcher, ProgressKind, TrialSpec
 
 RUN_PY = "mimickit/run.py"
 ENV_FILE = "env.yaml"  # the patched env config, in the trial folder
@@ -50,7 +50,7 @@ class MimicKitConf:
 
     root: str  # the MimicKit checkout: holds mimickit/run.py, args/ and data/
     python: str = ""  # interpreter with MimicKit's dependencies; "" = the placement's (ladder's own)
-    engine_config: str = ""  # e.g. data/engines/newton_engine.yaml (the seeds' Newton); "" = the args file's
+    engine_config: str = ""  # e.g. data/engines/newton_engine.yaml (Newton); "" = the args file's
     max_iters: int = 2000  # --max_samples = this many iterations of samples: MimicKit stops itself by then
     num_envs: int = 0  # --num_envs while the ladder walks another knob; must be set then
     progress: ProgressKind = ProgressKind.MIMICKIT_STDOUT  # or MIMICKIT_LOG (log.txt, every iters_per_output)
@@ -93,18 +93,29 @@ def mimickit_argv(
     case: Case, num_envs: int, agent: dict[str, Any], conf: MimicKitConf, place: Placement, trial_dir: str
 ) -> tuple[str, ...]:
     argv = (
-        conf.python or place.python, RUN_PY,
-        "--arg_file", case.args_file,
-        "--mode", "train",
-        "--num_envs", str(num_envs),
-        "--devices", *place.devices(),
-        "--visualize", "false",
-        "--logger", "txt",
-        "--out_dir", trial_dir,
-        "--max_samples", str(max_samples(agent, num_envs, place.nproc, conf.max_iters)),
-        "--agent_config", f"{trial_dir}/{AGENT_FILE}",
-        "--master_port", str(place.port),
-    )  # fmt: skip
+        conf.python or place.python,
+        RUN_PY,
+        "--arg_file",
+        case.args_file,
+        "--mode",
+        "train",
+        "--num_envs",
+        str(num_envs),
+        "--devices",
+        *place.devices(),
+        "--visualize",
+        "false",
+        "--logger",
+        "txt",
+        "--out_dir",
+        trial_dir,
+        "--max_samples",
+        str(max_samples(agent, num_envs, place.nproc, conf.max_iters)),
+        "--agent_config",
+        f"{trial_dir}/{AGENT_FILE}",
+        "--master_port",
+        str(place.port),
+    )
     argv += ("--engine_config", conf.engine_config) if conf.engine_config else ()
     return argv + (("--env_config", f"{trial_dir}/{ENV_FILE}") if conf.env_patch else ())
 
@@ -134,18 +145,24 @@ def read_env_config(root: str, args_file: str) -> dict[str, Any]:
     folder (reads the file system)."""
     args_path = Path(root) / args_file
     if not args_path.is_file():
-        raise ConfigError(f"workload.env_patch is set, but the args file {args_path} is not there",
-                          "set workload.mimickit_root to a MimicKit checkout that has it")  # fmt: skip
+        raise ConfigError(
+            f"workload.env_patch is set, but the args file {args_path} is not there",
+            "set workload.mimickit_root to a MimicKit checkout that has it",
+        )
     rel = args_file_value(args_path.read_text(), "env_config")
     if not rel:
-        raise ConfigError(f"workload.env_patch is set, but {args_path} names no --env_config to patch",
-                          "name --env_config data/envs/<env>.yaml in the args file, or drop env_patch")  # fmt: skip
+        raise ConfigError(
+            f"workload.env_patch is set, but {args_path} names no --env_config to patch",
+            "name --env_config data/envs/<env>.yaml in the args file, or drop env_patch",
+        )
     env_path = Path(root) / rel
     try:
         env = yaml.safe_load(env_path.read_text())
     except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"workload.env_patch is set, but the env config {env_path} (named by {args_path}) cannot "
-                          f"be read: {exc}", "fix the file or the args file's --env_config") from exc  # fmt: skip
+        raise ConfigError(
+            f"workload.env_patch is set, but the env config {env_path} (named by {args_path}) cannot be read: {exc}",
+            "fix the file or the args file's --env_config",
+        ) from exc
     if not isinstance(env, dict):
         raise ConfigError(f"the env config {env_path} is not a mapping of keys", "fix the file")
     return env
@@ -165,11 +182,15 @@ def _check(case: Case, knob: str, conf: MimicKitConf, trial_dir: str) -> None:
     if not conf.root:
         raise ConfigError("workload mimickit has no MimicKit folder", "set workload.mimickit_root or MIMICKIT_ROOT")
     if not case.args_file or not case.agent:
-        raise ConfigError(f"case '{case.name}' has no MimicKit args file or agent config",
-                          "use a case from scripts/gen_cases.py, or workload.kind=proxy")  # fmt: skip
+        raise ConfigError(
+            f"case '{case.name}' has no MimicKit args file or agent config",
+            "use a case from scripts/gen_cases.py, or workload.kind=proxy",
+        )
     if not PurePath(trial_dir).is_absolute():
-        raise LadderError(f"trial folder {trial_dir!r} is relative, but MimicKit starts in {conf.root!r}",
-                          "pass the absolute trial folder (Path.absolute())")  # fmt: skip
+        raise LadderError(
+            f"trial folder {trial_dir!r} is relative, but MimicKit starts in {conf.root!r}",
+            "pass the absolute trial folder (Path.absolute())",
+        )
     _check_knob(case, knob, conf)
 
 
@@ -180,8 +201,7 @@ def _check_knob(case: Case, knob: str, conf: MimicKitConf) -> None:
         keys = ", ".join(sorted(k for k, v in case.agent.items() if isinstance(v, int) and not isinstance(v, bool)))
         raise ConfigError(f"MimicKit cannot walk knob '{knob}'", f"walk num_envs or an agent key: {keys}")
     if conf.num_envs <= 0:
-        raise ConfigError(f"the ladder walks '{knob}' but no num_envs is fixed",
-                          "set workload.mimickit_num_envs")  # fmt: skip
+        raise ConfigError(f"the ladder walks '{knob}' but no num_envs is fixed", "set workload.mimickit_num_envs")
 
 
 def _info(case: Case, profile: Profile, knob: str, conf: MimicKitConf, place: Placement) -> dict[str, str]:

@@ -12,12 +12,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from ladder.config import Case, Profile, WorkloadConf
-from ladder.errors import ConfigError
+from ladder.core.errors import ConfigError
+from ladder.core.spec import Kind, Launcher, ProgressKind, TrialSpec
+from ladder.settings.config import Case, Profile, WorkloadConf
 from ladder.workloads.builtin import Placement, plan_proxy
 from ladder.workloads.command import DEFAULT_REGEX, CommandConf, command_conf, plan_command, split_cmd
 from ladder.workloads.mimickit import NUM_ENVS, MimicKitConf, plan_mimickit
-from ladder.workloads.spec import Kind, Launcher, ProgressKind, TrialSpec
 
 ROOT_VAR = "MIMICKIT_ROOT"
 MIMICKIT_PROGRESS = (ProgressKind.MIMICKIT_STDOUT, ProgressKind.MIMICKIT_LOG)
@@ -62,8 +62,10 @@ def build(inp: WorkloadConf, knob: str, environ: Mapping[str, str]) -> tuple[Wor
     """The sweep's workload (auto resolved) and the line to log about it, from the validated settings' workload."""
     got = resolve(parse_kind(inp.kind), inp.mimickit_root, environ)
     if inp.env_patch and got.kind is not Kind.MIMICKIT:
-        raise ConfigError(f"workload.env_patch patches a MimicKit env config, but the workload is {got.kind}",
-                          "set workload.mimickit_root (or kind=mimickit), or drop workload.env_patch")  # fmt: skip
+        raise ConfigError(
+            f"workload.env_patch patches a MimicKit env config, but the workload is {got.kind}",
+            "set workload.mimickit_root (or kind=mimickit), or drop workload.env_patch",
+        )
     mk = _mimickit_conf(inp, got.mimickit_root) if got.kind is Kind.MIMICKIT else None
     cmd = _command_conf(inp, environ) if got.kind is Kind.COMMAND else None
     return Workload(got.kind, inp, knob, mk, cmd), got.note
@@ -71,8 +73,15 @@ def build(inp: WorkloadConf, knob: str, environ: Mapping[str, str]) -> tuple[Wor
 
 def _mimickit_conf(inp: WorkloadConf, root: str) -> MimicKitConf:
     shown = _choice(ProgressKind, inp.progress or MIMICKIT_PROGRESS[0].value, "workload.progress", MIMICKIT_PROGRESS)
-    return MimicKitConf(root, inp.mimickit_python, inp.engine_config, inp.mimickit_max_iters, inp.mimickit_num_envs,
-                        shown, dict(inp.env_patch))  # fmt: skip
+    return MimicKitConf(
+        root,
+        inp.mimickit_python,
+        inp.engine_config,
+        inp.mimickit_max_iters,
+        inp.mimickit_num_envs,
+        shown,
+        dict(inp.env_patch),
+    )
 
 
 def _command_conf(inp: WorkloadConf, environ: Mapping[str, str]) -> CommandConf:
@@ -87,13 +96,17 @@ def resolve(kind: Kind, mimickit_root: str, environ: Mapping[str, str]) -> Resol
     """The kind that runs, and the MimicKit folder: the setting first, then $MIMICKIT_ROOT."""
     root = mimickit_root or environ.get(ROOT_VAR, "")
     if kind is Kind.MIMICKIT and not root:
-        raise ConfigError("workload.kind=mimickit but no MimicKit folder is configured",
-                          f"set workload.mimickit_root=/path/to/MimicKit or export {ROOT_VAR}")  # fmt: skip
+        raise ConfigError(
+            "workload.kind=mimickit but no MimicKit folder is configured",
+            f"set workload.mimickit_root=/path/to/MimicKit or export {ROOT_VAR}",
+        )
     if kind is Kind.AUTO and root:
         return Resolved(Kind.MIMICKIT, root, f"workload auto: running MimicKit from {root}")
     if kind is Kind.AUTO:
-        note = (f"workload auto: no MimicKit folder configured, running the built-in proxy trainer; to run MimicKit "
-                f"set workload.mimickit_root=/path/to/MimicKit (or export {ROOT_VAR})")  # fmt: skip
+        note = (
+            f"workload auto: no MimicKit folder configured, running the built-in proxy trainer; to run MimicKit "
+            f"set workload.mimickit_root=/path/to/MimicKit (or export {ROOT_VAR})"
+        )
         return Resolved(Kind.PROXY, "", note)
     if kind is Kind.MIMICKIT:
         return Resolved(kind, root, f"workload mimickit: running MimicKit from {root}")
@@ -118,11 +131,15 @@ def plan(
     if workload.kind is Kind.PROXY:
         _proxy_knob(workload.knob)
         return plan_proxy(case, profile, rung, workload.proxy, place, trial_dir, max_seconds, extra_env)
-    raise ConfigError(f"workload kind '{workload.kind}' is not resolved or lacks its settings",
-                      "resolve auto with planner.resolve; give mimickit/command settings for those kinds")  # fmt: skip
+    raise ConfigError(
+        f"workload kind '{workload.kind}' is not resolved or lacks its settings",
+        "resolve auto with planner.resolve; give mimickit/command settings for those kinds",
+    )
 
 
 def _proxy_knob(knob: str) -> None:
     if knob != NUM_ENVS:
-        raise ConfigError(f"the proxy walks num_envs only, not '{knob}'",
-                          "walk num_envs, or run the trainer with workload.kind=command")  # fmt: skip
+        raise ConfigError(
+            f"the proxy walks num_envs only, not '{knob}'",
+            "walk num_envs, or run the trainer with workload.kind=command",
+        )

@@ -26,5 +26,15 @@ from ladder.workloads.proxy.buffers import Dims
 from ladder.workloads.proxy.loop import main, parse_args
 from ladder.workloads.proxy.trainer import Trainer
 
-__all__ = ["AgentSpec", "Dims", "OptimSpec", "Trainer", "load_agent", "main", "parse_args", "read_yaml", "roles_for",
-           "scaled_widths"]  # fmt: skip
+__all__ = [
+    "AgentSpec",
+    "Dims",
+    "OptimSpec",
+    "Trainer",
+    "load_agent",
+    "main",
+    "parse_args",
+    "read_yaml",
+    "roles_for",
+    "scaled_widths",
+]

@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from ladder.errors import ConfigError
+from ladder.core.errors import ConfigError
 
 NET_WIDTHS: dict[str, tuple[int, ...]] = {
     "fc_2layers_1024units": (1024, 1024),

@@ -60,5 +60,8 @@ def exit_at_once(args: argparse.Namespace, device: torch.device) -> None:
 
 
 FAULT_ACTIONS: dict[str, Callable[[argparse.Namespace, torch.device], None]] = {
-    "oom": exhaust_memory, "hang": hang, "keyerror": missing_key, "exit": exit_at_once,
-}  # fmt: skip
+    "oom": exhaust_memory,
+    "hang": hang,
+    "keyerror": missing_key,
+    "exit": exit_at_once,
+}

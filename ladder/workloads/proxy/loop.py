@@ -14,7 +14,7 @@ from typing import IO, Any
 import torch.distributed as dist
 from torch.distributed.elastic.multiprocessing.errors import record
 
-from ladder.errors import ConfigError
+from ladder.core.errors import ConfigError
 from ladder.workloads.proxy.agent import METHODS, AgentSpec, load_agent
 from ladder.workloads.proxy.buffers import Dims
 from ladder.workloads.proxy.device import Comm, cap_memory, cap_used_mb, init_comm, peak_mem_mb, sync
@@ -83,11 +83,18 @@ class Progress:
 
 def start_record(trainer: Trainer, args: argparse.Namespace) -> dict[str, Any]:
     return {
-        "event": "start", "t": time.time(), "world_size": trainer.comm.world_size,
-        "device": str(trainer.comm.device), "nets": trainer.widths(), "num_envs": args.num_envs,
-        "method": args.method, "params": sum(p.numel() for p in trainer.nets.parameters()),
-        "emulate_mem_mb": args.emulate_mem_mb, "cap_mb": args.emulate_mem_mb or None, "width_factor": args.width_factor,
-    }  # fmt: skip
+        "event": "start",
+        "t": time.time(),
+        "world_size": trainer.comm.world_size,
+        "device": str(trainer.comm.device),
+        "nets": trainer.widths(),
+        "num_envs": args.num_envs,
+        "method": args.method,
+        "params": sum(p.numel() for p in trainer.nets.parameters()),
+        "emulate_mem_mb": args.emulate_mem_mb,
+        "cap_mb": args.emulate_mem_mb or None,
+        "width_factor": args.width_factor,
+    }
 
 
 def iteration(trainer: Trainer, it: int, loop_start: float) -> dict[str, Any]:
@@ -101,12 +108,18 @@ def iteration(trainer: Trainer, it: int, loop_start: float) -> dict[str, Any]:
     ended, world, n = time.monotonic(), trainer.comm.world_size, trainer.dims.num_envs
     base, trainer.cap_used_mb = trainer.cap_base_kib, max(trainer.cap_used_mb, used, _cap_used(trainer))
     return {
-        "t": time.time(), "iter": it, "samples": n * trainer.spec.steps_per_iter * world * it,
-        "wall_s": ended - loop_start, "step_time_s": ended - started, "rollout_time_s": rolled - started,
-        "update_time_s": ended - rolled, "peak_mem_mb": trainer.comm.gather(peak_mem_mb(dev)),
+        "t": time.time(),
+        "iter": it,
+        "samples": n * trainer.spec.steps_per_iter * world * it,
+        "wall_s": ended - loop_start,
+        "step_time_s": ended - started,
+        "rollout_time_s": rolled - started,
+        "update_time_s": ended - rolled,
+        "peak_mem_mb": trainer.comm.gather(peak_mem_mb(dev)),
         "cap_used_mb": None if base is None else trainer.comm.gather(trainer.cap_used_mb),
-        "num_envs": n, "world_size": world,
-    }  # fmt: skip
+        "num_envs": n,
+        "world_size": world,
+    }
 
 
 def _cap_used(trainer: Trainer) -> float:

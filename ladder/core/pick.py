@@ -1,0 +1,283 @@
+"""Which rung counts: every pick rule over one case's records. Pure: records in, answers out.
+
+The sweep asks this module, and only this one, which of a case's trials count and how:
+
+- `attempts`: what the walk knows (every probe, and every confirmation that failed; repeats as their median);
+- `usable`: the probes whose rung no confirmation has failed;
+- `choose` / `best`: the case's pick among the ok trials by the objective (the rule below);
+- `to_confirm` / `confirmed`: the pick a confirmation must run, and that confirmation once it passed;
+- `fallback`: the row a case without a pick gets (never an `error` trial: see `fallback`);
+- `mem_frac`: peak memory as a share of what the cap allows; `to_beat`: what a launch must reach to become the pick;
+- `median_repeats`: a configuration measured several times as its median repeat.
+
+The pick rule (`choose`): the highest value of the objective. A candidate within the measured noise of the best
+value is tied with it: the top of its 95% interval reaches the best value (samples/s: its interval; util: its value
+plus `util_spread`). Among the best and its ties, more envs wins (the ladder's aim, the largest stable `num_envs`);
+at equal envs, the other figure (`OTHER`: util for samples/s and samples/s for util) breaks the tie where every
+tied candidate has it, else the value does, then the narrower interval. A value equal to the best's is always a
+tie. The tie is judged by the candidate's interval, not the best's, so that `to_beat` holds: a trial whose interval
+lies wholly below what it must beat can never become the pick, and the walk may cut it short.
+
+One window's interval speaks of the steps inside that window only; two launches of one configuration differ by more
+(start-up placement, clocks, neighbours on the host). For samples/s the tie therefore also reaches as far as
+`RUN_TO_RUN` above the candidate's value, where its interval is narrower (`reach`): a lower rung becomes the pick over
+a larger one only when it is faster by more than that. It is the same 5% by which `measure.repeats` of one
+configuration may differ and still be stable (`stats.MAX_SPREAD`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Generic, NamedTuple, TypeVar
+
+from ladder.core import figkeys
+from ladder.core.records import Objective, Phase, Status, TrialRecord
+
+OTHER: dict[str, str] = {  # what breaks a tie on the objective
+    Objective.MIN_AVG_UTIL: Objective.SAMPLES_PER_S,
+    Objective.SAMPLES_PER_S: Objective.MIN_AVG_UTIL,
+}
+REPEAT_FIGURES = ("repeats", "unstable", "repeat_spread", "ci_frac")  # about all repeats of a configuration
+# objectives whose noise is a half-width figure, not a _lo/_hi interval
+SPREAD: dict[str, str] = {Objective.MIN_AVG_UTIL: "util_spread"}
+# How far two launches of one configuration may differ beyond one window's interval, as a fraction of the objective
+# (a difference within it is a tie). Samples/s moves from run to run; min_avg_util's spread already spans the devices.
+RUN_TO_RUN: dict[str, float] = {Objective.SAMPLES_PER_S: 0.05}
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Candidate(Generic[T]):
+    """One configuration as the pick rule sees it."""
+
+    value: float  # the objective
+    envs: int
+    item: T
+    hi: float | None = None  # the top of its tie band: its 95% interval, or the run-to-run `reach` (None: neither)
+    other: float | None = None  # the figure that breaks a tie (OTHER)
+
+
+@dataclass(frozen=True)
+class Choice(Generic[T]):
+    """The pick, and the ties it was chosen among (by what)."""
+
+    item: T
+    tied: tuple[T, ...] = ()  # the others within the noise of the best value
+    by: str = ""  # how the tie was broken: "num_envs", the other figure's name, or the objective's own value
+
+
+class Fact(NamedTuple):
+    """One attempt as the walk (policy.Attempt, same fields in the same order) sees it."""
+
+    profile: str
+    rung: int
+    status: Status
+    mem_frac: float | None
+    value: float | None
+    value_hi: float | None  # the top of its tie band (`reach`): the measured interval's, or the run-to-run noise's
+    confirmed: bool = True  # False: a step-down on weak evidence (a low-confidence verdict): its rung runs once more
+    util: float | None = None  # the busiest GPU's mean util (%) in the window, where NVML measured it
+
+
+# ---------------------------------------------------------------- the pick rule
+
+
+def choose(candidates: Sequence[Candidate[T]], other: str = "other") -> Choice[T] | None:
+    """The pick among `candidates` by the module's rule; `other` names the tie-breaking figure in the answer."""
+    if not candidates:
+        return None
+    top = max(candidates, key=lambda c: (c.value, c.envs))
+    group = [c for c in candidates if c is top or tied(c, top)]
+    use_other = all(c.other is not None for c in group)
+    winner = max(group, key=lambda c: (c.envs, c.other if use_other else 0.0, c.value, -_top(c)))
+    rest = tuple(c.item for c in group if c is not winner)
+    if not rest:
+        return Choice(winner.item)
+    rivals = [c for c in group if c is not winner]
+    by = "num_envs" if all(c.envs < winner.envs for c in rivals) else other if use_other else "value"
+    return Choice(winner.item, rest, by)
+
+
+def _top(c: Candidate) -> float:
+    return c.hi if c.hi is not None else c.value
+
+
+def tied(c: Candidate, top: Candidate) -> bool:
+    """Is `c` within the measured noise of the best value `top`?"""
+    return c.value >= top.value or (c.hi is not None and c.hi >= top.value)
+
+
+def reach(value: float, hi: float | None, noise: float) -> float:
+    """The top of `value`'s tie band: its measured interval's top, or `noise` (a fraction, `RUN_TO_RUN`) above it,
+    whichever is higher."""
+    return max(value if hi is None else hi, value + abs(value) * noise)
+
+
+def noise_of(objective: str) -> float:
+    """The run-to-run noise the pick allows `objective` beyond one window's interval (`RUN_TO_RUN`; 0: none)."""
+    return RUN_TO_RUN.get(objective, 0.0)
+
+
+def pick(scored: Sequence[tuple[float, float | None, int, T]]) -> T | None:
+    """The rule on (value, top of its interval or None, num_envs, item), as the walk holds its attempts."""
+    choice = choose([Candidate(v, n, item, hi=hi) for v, hi, n, item in scored])
+    return choice.item if choice else None
+
+
+def to_beat(value: float, hi: float | None, envs: int, rung: int, noise: float = 0.0) -> float:
+    """What a trial at `rung` must reach (the top of its interval) to become the pick over the best so far
+    (`value`, `hi`, `envs`): for fewer envs, the top of the best's tie band (`reach`), since the best would tie back;
+    for as many or more, the best's value less the run-to-run `noise` (its own band reaches that far up). Below
+    this, by the pick rule, it cannot become the pick, whatever comes later."""
+    return reach(value, hi, noise) if rung < envs else value / (1.0 + noise)
+
+
+# ---------------------------------------------------------------- over records
+
+
+def objective_value(record: TrialRecord, objective: str) -> float | None:
+    return record.figures.get(objective) if record.status is Status.OK else None
+
+
+def interval(record: TrialRecord, objective: str) -> tuple[float | None, float | None]:
+    """The objective's measured 95% interval: `<objective>_lo/_hi`, or the value ± its spread figure (util)."""
+    f = record.figures
+    if (spread := SPREAD.get(objective)) and spread in f and objective in f:
+        return f[objective] - f[spread], f[objective] + f[spread]
+    return f.get(f"{objective}_lo"), f.get(f"{objective}_hi")
+
+
+def candidates(records: Sequence[TrialRecord], objective: str) -> list[Candidate[TrialRecord]]:
+    """The ok records as candidates, repeats as their median."""
+    out, noise = [], noise_of(objective)
+    for r in median_repeats(records, objective):
+        if (value := objective_value(r, objective)) is not None:
+            other = r.figures.get(OTHER.get(objective, ""))
+            hi = interval(r, objective)[1]
+            out.append(Candidate(value, r.num_envs, r, reach(value, hi, noise) if noise else hi, other))
+    return out
+
+
+def choose_best(records: Sequence[TrialRecord], objective: str) -> Choice[TrialRecord] | None:
+    """The case's pick among its ok records, with its ties."""
+    return choose(candidates(records, objective), OTHER.get(objective, "other"))
+
+
+def best(records: Sequence[TrialRecord], objective: str) -> TrialRecord | None:
+    choice = choose_best(records, objective)
+    return choice.item if choice else None
+
+
+def median_repeats(records: Sequence[TrialRecord], objective: str) -> list[TrialRecord]:
+    """A configuration measured several times (`measure.repeats`: same profile, rung and phase, each ok) as one
+    record: its median repeat by `objective` (the lower middle one for an even count), so that the best of n
+    repeats never stands for the configuration, carrying the repeat verdict over all of them (`REPEAT_FIGURES`, from
+    the last repeat, which saw them all). Every other record stays; the order of first appearance is kept."""
+    groups: dict[tuple[str, int, str], list[TrialRecord]] = {}
+    slots: list[TrialRecord | tuple[str, int, str]] = []
+    for record in records:
+        if objective_value(record, objective) is None:
+            slots.append(record)
+            continue
+        key = (record.profile, record.num_envs, str(record.phase))
+        if key not in groups:
+            groups[key] = []
+            slots.append(key)
+        groups[key].append(record)
+    return [slot if isinstance(slot, TrialRecord) else _median_of(groups[slot], objective) for slot in slots]
+
+
+def _median_of(repeats: list[TrialRecord], objective: str) -> TrialRecord:
+    if len(repeats) == 1:
+        return repeats[0]
+    ranked = sorted(repeats, key=lambda r: (objective_value(r, objective), r.number))
+    median, last = ranked[(len(ranked) - 1) // 2], max(repeats, key=lambda r: r.number)
+    verdict = {k: v for k, v in last.figures.items() if k in REPEAT_FIGURES}
+    return replace(median, figures={**median.figures, **verdict})
+
+
+# ---------------------------------------------------------------- the walk's facts, confirmation, fallback
+
+
+def same(a: TrialRecord, b: TrialRecord) -> bool:
+    """The same configuration: profile and rung."""
+    return (a.profile, a.num_envs) == (b.profile, b.num_envs)
+
+
+def usable(records: Sequence[TrialRecord]) -> list[TrialRecord]:
+    """Probe records whose rung no confirmation has failed."""
+    failed = [r for r in records if r.phase is Phase.CONFIRM and r.status is not Status.OK]
+    return [r for r in records if r.phase is Phase.PROBE and not any(same(r, f) for f in failed)]
+
+
+def to_confirm(records: Sequence[TrialRecord], objective: str) -> TrialRecord | None:
+    """The probes' pick while no confirmation of it has ended (None once one has, or with no pick)."""
+    chosen = best(usable(records), objective)
+    if chosen is None or any(same(r, chosen) and r.phase is Phase.CONFIRM for r in records):
+        return None
+    return chosen
+
+
+def confirmed(records: Sequence[TrialRecord], objective: str) -> TrialRecord | None:
+    """The pick's passed confirmation (its last): its long window's figures, never mixed with the probe's."""
+    chosen = best(usable(records), objective)
+    passed = [r for r in records if chosen and same(r, chosen) and r.phase is Phase.CONFIRM and r.status is Status.OK]
+    return passed[-1] if passed else None
+
+
+def fallback(records: Sequence[TrialRecord]) -> TrialRecord | None:
+    """With no pick, the record a case's row is built from: its lowest failed attempt (best_by_case.tsv keeps such
+    rows), the latest at that rung. An `error` (a broken configuration) never is one while another failure is: it says
+    nothing about the rung. With only errors, the latest error stands, for the caller to write as a row without a rung
+    (`results.error_row`); an interrupted trial never stands."""
+    failed = [r for r in records if r.status not in (Status.INTERRUPTED, Status.ERROR)]
+    if failed:
+        return min(failed, key=lambda r: (r.num_envs, -r.number))
+    errors = [r for r in records if r.status is Status.ERROR]
+    return max(errors, key=lambda r: r.number) if errors else None
+
+
+def attempts(records: Sequence[TrialRecord], objective: str) -> list[Fact]:
+    """What the walk knows: every probe, and every confirmation that failed (its rung then fails for the walk). A
+    value's top (`Fact.value_hi`) is the top of its tie band, as the pick judges it (`reach`)."""
+    return [
+        _fact(r, objective)
+        for r in median_repeats(records, objective)
+        if r.phase is Phase.PROBE or r.status is not Status.OK
+    ]
+
+
+def _fact(r: TrialRecord, objective: str) -> Fact:
+    value, hi, noise = objective_value(r, objective), r.figures.get(f"{objective}_hi"), noise_of(objective)
+    top = reach(value, hi, noise) if value is not None and noise else hi
+    return Fact(r.profile, r.num_envs, r.status, mem_frac(r), value, top, not weak(r), gpu_util(r))
+
+
+def weak(record: TrialRecord) -> bool:
+    """A step-down verdict on weak evidence (`confidence` low: a simulator's buffer overflow, a bare SIGKILL with no
+    kernel line): the walk runs its rung once more before it counts (README: Verdicts and their confidence)."""
+    return record.status is Status.OOM_OR_NCCL and record.info.get("confidence") == "low"
+
+
+def gpu_util(record: TrialRecord) -> float | None:
+    """The busiest GPU's mean util (%) in the window, where NVML measured the GPUs; None on a CPU (a rank's CPU
+    share is not the device's busy time)."""
+    utils = figkeys.values(record.figures, figkeys.AVG_UTIL)
+    return max(utils) if record.info.get("source") == "nvml" and utils else None
+
+
+def mem_frac(record: TrialRecord) -> float | None:
+    """Peak memory as a fraction of what the cap allows, in the cap's own units; None where they are unknown.
+
+    The trainer's own figure (`cap_used_mb` against `cap_mb`: what an emulated card limits) comes first; NVML's
+    device memory against the card's total serves on a real GPU. Host RSS against an emulated cap is not the same
+    quantity, so it gives no fraction and the memory model stays off."""
+    f = record.figures
+    if f.get("cap_mb"):
+        return f["cap_used_mb"] / f["cap_mb"] if "cap_used_mb" in f else None
+    total = float(record.info.get("gpu_mem_total") or 0)
+    mems = figkeys.values(f, figkeys.MAX_MEM)
+    if record.info.get("source") == "nvml" and total and mems and not record.info.get("emulate_gpu_mem_gb"):
+        return max(mems) / total
+    return None

@@ -1,0 +1,411 @@
+"""The measurement window and the figures over it. Pure: samples and progress points in, numbers out.
+
+The window opens after warm-up (the manual routine's rule, generalised): at the first progress point whose iteration is
+at least `warmup_iters` and whose last `stable_k` step times agree within `stable_tol` (relative spread), with their
+data times, where the trainer reports them, as steady (their spread within `stable_tol` of a step, and each under
+`data_time_max_s` when that is set: e.g. "data_time < 0.02 s for 5 log points"). If that never happens by
+`warmup_timeout_s`, it opens anyway and is marked ungated. It closes `window_s` later.
+
+Util figures are over the window, per GPU and per second (as nvidia-smi dmon counts);
+memory peaks are over the whole trial; samples/s is the ratio of samples to seconds between the progress points
+in the window, with a 95% interval from the per-interval rates (ratio estimator, Student t).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import NamedTuple
+
+from ladder.core.figkeys import AVG_SM_UTIL, AVG_UTIL, MAX_MEM, key
+from ladder.core.records import Point, Sample, Source
+
+ACTIVE_UTIL = 5.0  # a second counts as active when the mean util over devices exceeds this percent
+BIN_S = 1.0  # util per second first: p50, active and idle seconds are over seconds, as in the seeds
+MAX_SPREAD = 0.05  # repeats whose samples/s differ by more than this fraction (of their mean) are unstable
+MAX_CI_FRAC = 0.10  # ... as is a trial whose 95% interval is wider than this fraction of its samples/s (±5%)
+T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228)  # Student t, 97.5%, df 1-10
+
+
+class Rule(NamedTuple):
+    warmup_iters: int  # the window opens no earlier than this iteration
+    stable_k: int  # ... and once the last k step times agree
+    stable_tol: float  # relative spread (max-min)/median allowed among them
+    data_time_max_s: float | None = None  # and each of the last k data times under this (None: no bound)
+
+
+@dataclass(frozen=True)
+class Window:
+    start_t: float
+    end_t: float
+    gated: bool  # False: opened by warmup_timeout_s, not by a stable step time
+
+
+# ---------------------------------------------------------------- the window
+
+
+def step_times(points: Sequence[Point]) -> list[float | None]:
+    """Each point's step time: as reported, else the seconds per iteration since the previous point."""
+    out: list[float | None] = []
+    for i, point in enumerate(points):
+        derived, prev = None, points[i - 1] if i else None
+        if prev is not None and point.iter > prev.iter and point.t > prev.t:
+            derived = (point.t - prev.t) / (point.iter - prev.iter)
+        out.append(point.step_time_s if point.step_time_s is not None else derived)
+    return out
+
+
+def stable_start(
+    points: Sequence[Point], warmup_iters: int, stable_k: int, stable_tol: float, data_time_max_s: float | None = None
+) -> float | None:
+    """The time of the first point after which the step (and data) time is steady; None while warming up."""
+    steps = step_times(points)
+    for i, point in enumerate(points):
+        if point.iter < warmup_iters or i + 1 < stable_k:
+            continue
+        last = slice(i + 1 - stable_k, i + 1)
+        datas = [p.data_time_s for p in points[last]]
+        if _steady(steps[last], datas, stable_tol, data_time_max_s):
+            return point.t
+    return None
+
+
+def _steady(steps: Sequence[float | None], datas: Sequence[float | None], tol: float, data_max: float | None) -> bool:
+    known = [s for s in steps if s is not None]
+    if len(known) < len(steps) or _spread(known) > tol:
+        return False
+    reported = [d for d in datas if d is not None]
+    if not reported:  # the trainer reports no data time: the step time decides alone
+        return True
+    if len(reported) < len(datas) or (data_max is not None and max(reported) > data_max):
+        return False
+    return max(reported) - min(reported) <= tol * statistics.median(known)
+
+
+def open_window(
+    points: Sequence[Point], launch_t: float, now: float, window_s: float, rule: Rule | tuple, timeout_s: float
+) -> Window | None:
+    """The window, once it can open: gated by the stable rule, or ungated at the warm-up timeout."""
+    start = stable_start(points, *Rule(*rule))
+    if start is not None:
+        return Window(start, start + window_s, gated=True)
+    if now - launch_t >= timeout_s:
+        return Window(now, now + window_s, gated=False)
+    return None
+
+
+def window_points(window: Window, points: Sequence[Point]) -> int:
+    """How many progress points the window holds so far (from its start on)."""
+    return sum(1 for p in points if p.t >= window.start_t)
+
+
+def close_window(window: Window, points: Sequence[Point], min_points: int = 1) -> Window | None:
+    """The window, closed at the newest point, once `window_s` has passed (the trainer reported past its end) and
+    it holds at least `min_points` progress points; None while it goes on. It ends at that newest point, so every
+    point that closed it is counted: a trainer that reports rarely is measured over the points it gave."""
+    if not points or points[-1].t < window.end_t or window_points(window, points) < max(1, min_points):
+        return None
+    return replace(window, end_t=points[-1].t)
+
+
+def window_closed(window: Window, points: Sequence[Point], min_points: int = 1) -> bool:
+    """Closed once the trainer has reported past its end and the window holds `min_points` points."""
+    return close_window(window, points, min_points) is not None
+
+
+def busy(samples: Sequence[Sample], since_t: float) -> bool:
+    """The trainer visibly works since `since_t` (no progress line is proof of a hang): a second of util over
+    ACTIVE_UTIL on its devices (or CPUs), or its memory still growing (by more than 2%)."""
+    recent = [s for s in samples if s.t >= since_t]
+    for source in {s.source for s in recent}:  # GPU util and host CPU apart: either one working is enough
+        mine = [s for s in recent if s.source == source]
+        if any(u > ACTIVE_UTIL for u in per_second(mine)):
+            return True
+        mems = [s.mem_mb for s in sorted(mine, key=lambda s: s.t)]
+        if len(mems) >= 2 and max(mems[len(mems) // 2 :]) > 1.02 * max(mems[: len(mems) // 2]) > 0:
+            return True
+    return False
+
+
+# ---------------------------------------------------------------- figures
+
+
+def source_of(samples: Iterable[Sample]) -> str:
+    """nvml where any GPU was sampled, else host ("" with no samples at all)."""
+    sources = {s.source for s in samples}
+    return str(Source.NVML) if Source.NVML in sources else str(Source.HOST) if sources else ""
+
+
+def figures(
+    samples: Sequence[Sample], points: Sequence[Point], window: Window | None, launch_t: float
+) -> dict[str, float]:
+    """Every figure a trial records; util figures over the window (over the whole run when none opened)."""
+    source = source_of(samples)
+    main = [s for s in samples if s.source == source]
+    inside = _within(main, window)
+    out = _util_figures(inside)
+    out.update(_memory_figures(main))
+    out.update(_gpu_extras(inside, main))
+    if source == Source.NVML:
+        out.update(_host_alongside([s for s in samples if s.source == Source.HOST], window))
+    if points:  # start-up: launcher, imports, the trainer's build and its first iteration
+        out["first_step_s"] = round(min(p.t for p in points) - launch_t, 2)
+    if window is not None:
+        out.update(_rate_figures(points, window))
+        out["window_start_s"] = round(window.start_t - launch_t, 2)
+        out["gated"] = 1.0 if window.gated else 0.0
+    return out
+
+
+def util_summary(samples: Sequence[Sample]) -> dict[str, float]:
+    """The util figures of a series as it is (the scripts' window summaries)."""
+    return _util_figures(samples)
+
+
+def _within(samples: Sequence[Sample], window: Window | None) -> list[Sample]:
+    return [s for s in samples if window is None or window.start_t <= s.t <= window.end_t]
+
+
+def _util_figures(samples: Sequence[Sample]) -> dict[str, float]:
+    by_index = _by_index(samples, lambda s: s.util)
+    if not by_index:
+        return {}
+    avgs = {i: statistics.fmean(v) for i, v in by_index.items()}
+    seconds = per_second(samples)
+    active = [u for u in seconds if u > ACTIVE_UTIL]
+    out = {key(AVG_UTIL, i): round(a, 2) for i, a in sorted(avgs.items())}
+    out["min_avg_util"] = round(min(avgs.values()), 2)
+    out["p50_util"] = round(statistics.median(seconds), 2)
+    out["n_samples"] = float(len({s.t for s in samples}))
+    out["active_s"] = len(active) * BIN_S
+    out["idle_s"] = (len(seconds) - len(active)) * BIN_S
+    out["active_frac"] = round(len(active) / len(seconds), 3)
+    if active:
+        out["avg_active_util"] = round(statistics.fmean(active), 2)  # both devices' mean over their active seconds
+    if (spread := util_spread(samples)) is not None:
+        out["util_spread"] = round(spread, 2)
+    return out
+
+
+def util_spread(samples: Sequence[Sample]) -> float | None:
+    """The noise of `min_avg_util`: the half-width of the 95% interval (Student t) of the mean util of the device
+    whose mean is lowest, from that device's per-second means (seconds are not independent under a steady load,
+    so this is a floor on the noise, not a bound); None under two seconds of samples."""
+    by_index = _by_index(samples, lambda s: s.util)
+    if not by_index:
+        return None
+    low = min(by_index, key=lambda i: statistics.fmean(by_index[i]))
+    seconds = per_second([s for s in samples if s.index == low])
+    if len(seconds) < 2:
+        return None
+    return t975(len(seconds) - 1) * statistics.stdev(seconds) / math.sqrt(len(seconds))
+
+
+def per_second(samples: Sequence[Sample]) -> list[float]:
+    """The util of each second: each device's mean within it, averaged over the devices."""
+    if not samples:
+        return []
+    t0 = min(s.t for s in samples)
+    bins: dict[int, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for s in samples:
+        bins[int((s.t - t0) // BIN_S)][s.index].append(s.util)
+    return [statistics.fmean(statistics.fmean(v) for v in devs.values()) for _, devs in sorted(bins.items())]
+
+
+def _memory_figures(samples: Sequence[Sample]) -> dict[str, float]:
+    return {key(MAX_MEM, i): round(max(v)) for i, v in sorted(_by_index(samples, lambda s: s.mem_mb).items())}
+
+
+def _gpu_extras(inside: Sequence[Sample], trial: Sequence[Sample]) -> dict[str, float]:
+    """The trial's own peak per GPU (its processes, not the driver's or other users') and GPM SM util."""
+    out: dict[str, float] = {
+        f"proc_mem_max{i}": round(max(v)) for i, v in sorted(_by_index(trial, lambda s: s.proc_mem_mb).items())
+    }
+    sm = _by_index(inside, lambda s: s.sm_util)
+    out.update({key(AVG_SM_UTIL, i): round(statistics.fmean(v), 2) for i, v in sorted(sm.items())})
+    if sm:
+        out["min_avg_sm_util"] = round(min(statistics.fmean(v) for v in sm.values()), 2)
+    return out
+
+
+def _host_alongside(host: Sequence[Sample], window: Window | None) -> dict[str, float]:
+    cpu = _by_index(_within(host, window), lambda s: s.util)
+    out: dict[str, float] = {f"host_cpu_avg{i}": round(statistics.fmean(v), 1) for i, v in sorted(cpu.items())}
+    out.update({f"host_rss_max{i}": round(max(v)) for i, v in sorted(_by_index(host, lambda s: s.mem_mb).items())})
+    return out
+
+
+def _by_index(samples: Iterable[Sample], value: Callable[[Sample], float | None]) -> dict[int, list[float]]:
+    out: dict[int, list[float]] = defaultdict(list)
+    for s in samples:
+        v = value(s)
+        if v is not None:
+            out[s.index].append(v)
+    return out
+
+
+# ---------------------------------------------------------------- rates
+
+
+class Interval(NamedTuple):
+    seconds: float
+    iters: int
+    samples: float
+
+
+def intervals(points: Sequence[Point]) -> list[Interval]:
+    """Consecutive points as (seconds, iterations, samples) steps; points that share a time join the next."""
+    out: list[Interval] = []
+    start = points[0] if points else None
+    for point in points[1:]:
+        assert start is not None
+        if point.t > start.t and point.iter > start.iter:
+            out.append(Interval(point.t - start.t, point.iter - start.iter, point.samples - start.samples))
+            start = point
+    return out
+
+
+def _rate_figures(points: Sequence[Point], window: Window) -> dict[str, float]:
+    inside = [p for p in points if window.start_t <= p.t <= window.end_t]
+    steps = intervals(inside)
+    if not steps:
+        return {}
+    span = sum(s.seconds for s in steps)
+    out = {
+        "window_s": round(span, 2),
+        "n_iters": float(sum(s.iters for s in steps)),
+        "iters_per_s": round(sum(s.iters for s in steps) / span, 4),
+    }
+    reported = [p.sps for p in inside if p.sps is not None]
+    if sum(s.samples for s in steps) > 0:
+        rate, lo, hi = ratio_interval([s.samples for s in steps], [s.seconds for s in steps])
+        out.update(_rate(rate, lo, hi, reported=False))
+    elif reported:  # the trainer prints a rate and no count: its rate stands for samples/s (`rate_reported` 1)
+        out.update(_rate(*mean_interval(reported), reported=True))
+    out.update(_median_of("step_time_p50", [t for t in step_times(inside)[1:] if t is not None]))
+    out.update(_median_of("data_time_p50", [p.data_time_s for p in inside[1:] if p.data_time_s is not None]))
+    if reported:
+        out["sps_reported"] = reported[-1]
+    return out
+
+
+def _rate(rate: float, lo: float, hi: float, reported: bool) -> dict[str, float]:
+    """A rate's figures; its interval never below zero (a rate is not negative, whatever the t-interval says)."""
+    return {
+        "samples_per_s": round(rate, 1),
+        "samples_per_s_lo": round(max(0.0, lo), 1),
+        "samples_per_s_hi": round(hi, 1),
+        "rate_reported": 1.0 if reported else 0.0,
+    }
+
+
+def mean_interval(values: Sequence[float]) -> tuple[float, float, float]:
+    """The mean of `values` with its 95% interval (Student t; unbounded for a single value)."""
+    mean = statistics.fmean(values)
+    if len(values) < 2:
+        return mean, -math.inf, math.inf
+    half = t975(len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
+    return mean, mean - half, mean + half
+
+
+def window_ci_frac(points: Sequence[Point], window: Window) -> float | None:
+    """The samples/s interval's width over `window`, as a fraction of the rate; None without a rate."""
+    return ci_frac(_rate_figures(points, window))
+
+
+def ci_frac(figures: Mapping[str, float]) -> float | None:
+    """The width of the samples/s interval as a fraction of the rate (what `max_ci_frac` bounds); None without."""
+    rate = Rate.of(figures)
+    if rate is None:
+        return None
+    return (rate.hi - rate.lo) / rate.value if rate.value > 0 else math.inf
+
+
+def rate_upper(points: Sequence[Point], start_t: float) -> float | None:
+    """The top of the samples/s interval over the points since `start_t` (None until there is a rate)."""
+    if not points:
+        return None
+    hi = _rate_figures(points, Window(start_t, points[-1].t, gated=True)).get("samples_per_s_hi")
+    return hi if hi is not None and math.isfinite(hi) else None
+
+
+def _median_of(name: str, values: list[float]) -> dict[str, float]:
+    return {name: round(statistics.median(values), 4)} if values else {}
+
+
+def ratio_interval(ys: Sequence[float], xs: Sequence[float]) -> tuple[float, float, float]:
+    """Σy/Σx with its 95% interval: the ratio estimator's standard error and Student t with n-1 degrees of
+    freedom (an unbounded interval for a single step: one interval says nothing about its spread)."""
+    n, rate = len(xs), sum(ys) / sum(xs)
+    if n < 2:
+        return rate, -math.inf, math.inf
+    residual = sum((y - rate * x) ** 2 for x, y in zip(xs, ys, strict=True)) / (n - 1)
+    half = t975(n - 1) * math.sqrt(residual / n) / statistics.fmean(xs)
+    return rate, rate - half, rate + half
+
+
+def t975(df: int) -> float:
+    """Student t's 97.5% quantile; a table to 10 degrees of freedom, the Cornish-Fisher expansion beyond."""
+    if df <= len(T975):
+        return T975[df - 1]
+    z = 1.959964
+    return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
+
+
+def _spread(values: list[float]) -> float:
+    mid = statistics.median(values)
+    return (max(values) - min(values)) / mid if mid > 0 else float("inf")
+
+
+# ---------------------------------------------------------------- repeats
+
+
+class Rate(NamedTuple):
+    value: float  # samples/s
+    lo: float  # its 95% interval
+    hi: float
+
+    @staticmethod
+    def of(figures: Mapping[str, float]) -> Rate | None:
+        """The rate a trial's figures carry, if it measured one."""
+        if "samples_per_s" not in figures:
+            return None
+        value = figures["samples_per_s"]
+        return Rate(value, figures.get("samples_per_s_lo", -math.inf), figures.get("samples_per_s_hi", math.inf))
+
+
+@dataclass(frozen=True)
+class Repeatability:
+    stable: bool
+    spread: float  # (max - min) / mean of the repeats' samples/s; 0 for one
+    ci_frac: float  # the widest 95% interval, as a fraction of its samples/s
+    why: str  # "" when stable
+
+    def figures(self) -> dict[str, float]:
+        return {
+            "unstable": 0.0 if self.stable else 1.0,
+            "repeat_spread": round(self.spread, 4),
+            "ci_frac": round(self.ci_frac, 4),
+        }
+
+
+def repeat_verdict(
+    rates: Sequence[Rate], max_spread: float = MAX_SPREAD, max_ci_frac: float = MAX_CI_FRAC
+) -> Repeatability:
+    """Is one configuration's samples/s reproducible? Unstable when any repeat's interval is wider than
+    max_ci_frac of its rate, or the repeats differ by more than max_spread of their mean."""
+    if not rates:
+        return Repeatability(False, math.inf, math.inf, "no repeat measured a rate")
+    values = [r.value for r in rates]
+    mean = statistics.fmean(values)
+    spread = (max(values) - min(values)) / mean if mean > 0 else math.inf
+    ci = max((r.hi - r.lo) / r.value if r.value > 0 else math.inf for r in rates)
+    why = []
+    if ci > max_ci_frac:
+        why.append(f"95% interval {ci:.1%} of samples/s (over {max_ci_frac:.0%})")
+    if spread > max_spread:
+        why.append(f"repeats differ by {spread:.1%} (over {max_spread:.0%})")
+    return Repeatability(not why, spread, ci, "; ".join(why))

@@ -1,5 +1,0 @@
-import sys
-
-from ladder.report.build import main
-
-sys.exit(main())

@@ -1,0 +1,167 @@
+"""A trial's processes: the id each of them carries, the name of its memory cgroup, finding them all, killing them all.
+
+Every process a trial starts carries `LADDER_TRIAL_ID` in its environment, and sits in the memory cgroup
+`ladder-<orchestrator pid>-<trial id>` where the system allows one. Whoever has to end a trial — the launcher's
+stop, the supervisor left without an orchestrator (`trialexec`), the post-flight check, a later orchestrator
+cleaning up after a dead one (`heartbeat`) — finds its processes and kills them here, the same way: SIGKILL to
+the cgroup and to every process carrying the id, wait, reap what re-parented to us, remove the emptied cgroup.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import logging
+import os
+import signal
+import time
+from collections.abc import Collection, Iterable, Sequence
+from pathlib import Path
+
+import psutil
+
+from ladder.runner.cgroup import ROOT, MemCgroup, parents
+
+log = logging.getLogger(__name__)
+
+TRIAL_ID_VAR = "LADDER_TRIAL_ID"
+CGROUP_PREFIX = "ladder-"
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def cgroup_name(trial_id: str, owner_pid: int | None = None) -> str:
+    """`ladder-<owner pid>-<trial id>`: the owner's pid tells a stale cgroup (dead owner) from a live one."""
+    return f"{CGROUP_PREFIX}{os.getpid() if owner_pid is None else owner_pid}-{trial_id}"
+
+
+def trial_cgroups(trial_id: str, root: Path = ROOT) -> list[MemCgroup]:
+    """The trial's cgroups that exist, whichever orchestrator made them (and the older `ladder-<id>` form)."""
+    found = []
+    for parent, layout in parents(root):
+        found += [MemCgroup(path, layout) for path in parent.glob(f"{CGROUP_PREFIX}*") if _of(path.name, trial_id)]
+    return found
+
+
+def _of(name: str, trial_id: str) -> bool:
+    owner, sep, rest = name[len(CGROUP_PREFIX) :].partition("-")
+    return (bool(sep) and owner.isdigit() and rest == trial_id) or name == CGROUP_PREFIX + trial_id
+
+
+def carrying(trial_id: str) -> list[psutil.Process]:
+    """Processes whose environment carries the trial's id (any of ours; the machine's others cannot be read)."""
+    found: list[psutil.Process] = []
+    for proc in psutil.process_iter() if trial_id else ():
+        with contextlib.suppress(psutil.Error):
+            if proc.environ().get(TRIAL_ID_VAR) == trial_id:
+                found.append(proc)
+    return found
+
+
+def members(trial_id: str, cgroups: Iterable[MemCgroup] = (), but: Collection[int] = ()) -> list[psutil.Process]:
+    """Every live process of the trial: those in its cgroups and those carrying its id, less the pids in `but`."""
+    procs = {p.pid: p for p in carrying(trial_id) if p.pid not in but}
+    for pid in (pid for group in cgroups for pid in group.pids()):
+        if pid not in procs and pid not in but:
+            with contextlib.suppress(psutil.Error):
+                procs[pid] = psutil.Process(pid)
+    return list(procs.values())
+
+
+def kill(procs: Iterable[psutil.Process]) -> None:
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+
+
+def kill_trial(
+    trial_id: str, cgroups: Sequence[MemCgroup] | None = None, timeout_s: float = 5.0, remove: bool = True
+) -> list[int]:
+    """SIGKILL every process of the trial, reap them, wait until its cgroups (found by name when None is given) are
+    empty and remove them (unless told to keep them, to read their figures first); returns the pids that were
+    alive. Processes still alive after `timeout_s` are logged."""
+    groups = trial_cgroups(trial_id) if cgroups is None else list(cgroups)
+    procs = members(trial_id, groups)
+    for group in groups:
+        group.kill_all()
+    kill(procs)
+    _, alive = psutil.wait_procs(procs, timeout=timeout_s)  # reaps those that re-parented to us
+    for proc in alive:
+        log.warning("process %d of trial %s survived SIGKILL for %g s", proc.pid, trial_id, timeout_s)
+    reap_orphans()
+    for group in groups:
+        _wait_empty(group, timeout_s)
+    if remove:
+        remove_cgroups(groups)
+    return [p.pid for p in procs]
+
+
+def end_abandoned(number: int, trial_id: str, reachable: bool, host: str) -> int:
+    """What is left of a trial whose orchestrator died (stored trial `number`), killed where it can be reached from
+    here; returns how many processes were alive."""
+    if not reachable:
+        log.warning(
+            "trial %d ran on %s: its processes, if any are left there, cannot be reached from here",
+            number,
+            host or "an unknown host",
+        )
+        return 0
+    if not trial_id:
+        log.warning("trial %d has no trial_id recorded: its leftover processes cannot be found", number)
+        return 0
+    if killed := kill_trial(trial_id, timeout_s=10.0):
+        log.info("killed %d process(es) left alive by trial %d (%s)", len(killed), number, trial_id)
+    return len(killed)
+
+
+def remove_cgroups(groups: Iterable[MemCgroup]) -> None:
+    for group in groups:
+        group.remove()
+
+
+def remove_stale(root: Path = ROOT) -> int:
+    """Remove empty trial cgroups left by an orchestrator that was killed; returns how many."""
+    removed = 0
+    for parent, _ in parents(root):
+        for path in parent.glob(f"{CGROUP_PREFIX}*"):
+            if _owner_alive(path.name[len(CGROUP_PREFIX) :]):
+                continue  # another orchestrator's trial, maybe created a moment ago and not yet joined
+            try:
+                path.rmdir()  # the kernel refuses while any process is inside
+                removed += 1
+            except OSError:
+                continue
+    return removed
+
+
+def become_subreaper() -> bool:
+    """Orphans of our trials re-parent to us (Linux), so none escapes the stop."""
+    try:
+        return ctypes.CDLL(None).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def reap_orphans() -> None:
+    """Collect exited orphans that re-parented to us (we are their subreaper)."""
+    for child in psutil.Process().children():
+        with contextlib.suppress(psutil.Error, ChildProcessError):
+            if child.status() == psutil.STATUS_ZOMBIE:
+                os.waitpid(child.pid, os.WNOHANG)
+
+
+def signal_group(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def _owner_alive(rest: str) -> bool:
+    """`<pid>-<trial id>`: the orchestrator that made it is still running (older names carry no pid)."""
+    pid, sep, _ = rest.partition("-")
+    return bool(sep) and pid.isdigit() and psutil.pid_exists(int(pid))
+
+
+def _wait_empty(cgroup: MemCgroup, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while cgroup.pids() and time.monotonic() < deadline:
+        reap_orphans()
+        time.sleep(0.05)

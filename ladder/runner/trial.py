@@ -1,0 +1,384 @@
+"""Run one trial: launch, watch (progress, window, stall, time limit), stop, classify, measure.
+
+The watch loop is a handful of named checks on each tick; a trial always ends with its whole process group
+dead and reaped, Ctrl-C included (then it is recorded `interrupted` and the interrupt goes on up).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from ladder.core import stats
+from ladder.core.records import Ending, Point, Reason, Sample, Status, StopCause, Verdict
+from ladder.core.spec import STDOUT_FILE, TrialSpec
+from ladder.failures import files, patterns, rules
+from ladder.runner import launch, procs
+from ladder.runner.cgroup import Usage
+from ladder.runner.evidence import Evidence
+from ladder.runner.monitor import Monitor, Sampler, write_samples
+from ladder.settings.config import MeasureConf
+from ladder.workloads.progress import Follow, reader_for
+
+log = logging.getLogger(__name__)
+
+TICK_S = 0.1
+SHORT_FRAC = 0.25  # an insurance probe's short window, as a share of measure.window_s
+# Stops after which nothing of the trial needs an orderly end: its figures (a window measured to its end, or cut)
+# or its failure evidence are on disk already. The group is killed at once; SIGTERM would cost torchrun's own
+# shutdown (0.85 s, measured), and up to `kill_grace_s` for a trainer that lingers at it.
+KILL_AT_ONCE = frozenset({StopCause.OUT_OF_MEMORY, StopCause.WINDOW_DONE})
+LOG_TAIL_BYTES = 256 * 1024
+MIB = 1024 * 1024
+SHOWN_LINES = 3  # lines of the trainer's own output a "no progress matched" verdict shows
+# ladder's own SIGTERM, echoed back by torchrun or the trainer: never the trainer's evidence
+OWN_SIGNAL = re.compile(r"SignalException|got signal: 15\b|Received Signals\.SIGTERM|signal SIGTERM|Terminated$")
+
+
+@dataclass
+class Watch:
+    """What the loop has seen so far."""
+
+    launch_t: float  # unix time of launch
+    last_progress_mono: float
+    points: list[Point] = field(default_factory=list)
+    window: stats.Window | None = None
+    stopped_by: StopCause = StopCause.NONE
+    beat: float | None = None  # samples/s this trial must beat to matter; below it, its window closes early
+    cut: bool = False  # the window closed early: the trial measured clearly less than `beat`
+    short_s: float | None = None  # an insurance probe: past this much window, a rate below `beat` ends it
+    short: bool = False  # ... and it did
+    extended: bool = False  # the window was extended once: its samples/s interval was wider than max_ci_frac
+    tail: str = ""  # the progress file's tail when ladder decided to stop it (before its own SIGTERM is echoed)
+    samples: Callable[[], list[Sample]] = list  # the monitor's samples so far (is the trainer visibly busy?)
+
+
+@dataclass(frozen=True)
+class Tick:
+    """What a live view shows of the running trial."""
+
+    elapsed_s: float
+    phase: str  # "warm-up", "window", "stopping"
+    iteration: int
+    window_frac: float  # 0..1 of the window measured so far
+    latest: tuple[Sample, ...]  # the newest sample of each device
+
+
+OnTick = Callable[[Tick], None]
+
+
+@dataclass(frozen=True)
+class Result:
+    verdict: Verdict
+    figures: dict[str, float]
+    exit_code: int
+    duration_s: float
+    leftovers: int  # processes of the trial found alive after the stop (and then killed)
+    source: str = ""  # nvml or host: what the figures were sampled from
+    stopped_by: StopCause = StopCause.NONE  # why ladder stopped it (NONE: it ended by itself)
+
+
+def run(
+    spec: TrialSpec,
+    trial_dir: Path,
+    trial_id: str,
+    measure: MeasureConf,
+    make_sampler: Callable[[int], Sampler],
+    mem_limit_bytes: int | None = None,
+    on_tick: OnTick | None = None,
+    beat: float | None = None,
+    short: bool = False,
+) -> Result:
+    """Launch, watch, stop and measure one trial. With `beat` (samples/s), the window closes as soon as the
+    rate's measured interval lies wholly below it: the trial cannot matter, and its figures say `cut`. A `short`
+    one (insurance the evidence says is unlikely to pay, `policy.rising`) closes after `SHORT_FRAC` of its window
+    once its rate is below `beat`, its interval notwithstanding (figures `cut` and `short`)."""
+    running = launch.start(spec, trial_dir, trial_id, mem_limit_bytes)
+    short_s = measure.window_s * SHORT_FRAC if short and beat is not None else None
+    watch = Watch(launch_t=time.time(), last_progress_mono=running.started_mono, beat=beat, short_s=short_s)
+    monitor = Monitor(make_sampler(running.proc.pid), measure.sample_hz).start()
+    watch.samples = lambda: monitor.samples
+    progress = reader_for(
+        str(spec.progress_kind.value),
+        trial_dir / spec.progress_file,
+        spec.progress_regex,
+        spec.progress_samples_per_iter,
+    )
+    evidence = Evidence(trial_dir)
+    try:
+        _watch(running, watch, progress, measure, evidence, lambda: on_tick and on_tick(_tick(watch, monitor, running)))
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM (see search.py): the result says `interrupted`
+        watch.stopped_by = StopCause.INTERRUPTED
+    finally:  # any other exception still stops and reaps the group before it goes on up
+        result = _finish(running, watch, progress, monitor, trial_dir, measure)
+        _write_result(trial_dir, result)
+    return result
+
+
+def _watch(
+    running: launch.Running,
+    watch: Watch,
+    progress: Follow,
+    measure: MeasureConf,
+    evidence: Evidence,
+    tick: Callable[[], object],
+) -> None:
+    while running.proc.poll() is None:
+        _take_progress(watch, progress)
+        watch.stopped_by = _stop_reason(watch, measure, running.started_mono) or _out_of_memory(evidence, running)
+        if watch.stopped_by:
+            watch.tail = _tail(progress.path)
+            return
+        tick()
+        time.sleep(TICK_S)
+
+
+def _tick(watch: Watch, monitor: Monitor, running: launch.Running) -> Tick:
+    now = time.time()
+    window = watch.window
+    frac = 0.0 if window is None else min(1.0, max(0.0, (now - window.start_t) / (window.end_t - window.start_t)))
+    latest = {s.index: s for s in monitor.samples[-32:] if s.source == monitor.sampler.source}
+    return Tick(
+        elapsed_s=time.monotonic() - running.started_mono,
+        phase="warm-up" if window is None else "window",
+        iteration=watch.points[-1].iter if watch.points else 0,
+        window_frac=frac,
+        latest=tuple(latest[i] for i in sorted(latest)),
+    )
+
+
+def _take_progress(watch: Watch, progress: Follow) -> None:
+    new = progress.read_new()
+    if new:
+        watch.points.extend(new)
+        watch.last_progress_mono = time.monotonic()
+
+
+def _stop_reason(watch: Watch, measure: MeasureConf, started_mono: float) -> StopCause:
+    now_mono = time.monotonic()
+    if watch.window is None:
+        rule = stats.Rule(measure.warmup_iters, measure.stable_k, measure.stable_tol, measure.data_time_max_s)
+        watch.window = stats.open_window(
+            watch.points, watch.launch_t, time.time(), measure.window_s, rule, measure.warmup_timeout_s
+        )
+    if watch.window is not None and _window_done(watch, measure):
+        return StopCause.WINDOW_DONE
+    if watch.window is not None and watch.beat is not None and (_beaten(watch, watch.beat) or _short_lost(watch)):
+        return StopCause.WINDOW_DONE
+    silent_s = now_mono - watch.last_progress_mono
+    if watch.points and silent_s > measure.stall_timeout_s:
+        return StopCause.STALLED
+    if now_mono - started_mono > measure.trial_timeout_s:
+        if watch.extended and watch.window is not None:  # out of time while extended: the window it had stands
+            watch.window = replace(watch.window, end_t=watch.points[-1].t)
+            return StopCause.WINDOW_DONE
+        return StopCause.TRIAL_TIMEOUT
+    # before the first progress line: a slow first update is not a hang while the trainer visibly works
+    if not watch.points and silent_s > max(measure.stall_timeout_s, measure.startup_timeout_s):
+        busy = stats.busy(watch.samples(), time.time() - measure.stall_timeout_s)
+        return StopCause.NONE if busy else StopCause.STALLED
+    return StopCause.NONE
+
+
+def _window_done(watch: Watch, measure: MeasureConf) -> bool:
+    """The window holds `min_window_iters` points and `window_s` has passed; once, a rate whose interval is wider
+    than `max_ci_frac` extends it by another `window_s` (`measure.extend_unstable`)."""
+    assert watch.window is not None
+    closed = stats.close_window(watch.window, watch.points, measure.min_window_iters)
+    if closed is None:
+        return False
+    wide = (stats.window_ci_frac(watch.points, closed) or 0.0) > measure.max_ci_frac
+    if wide and measure.extend_unstable and not watch.extended:
+        watch.window, watch.extended = replace(watch.window, end_t=closed.end_t + measure.window_s), True
+        return False
+    watch.window = closed
+    return True
+
+
+def _out_of_memory(evidence: Evidence, running: launch.Running) -> StopCause:
+    """A rank ran out of memory: stop the trial at this first evidence (its verdict is read from the same files)."""
+    oom_kills = running.cgroup.oom_kills() if running.cgroup else 0
+    return StopCause.OUT_OF_MEMORY if evidence.check(oom_kills) is not None else StopCause.NONE
+
+
+def _beaten(watch: Watch, beat: float) -> bool:
+    """The window so far says the rate is below `beat` (its interval's top is); then the window ends here."""
+    assert watch.window is not None
+    upper = stats.rate_upper(watch.points, watch.window.start_t)
+    if upper is None or upper >= beat:
+        return False
+    watch.window, watch.cut = replace(watch.window, end_t=watch.points[-1].t), True
+    return True
+
+
+def _short_lost(watch: Watch, min_points: int = 3) -> bool:
+    """An insurance probe's short window has closed (`short_s`, and at least `min_points` points) with a rate below
+    `beat`: its window ends there."""
+    if watch.short_s is None or watch.window is None or watch.beat is None:
+        return False
+    short = stats.close_window(
+        replace(watch.window, end_t=watch.window.start_t + watch.short_s), watch.points, min_points
+    )
+    if short is None:
+        return False
+    rate = stats.figures([], watch.points, short, watch.launch_t).get("samples_per_s")
+    if rate is None or rate >= watch.beat:
+        watch.short_s = None  # it may win: the rest of its window decides, under the usual cut
+        return False
+    watch.window, watch.cut, watch.short = short, True, True
+    return True
+
+
+def _finish(
+    running: launch.Running,
+    watch: Watch,
+    progress: Follow,
+    monitor: Monitor,
+    trial_dir: Path,
+    measure: MeasureConf,
+) -> Result:
+    code = launch.stop(running, 0.0 if watch.stopped_by in KILL_AT_ONCE else measure.kill_grace_s)
+    samples: list[Sample] = monitor.stop()
+    _take_progress(watch, progress)
+    left = procs.kill_trial(running.trial_id, cgroups=())
+    for pid in left:
+        log.warning("trial %s left process %d alive after the stop; killed it", running.trial_id, pid)
+    write_samples(samples, trial_dir / "samples.csv")
+    ending = _ending(trial_dir, code, watch.stopped_by, running)
+    window = watch.window if watch.stopped_by is StopCause.WINDOW_DONE else None
+    figures = stats.figures(samples, watch.points, window, watch.launch_t)
+    verdict = _settled(
+        _with_last_progress(rules.classify(ending), watch.tail, progress), watch, measure, progress, trial_dir
+    )
+    verdict = _with_cgroup_oom(verdict, running, watch.stopped_by)
+    figures |= cap_figures(progress.path) | cgroup_figures(running.cgroup_usage)
+    figures |= {"sampler_cpu_s": round(monitor.cpu_s, 3)}
+    if watch.cut:
+        figures["cut"] = 1.0
+    if watch.short:
+        figures["short"] = 1.0
+    figures |= _interval_verdict(figures, measure, watch.extended)
+    duration = round(time.monotonic() - running.started_mono, 2)
+    return Result(verdict, figures, code, duration, len(left), stats.source_of(samples), watch.stopped_by)
+
+
+def cap_figures(progress_file: Path) -> dict[str, float]:
+    """The emulated card (`cap_mb`) and the most of it the trainer used (`cap_used_mb`, max over ranks), where
+    the trainer reports them in its JSON lines (the proxy does); the memory model compares the two."""
+    cap, used = 0.0, 0.0
+    for line in _tail(progress_file).splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        cap = float(rec.get("cap_mb") or cap) if isinstance(rec, dict) else cap
+        ranks = rec.get("cap_used_mb") if isinstance(rec, dict) else None
+        used = max([used, *(float(u) for u in ranks)]) if isinstance(ranks, list) and ranks else used
+    return {"cap_mb": cap, "cap_used_mb": round(used, 1)} if cap and used else {}
+
+
+def cgroup_figures(usage: Usage | None) -> dict[str, float]:
+    """The memory a host cap limits: the cgroup's peak (every process of the trial together, page cache included),
+    and the cap itself where one was set (`workload.host_mem_limit_gb`)."""
+    if usage is None or not usage.peak_bytes:
+        return {}
+    limit = {"cgroup_limit_mb": round(usage.limit_bytes / MIB, 1)} if usage.limit_bytes else {}
+    return {"cgroup_peak_mb": round(usage.peak_bytes / MIB, 1)} | limit
+
+
+def _with_cgroup_oom(verdict: Verdict, running: launch.Running, stopped_by: StopCause) -> Verdict:
+    """The kernel killed a process of the trial for the cgroup's cap: that is the cause, whatever the parent did
+    after (an EOFError from its dead worker, an exit code 1, a hang). Only a stop by the user keeps its verdict."""
+    usage = running.cgroup_usage
+    if usage is None or usage.oom_kills <= 0 or stopped_by is StopCause.INTERRUPTED:
+        return verdict
+    name = running.cgroup.path.name if running.cgroup is not None else "?"
+    found = f"memory cgroup {name} counted {usage.oom_kills} OOM kill(s) (peak {usage.peak_bytes / MIB:.0f} MiB)"
+    also = "" if verdict.evidence.startswith("memory cgroup") or not verdict.evidence else f"; {verdict.evidence}"
+    return Verdict(patterns.status_of(Reason.HOST_OOM), Reason.HOST_OOM, found + also)
+
+
+def _with_last_progress(verdict: Verdict, tail: str, progress: Follow) -> Verdict:
+    """A stalled trial's evidence: the last progress line it wrote before it went silent (the last one its regex
+    matches, for a regex over a log; never ladder's own SIGTERM echoed back: the tail is the one read when ladder
+    decided to stop it)."""
+    if verdict.reason is not Reason.STALLED:
+        return verdict
+    pattern = getattr(progress.parser, "pattern", None)
+    lines = [line for line in _own_lines(tail) if not isinstance(pattern, re.Pattern) or pattern.search(line)]
+    return replace(verdict, evidence=f"{verdict.evidence}; last progress: {lines[-1] if lines else '(none)'}")
+
+
+def _settled(verdict: Verdict, watch: Watch, measure: MeasureConf, progress: Follow, trial_dir: Path) -> Verdict:
+    """What only the watch knows: a trainer that printed but never a line the reader matched is a setting to fix
+    (error, never a step-down); one that survived without enough window points is `unmeasured`, not `ok`."""
+    survived = verdict.status is Status.OK or verdict.reason in (Reason.STALLED, Reason.TRIAL_TIMEOUT)
+    if not watch.points and survived:
+        printed = _own_lines(_tail(trial_dir / STDOUT_FILE))
+        if printed or verdict.status is Status.OK:
+            shown = " | ".join(line[:200] for line in printed[-SHOWN_LINES:]) or "(nothing)"
+            return Verdict(
+                Status.ERROR,
+                Reason.NO_PROGRESS_MATCH,
+                f"no line matched {_reader(progress)}: fix the progress setting (workload.progress_regex or "
+                f"a preset, workload.progress_file); its last lines: {shown}",
+            )
+        return verdict
+    done = watch.stopped_by is StopCause.WINDOW_DONE
+    if verdict.status is Status.OK and not done or verdict.reason is Reason.TRIAL_TIMEOUT and watch.points:
+        held = stats.window_points(watch.window, watch.points) if watch.window is not None else 0
+        return Verdict(
+            Status.UNMEASURED,
+            Reason.FEW_POINTS,
+            f"survived, but its window held {held} progress point(s) of the {measure.min_window_iters} "
+            f"needed: no figures; try a longer measure.trial_timeout_s (now {measure.trial_timeout_s:g} s) "
+            f"or a trainer setting that prints progress more often",
+        )
+    return verdict
+
+
+def _interval_verdict(figures: dict[str, float], measure: MeasureConf, extended: bool) -> dict[str, float]:
+    """Every measured rate says whether its interval is narrow enough (`unstable` 1: wider than max_ci_frac)."""
+    frac = stats.ci_frac(figures)
+    if frac is None:
+        return {}
+    out = {"ci_frac": round(frac, 4) if frac != float("inf") else 1e9, "unstable": float(frac > measure.max_ci_frac)}
+    return out | ({"window_extended": 1.0} if extended else {})
+
+
+def _reader(progress: Follow) -> str:
+    pattern = getattr(progress.parser, "pattern", None)
+    what = f"the regex {pattern.pattern!r}" if isinstance(pattern, re.Pattern) else type(progress.parser).__name__
+    return f"{what} in {progress.path.name}"
+
+
+def _own_lines(text: str) -> list[str]:
+    """The non-blank lines of a log tail, less ladder's own stop echoed back."""
+    return [s for line in text.splitlines() if (s := line.strip()) and not OWN_SIGNAL.search(s)]
+
+
+def _ending(trial_dir: Path, code: int, stopped_by: StopCause, running: launch.Running) -> Ending:
+    """What the folder holds (the log, torchrun's per-rank logs and error files: read as `ladder.failures` reads any
+    trial folder), and what only the running trial knows: why ladder stopped it, the cgroup's OOM kills."""
+    found = files.load_ending(trial_dir, code)
+    oom_kills = running.cgroup_usage.oom_kills if running.cgroup_usage is not None else 0  # read before its removal
+    return replace(found, stopped_by=stopped_by, oom_kills=oom_kills)
+
+
+def _tail(path: Path) -> str:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(max(0, path.stat().st_size - LOG_TAIL_BYTES))
+            return fh.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _write_result(trial_dir: Path, result: Result) -> None:
+    (trial_dir / "exit_code.txt").write_text(f"{result.exit_code}\n")
+    (trial_dir / "verdict.json").write_text(json.dumps(rules.as_json(result.verdict), indent=1) + "\n")

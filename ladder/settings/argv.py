@@ -1,0 +1,208 @@
+"""The command line before Hydra sees it: overrides Hydra cannot parse and unknown group options, each with the
+form that works; `case=<any name>` for one's own trainer; `workload.env.NAME=...` as a new key; a storage URL's
+password moved off the command line; an `output_root` that cannot be written. Each check returns the problems as
+lines (empty: none), so `ladder.search` can print them all and exit before anything is written."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import re
+import shlex
+from collections.abc import Iterable, MutableMapping, Sequence
+from pathlib import Path
+
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import Override, ValueType
+from hydra.errors import HydraException
+from omegaconf.errors import InterpolationKeyError
+
+from ladder.core.errors import ConfigError
+from ladder.settings.catalog import INLINE_CASE, known
+from ladder.settings.config import SweepConf
+from ladder.settings.credentials import PASSWORD_VAR, without_password
+
+
+def known_cases(user: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The built-in cases and those of the user's config folders (`--config-dir`, `hydra.searchpath`)."""
+    return known("case", user)
+
+
+def check_choices(overrides: list[str], user: tuple[str, ...] = ()) -> list[str]:
+    """Unknown group options on the command line, each with the known ones (Hydra's own message lists none
+    for a list like profile=[a,b]). Sweeps (`case=a,b`) are checked option by option; globs are Hydra's."""
+    problems = []
+    try:
+        parsed = OverridesParser.create().parse_overrides(_overrides_only(overrides))
+    except HydraException:
+        return []  # a syntax error: quoting_problems says where
+    for override in parsed:
+        group = override.key_or_group
+        if group not in ("case", "profile", "ladder", "measure") or override.value_type is None:
+            continue
+        for choice in _choices(override):
+            if choice not in known(group, user) and (group, choice) != ("case", INLINE_CASE):
+                problems.append(f"unknown {group} '{choice}'; known: {', '.join(known(group, user))}")
+    return problems
+
+
+# Hydra's own flags that take the next argument as their value (`--cfg job`, `--config-dir X`, ...)
+HYDRA_FLAGS_WITH_VALUE = (
+    "--config-dir",
+    "-cd",
+    "--config-path",
+    "-cp",
+    "--config-name",
+    "-cn",
+    "--cfg",
+    "-c",
+    "--package",
+    "-p",
+    "--experimental-rerun",
+    "--shell-completion",
+    "-sc",
+)
+HYDRA_INFO_TOPICS = ("all", "config", "defaults", "defaults-tree", "plugins", "searchpath")
+
+
+def quoting_problems(argv: list[str]) -> list[str]:
+    """Overrides Hydra cannot parse, each with Hydra's reason and the quoted form that parses (a list element or a
+    value holding `=`, `{`, a space, ... must be double-quoted, the whole override single-quoted for the shell)."""
+    problems = []
+    for arg in _overrides_only(argv):
+        try:
+            OverridesParser.create().parse_overrides([arg])
+        except HydraException as exc:
+            reason = str(exc).splitlines()[0]
+            problems.append(f"cannot read {arg!r}: {reason}\n  write it as: {_quoted(arg)}")
+    return problems
+
+
+def _quoted(arg: str) -> str:
+    key, _, value = arg.partition("=")
+    if value.startswith("[") and value.endswith("]"):
+        items = [v.strip().strip('"') for v in value[1:-1].split(",")]
+        plain = [v if v.replace("_", "").replace(".", "").replace("-", "").isalnum() else f'"{v}"' for v in items]
+        return f"'{key}=[{','.join(plain)}]'" + (
+            f"  (or '{key[:-7]}cmd=\"{' '.join(items)}\"')" if key.endswith(".command") else ""
+        )
+    return f"'{key}=\"{value.strip(chr(34))}\"'"
+
+
+def interpolation_problem(exc: InterpolationKeyError, argv: list[str]) -> ConfigError:
+    """A `${x}` meant for a child Hydra app (the trainer) that ladder's own Hydra tried to resolve: the override as
+    it must be written (`\\${{x}}`: the backslash keeps ladder's Hydra off it, the doubled braces keep ladder's own
+    placeholders off it; the trainer gets `${x}`)."""
+    fixed = [_escaped(a) for a in _overrides_only(argv) if _UNESCAPED.search(a)]
+    shown = "  ".join(shlex.quote(a) for a in fixed) or "write each ${x} as \\${{x}}"
+    return ConfigError(
+        f"{exc}: ladder's own config resolves every ${{...}} in an override, and has no such key",
+        f"for an interpolation your trainer resolves, escape it: {shown}",
+    )
+
+
+_UNESCAPED = re.compile(r"(?<!\\)\$\{([^{}]*)\}")
+
+
+def _escaped(arg: str) -> str:
+    return _UNESCAPED.sub(lambda m: "\\${{" + m.group(1) + "}}", arg)
+
+
+def _overrides_only(argv: list[str]) -> list[str]:
+    """The overrides of a command line, less Hydra's own flags (`-m`, `--config-dir X`, `-cd X`, `--help`...)."""
+    out, before = [], ""
+    for arg in argv:
+        flag_value = before in HYDRA_FLAGS_WITH_VALUE or (before in ("--info", "-i") and arg in HYDRA_INFO_TOPICS)
+        if not flag_value and not arg.startswith("-"):
+            out.append(arg)
+        before = "" if flag_value else arg
+    return out
+
+
+def _choices(override: Override) -> list[str]:
+    if override.value_type is ValueType.GLOB_CHOICE_SWEEP:
+        return []
+    values = list(override.sweep_iterator()) if override.is_sweep_override() else [override.value()]
+    return [str(c) for v in values for c in (v if isinstance(v, list) else [v])]
+
+
+def user_dirs(argv: Sequence[str]) -> tuple[str, ...]:
+    """The user's config folders named on a command line: `--config-dir X`, `--config-dir=X`, `-cd X`, and the
+    `file://` entries of `hydra.searchpath=[...]` (the `pkg://` ones are packages, not folders)."""
+    found: list[str] = []
+    for i, arg in enumerate(argv):
+        if arg in ("--config-dir", "-cd") and i + 1 < len(argv):
+            found.append(argv[i + 1])
+        elif arg.startswith("--config-dir="):
+            found.append(arg.partition("=")[2])
+        elif arg.lstrip("+").startswith("hydra.searchpath="):
+            entries = arg.partition("=")[2].strip("[]").split(",")
+            found += [
+                e.strip().strip("'\"").removeprefix("file://")
+                for e in entries
+                if "://" not in e or e.strip().strip("'\"").startswith("file://")
+            ]
+    return tuple(found)
+
+
+def inline_case(argv: Sequence[str], user: Iterable[str | Path] = ()) -> list[str]:
+    """`case=<any name>` with `workload.kind=command` on the command line: a case of that name with no MimicKit
+    fields (`case=_command case.name=<name>`), unless a case of that name exists."""
+    out = list(argv)
+    if "workload.kind=command" not in out:
+        return out
+    for i, arg in enumerate(out):
+        key, sep, name = arg.partition("=")
+        if key == "case" and sep and name and not any(c in name for c in ",[]*()") and name not in known("case", user):
+            return [*out[:i], f"case={INLINE_CASE}", f"case.name={name}", *out[i + 1 :]]
+    return out
+
+
+def env_overrides(argv: Sequence[str]) -> list[str]:
+    """`workload.env.NAME=value` as Hydra takes a new key of a dict (`++workload.env.NAME=value`: add or set)."""
+    return [f"++{a}" if a.startswith("workload.env.") else a for a in argv]
+
+
+def hide_password(argv: list[str], environ: MutableMapping[str, str]) -> list[str]:
+    """`storage=<url with a password>` on the command line becomes the URL without it, the password going to
+    `$LADDER_STORAGE_PASSWORD` (`credentials.PASSWORD_VAR`), so Hydra never holds it: `--cfg job`, `--info` and its
+    error messages print the URL as `user@host`."""
+    out = []
+    for arg in argv:
+        key, eq, value = arg.partition("=")
+        if eq and key.lstrip("+~") == "storage" and "://" in value:
+            value, password = without_password(value)
+            if password is not None:
+                environ[PASSWORD_VAR] = password
+            arg = f"{key}={value}"
+        out.append(arg)
+    return out
+
+
+def unwritable_root(overrides: list[str]) -> str:
+    """A one-line problem with where the run would write (`output_root`, under which Hydra makes its run folder),
+    found before Hydra touches it; "" when it can be written. The check makes the folder and removes what it made."""
+    roots = [v for k, _, v in (a.partition("=") for a in overrides) if k.lstrip("+~") == "output_root"]
+    root = roots[-1] if roots else str(_default_root())
+    if "${" in root or not root:
+        return ""  # an interpolation: Hydra resolves it, and says so if it cannot
+    made = [p for p in (Path(root), *Path(root).parents) if not p.exists()]  # what the check makes, then removes
+    try:
+        Path(root).mkdir(parents=True, exist_ok=True)
+        if not os.access(root, os.W_OK | os.X_OK):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), root)
+    except OSError as exc:
+        return (
+            f"cannot write under output_root={root} ({exc.strerror or exc}); "
+            "fix: set output_root=<a folder you can write>, e.g. output_root=$HOME/ladder-output"
+        )
+    finally:
+        for folder in made:  # nothing is left behind by a run that ends before it writes (a bad override, --help)
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+    return ""
+
+
+def _default_root() -> str:
+    return SweepConf.output_root

@@ -1,0 +1,148 @@
+"""A sweep's settings record: one sweep, one set of settings.
+
+When a sweep starts, the settings that change what its trials mean (`config.OUTCOME_SETTINGS`) and how it walks
+(`config.CARRIED_SETTINGS`) are recorded with each case's study (`studies.save_settings`), in whatever storage the
+sweep uses. A resume takes them back for every key its command line does not set (`adopt`), so `sweep=NAME` alone
+resumes exactly. A key it sets to another outcome value is a difference (`differences`): refused before anything
+launches, unless settings_change=accept (then the sweep records the change, and the trials it changes no longer
+count: `ladder.sweep.loop` sets them aside). The storage URL is where the sweep lives, not one of its settings: no
+password is ever recorded. Pure: reading the record from a storage is `ladder.sweep.resume`'s.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ladder.core.errors import ConfigError
+from ladder.core.policy import Strategy
+from ladder.core.records import Objective
+from ladder.settings.config import (
+    CARRIED_SETTINGS,
+    NOT_OUTCOME,
+    OUTCOME_SETTINGS,
+    Case,
+    Device,
+    MeasureConf,
+    Profile,
+    ProxyShape,
+    Settings,
+    WorkloadConf,
+)
+
+Record = dict[str, Any]  # command-line key (dotted) -> its value, as JSON has it
+
+
+class SettingsChanged(ConfigError):
+    """A resume set outcome settings other than those its sweep recorded."""
+
+
+def record(s: Settings) -> Record:
+    """The sweep's settings as recorded: every outcome and carried setting, by command-line key."""
+    flat: dict[str, Any] = {
+        "case.name": s.case.name,
+        "case.method": s.case.method,
+        "case.robot": s.case.robot,
+        "case.args_file": s.case.args_file,
+        "case.agent": s.case.agent,
+        "case.proxy": dataclasses.asdict(s.case.proxy),
+        "ladder.name": s.ladder_name,
+        "ladder.rungs": list(s.rungs),
+        "ladder.knob": s.knob,
+        "profile": [p.name for p in s.profiles],
+        **{f"profile.{p.name}": p.agent_patch for p in s.profiles},
+        **{f"workload.{k}": v for k, v in dataclasses.asdict(s.workload).items()},
+        **{f"measure.{k}": v for k, v in dataclasses.asdict(s.measure).items()},
+        "device": s.device.value,
+        "objective": s.objective,
+        "confirm_s": s.confirm_s,
+        "nccl_env": dict(s.nccl_env),
+        **{k: getattr(s, k) for k in CARRIED_SETTINGS},
+    }
+    roots = OUTCOME_SETTINGS + CARRIED_SETTINGS
+    kept = {k: v for k, v in flat.items() if _under(k, roots) and not _under(k, NOT_OUTCOME)}
+    return json.loads(json.dumps(kept, default=str))
+
+
+Diff = tuple[str, Any, Any]  # (key, recorded, now)
+
+
+def differences(recorded: Mapping[str, Any], now: Mapping[str, Any], given: Sequence[str] | None) -> list[Diff]:
+    """(key, recorded, now) for each outcome setting the command line sets to another value than recorded. A key
+    one side lacks (a setting newer than the record, or gone since) is no difference."""
+    return [
+        (k, recorded[k], v)
+        for k, v in now.items()
+        if k in recorded and _under(k, OUTCOME_SETTINGS) and is_given(k, given) and recorded[k] != v
+    ]
+
+
+def adopt(s: Settings, recorded: Mapping[str, Any], given: Sequence[str] | None) -> Settings:
+    """The settings with every recorded value the command line does not set taken back."""
+    now = record(s)
+    merged = {k: (recorded[k] if k in recorded and not is_given(k, given) else v) for k, v in now.items()}
+    if not is_given("profile", given):
+        merged.update({k: v for k, v in recorded.items() if k.startswith("profile.")})
+    return _settings(s, merged)
+
+
+def format_differences(sweep: str, case: str, diffs: Sequence[Diff]) -> str:
+    rows = [("setting", "recorded", "now"), *((k, _show(a), _show(b)) for k, a, b in diffs)]
+    widths = [max(len(r[i]) for r in rows) for i in (0, 1)]
+    table = "\n".join(f"  {k:<{widths[0]}}  {a:<{widths[1]}}  {b}" for k, a, b in rows)
+    return f"sweep {sweep} (case {case}) was started with other settings than these:\n{table}"
+
+
+def changed(sweep: str, case: str, diffs: Sequence[Diff]) -> SettingsChanged:
+    return SettingsChanged(
+        format_differences(sweep, case, diffs),
+        f"run these settings as a new sweep (sweep=<another name>), or record the change in sweep "
+        f"{sweep} with settings_change=accept: the rungs it changes start afresh (their earlier "
+        "trials no longer count); leave them off the command line to resume as it was",
+    )
+
+
+def _under(key: str, roots: Sequence[str]) -> bool:
+    return any(key == r or key.startswith(r + ".") for r in roots)
+
+
+def is_given(key: str, given: Sequence[str] | None) -> bool:
+    """The command line sets `key`: itself, a group above it (`workload`), or a leaf inside it (`case.agent.x`)."""
+    return given is None or any(key == g or key.startswith(g + ".") or g.startswith(key + ".") for g in given)
+
+
+def _show(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _settings(s: Settings, m: Mapping[str, Any]) -> Settings:
+    case = Case(
+        m["case.name"],
+        m["case.method"],
+        m["case.robot"],
+        m["case.args_file"],
+        dict(m["case.agent"]),
+        ProxyShape(**m["case.proxy"]),
+    )
+    profiles = tuple(Profile(n, dict(m.get(f"profile.{n}") or {})) for n in m["profile"])
+    return dataclasses.replace(
+        s,
+        case=case,
+        ladder_name=m["ladder.name"],
+        rungs=tuple(m["ladder.rungs"]),
+        knob=m["ladder.knob"],
+        profiles=profiles,
+        workload=_conf(WorkloadConf, s.workload, m, "workload"),
+        measure=_conf(MeasureConf, s.measure, m, "measure"),
+        device=Device(m["device"]),
+        objective=Objective(m["objective"]),
+        confirm_s=float(m["confirm_s"]),
+        nccl_env=dict(m["nccl_env"]),
+        **{k: m[k] for k in CARRIED_SETTINGS} | {"strategy": Strategy(m["strategy"])},
+    )
+
+
+def _conf(kind: Any, current: Any, m: Mapping[str, Any], group: str) -> Any:
+    return kind(**{f.name: m.get(f"{group}.{f.name}", getattr(current, f.name)) for f in dataclasses.fields(kind)})

@@ -1,0 +1,96 @@
+"""What every step of one case's sweep shares (`Run`), and the two translations it needs: the settings into the
+walk's `Tuning`, and a decision into the trial's spec (`plan`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from optuna.storages import BaseStorage
+
+from ladder.core import pick, policy
+from ladder.core.paths import SweepPaths
+from ladder.core.records import Objective
+from ladder.core.spec import TrialSpec
+from ladder.runner import procs
+from ladder.runner.machine import Machine
+from ladder.settings.config import Settings
+from ladder.storage import studies
+from ladder.storage.turns import Turns
+from ladder.sweep.events import View
+from ladder.workloads import planner
+from ladder.workloads.builtin import Placement
+
+log = logging.getLogger(__name__)
+
+# objectives that do not fall as num_envs grows (util); any other is measured below the largest fit too
+GROWS_WITH_ENVS = frozenset({Objective.MIN_AVG_UTIL})
+
+
+@dataclass(frozen=True)
+class Run:
+    """What every step of one case's sweep shares."""
+
+    settings: Settings
+    paths: SweepPaths
+    machine: Machine
+    workload: planner.Workload
+    study: studies.CaseStudy | None  # None for a dry run of a sweep that has no study yet
+    storage: BaseStorage | None  # None likewise
+    view: View
+    shown: set[int] = dataclasses.field(default_factory=set)  # numbers of the stored trials the view has shown
+
+    @functools.cached_property
+    def turns(self) -> Turns:
+        """Who may launch now, between the processes that run this case's walk."""
+        assert self.study is not None
+        return Turns(self.study, self.settings.stale_after_s, end=end_abandoned)
+
+
+def end_abandoned(left: studies.Abandoned) -> None:
+    """A dead owner's trial: kill what is left of it on this machine before it is marked interrupted."""
+    procs.end_abandoned(left.number, left.trial_id, left.reachable, left.owner_host)
+
+
+def workload_of(settings: Settings) -> planner.Workload:
+    """The sweep's workload with `auto` resolved; says in one log line what runs and why."""
+    workload, note = planner.build(settings.workload, settings.knob, os.environ)
+    log.info(note)
+    return workload
+
+
+def tuning(settings: Settings) -> policy.Tuning:
+    """The walk's settings, by the same names, with what the objective implies."""
+    return policy.Tuning(
+        strategy=settings.strategy,
+        mem_headroom_frac=settings.mem_headroom_frac,
+        mem_margin_frac=settings.mem_margin_frac,
+        descend=settings.objective not in GROWS_WITH_ENVS,
+        descent_gain_max=settings.descent_gain_max,
+        throughput=settings.objective is Objective.SAMPLES_PER_S,
+        descent_short=settings.descent_short,
+        descent_idle_util=settings.descent_idle_util,
+        noise=pick.noise_of(settings.objective),
+    )
+
+
+def plan(run: Run, decision: policy.Decision, trial_dir: Path, port: int) -> TrialSpec:
+    """The trial a decision launches, in `trial_dir` on `port`."""
+    profile = next(p for p in run.settings.profiles if p.name == decision.profile)
+    place = Placement(
+        run.machine.device, run.machine.nproc, port, run.machine.python, single_rank=run.settings.workload.single_rank
+    )
+    return planner.plan(
+        run.workload,
+        run.settings.case,
+        profile,
+        decision.rung,
+        place,
+        str(trial_dir.absolute()),
+        run.settings.measure.trial_timeout_s,
+        {**run.settings.nccl_env, **run.machine.env},
+    )

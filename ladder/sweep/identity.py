@@ -1,0 +1,138 @@
+"""What an earlier sweep's trials answer for in this one: each (profile, rung) planned as it would launch, its
+identity (`ladder.storage.reuse.identity`) and shape, and the copying-in of the trials that match.
+
+A trial is planned here in reuse's placeholder folder on port 0: its configuration less where it runs, so that two
+sweeps planning the same trial get the same fingerprint.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from pathlib import Path
+
+from filelock import FileLock
+
+from ladder.core import pick, policy
+from ladder.core.paths import SweepPaths
+from ladder.core.records import Phase, Status, TrialRecord
+from ladder.core.spec import TrialSpec
+from ladder.settings import catalog
+from ladder.storage import reuse, studies, tsv
+from ladder.sweep.context import Run, plan
+from ladder.workloads import planner
+
+log = logging.getLogger(__name__)
+
+
+def copy_in(run: Run) -> None:
+    """Trials of earlier sweeps that answer for ours (same configuration, hardware and code) are copied in and
+    shown, so the walk takes them as facts instead of launching them again."""
+    s, study = run.settings, run.study
+    assert study is not None
+    earlier = reuse.earlier_records(run.storage, s.case.name, run.paths.sweep, Path(s.output_root))
+    # one process at a time copies into this case (the same command started twice would copy everything twice)
+    run.paths.sweep_dir.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(run.paths.reuse_lock(s.case.name))):
+        have = {(r.profile, r.num_envs) for r in studies.records(study) if r.status is not Status.INTERRUPTED}
+        copies = [_copied(run, r) for r in reuse.pick(earlier, wanted(run), have)]
+        have |= {(c.profile, c.num_envs) for c in copies}
+        card = card_gb(run)
+        carried = (
+            [_copied(run, r, reuse.carried_why(r, card)) for r in reuse.carried(earlier, shapes(run), card, have)]
+            if card
+            else []
+        )
+        for copy in copies + carried:
+            studies.add_finished(study, copy, catalog.known("profile"), pick.objective_value(copy, s.objective))
+    for copy in copies + carried:
+        run.view.trial_finished(copy)
+    if copies:
+        log.info(
+            "%d trial(s) reused from earlier sweeps on the same hardware (reuse=false runs them again)", len(copies)
+        )
+    if carried:
+        log.info(
+            "%d rung(s) not launched: they ran out of memory under a larger emulated card in an earlier sweep",
+            len(carried),
+        )
+    if copies or carried:
+        tsv.write_trials(run.paths.trials_tsv, lambda: studies.sweep_records(study.storage, run.paths.sweep))
+
+
+def would_reuse(run: Run) -> dict[tuple[str, int], str]:
+    """For a dry run: (profile, rung) -> what answers for it without a launch (a trial this sweep already has,
+    or one an earlier sweep ran). Reads storages only; `run.storage` is this sweep's, or None where it has none."""
+    s = run.settings
+    study = studies.load_study(run.storage, studies.study_name(s.case.name, run.paths.sweep)) if run.storage else None
+    known = {
+        (r.profile, r.num_envs): f"already run in this sweep ({r.status})"
+        for r in (studies.records(study) if study else [])
+        if r.status is not Status.INTERRUPTED
+    }
+    if s.reuse:
+        earlier = reuse.earlier_records(run.storage, s.case.name, run.paths.sweep, Path(s.output_root))
+        for r in reuse.pick(earlier, wanted(run), set(known)):
+            known[(r.profile, r.num_envs)] = f"reused from {reuse.origin(r)} ({r.status})"
+        if card := card_gb(run):
+            for r in reuse.carried(earlier, shapes(run), card, set(known)):
+                known[(r.profile, r.num_envs)] = reuse.carried_why(r, card)
+    return known
+
+
+def card_gb(run: Run) -> float | None:
+    """The emulated card this sweep's trials run under (GB per rank), where the workload applies one."""
+    return run.settings.workload.emulate_gpu_mem_gb if run.workload.kind is planner.Kind.PROXY else None
+
+
+def fresh_trial_dir(paths: SweepPaths, case: str, profile: str, rung: int, phase: Phase, knob: str, n: int = 1) -> Path:
+    """The first trial folder from number `n` on that nothing occupies yet (a set-aside or copied trial's stays)."""
+    while (folder := paths.trial(case, profile, rung, str(phase), n, knob).folder).exists():
+        n += 1
+    return folder
+
+
+def _copied(run: Run, record: TrialRecord, why: str = "") -> TrialRecord:
+    """The reused trial as this sweep stores it, its evidence copied into this sweep's own trial folder."""
+    s = run.settings
+    source = SweepPaths.of(s.output_root, record.info.get("sweep", "")).sweep_dir
+    dest = fresh_trial_dir(run.paths, s.case.name, record.profile, record.num_envs, Phase.PROBE, s.knob)
+    copied = bool(record.info.get("trial_dir")) and reuse.copy_evidence(source / record.info["trial_dir"], dest)
+    return reuse.as_reused(record, run.paths.sweep, run.paths.relative(dest) if copied else "", why)
+
+
+def placeholder_spec(run: Run, profile: str, rung: int) -> TrialSpec:
+    """The trial as planned in reuse's placeholder folder on port 0: its configuration, less where it runs."""
+    return plan(run, policy.Decision(profile, rung, ""), Path(reuse.TRIAL_DIR), 0)
+
+
+def bare_spec(run: Run, profile: str, rung: int) -> TrialSpec:
+    """The trial as `placeholder_spec` plans it, without the emulated card (what `reuse.carried` compares)."""
+    bare = dataclasses.replace(run.workload, proxy=dataclasses.replace(run.workload.proxy, emulate_gpu_mem_gb=None))
+    return placeholder_spec(dataclasses.replace(run, workload=bare), profile, rung)
+
+
+def shapes(run: Run) -> reuse.Shapes:
+    """(profile, rung) -> the shape a failure under a larger card must have to answer for it (`reuse.shape`)."""
+    out = {}
+    for profile, rung in ((p.name, r) for p in run.settings.profiles for r in run.settings.rungs):
+        spec = bare_spec(run, profile, rung)
+        describe = {**run.machine.describe, **spec.info, **conditions(run)}
+        out[(profile, rung)] = reuse.shape(run.settings.case.name, reuse.fingerprint(spec), describe)
+    return out
+
+
+def wanted(run: Run) -> reuse.Wanted:
+    """(profile, rung) -> the identity a trial that answers for it has."""
+    return {(p.name, rung): identity(run, p.name, rung) for p in run.settings.profiles for rung in run.settings.rungs}
+
+
+def identity(run: Run, profile: str, rung: int) -> str:
+    spec = placeholder_spec(run, profile, rung)
+    return reuse.identity(
+        run.settings.case.name, reuse.fingerprint(spec), {**run.machine.describe, **spec.info, **conditions(run)}
+    )
+
+
+def conditions(run: Run) -> dict[str, str]:
+    return reuse.conditions(run.settings.workload, run.settings.measure, run.workload.kind is planner.Kind.PROXY)

@@ -1,0 +1,203 @@
+"""The sweep of one case: each step reads load → decide → claim → run → record.
+
+- load: the case's records, once this process's turn comes (`ladder.storage.turns`);
+- decide: the walk's next launch (`ladder.core.policy`), or the pick's confirmation;
+- claim: the trial begun in storage, unless another process's came first;
+- run: the trial launched, watched and stopped (`ladder.runner.trial`), under its devices' lease;
+- record: its outcome stored, trials.tsv rewritten; at the end, the case's outcome (`ladder.core.outcome`) merged
+  into best_by_case.tsv.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from ladder.core import outcome, pick, policy, stats
+from ladder.core.paths import SweepPaths
+from ladder.core.records import Objective, Phase, Status, TrialRecord
+from ladder.runner import launch, preflight, trial
+from ladder.runner.machine import Machine
+from ladder.settings import catalog
+from ladder.settings.config import Settings
+from ladder.storage import merge, studies, tsv
+from ladder.sweep import identity, resume, trials
+from ladder.sweep.context import Run, end_abandoned, tuning, workload_of
+from ladder.sweep.events import View
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Summary:
+    case: str
+    best: TrialRecord | None
+    best_row: dict[str, str] | None  # as written to best_by_case.tsv, with class and action
+    walks: tuple[policy.Walk, ...]
+    records: tuple[TrialRecord, ...]
+    resumed: int  # finished trials found in storage and not run again
+
+
+def run(settings: Settings, paths: SweepPaths, machine: Machine, view: View) -> Summary:
+    storage = studies.open_storage(settings.storage, paths.sweep_dir)
+    study = studies.open_study(storage, settings.case.name, paths.sweep)
+    merge.check_best(paths.best_tsv, storage, lambda every: case_outcome(every, settings).row)  # before any trial
+    merge.check_trials(paths.trials_tsv, lambda: studies.sweep_records(storage, paths.sweep))
+    ctx = Run(settings, paths, machine, workload_of(settings), study, storage, view)
+    resume.settle(ctx)
+    if abandoned := studies.mark_abandoned(study, settings.stale_after_s, end_abandoned):
+        log.info("%d trial(s) left running by a stopped sweep are marked interrupted and will run again", abandoned)
+    resumed = sum(1 for r in studies.records(study) if r.status is not Status.INTERRUPTED)
+    if settings.reuse:
+        identity.copy_in(ctx)
+    ctx.shown.update(r.number for r in studies.records(study))
+    gate = trials.gate(settings, machine)
+    while _step(ctx, gate):
+        pass
+    return _conclude(ctx, resumed)
+
+
+def _step(ctx: Run, gate: preflight.Preflight | None) -> bool:
+    """Decide and launch the case's next trial; False once the walk has nothing left to launch.
+
+    The case's records are loaded once, when this process's turn comes (`ladder.storage.turns`: no other process runs a
+    trial of the case; it waits holding no devices), and the decision is taken from them. Where trials lease
+    devices, it is taken again inside the lease from records loaded then, so it never goes stale while it waits."""
+    records = ctx.turns.wait()
+    _show_others(ctx, records)
+    if (step := _decide(ctx, records)) is None:
+        return False
+    with trials.leased(ctx) as held:
+        if held is not None:  # waiting for devices can take long: another process may have moved the walk meanwhile
+            if (now := ctx.turns.now()) is None:
+                return True  # it began a trial of this case: its outcome comes first
+            records = now
+            if (step := _decide(ctx, records)) is None:
+                return False
+        if gate is not None:
+            gate.before_launch(ctx.machine.gpus)  # a refusal raises LaunchError, naming the processes and the fix
+        _measure(ctx, *step, records, held)
+    return True
+
+
+def _show_others(ctx: Run, records: list[TrialRecord]) -> None:
+    """Trials of this case that another process finished (see `_step`), shown as they land, like this one's."""
+    for record in records:
+        if record.number not in ctx.shown:
+            ctx.shown.add(record.number)
+            ctx.view.trial_finished(record)
+
+
+def _decide(ctx: Run, records: list[TrialRecord]) -> tuple[policy.Decision, Phase] | None:
+    """The walk's next probe; once none is left, the pick's confirmation (if `confirm_s` asks for one and it has
+    not passed). A failed confirmation steps that profile down, and the walk goes on."""
+    profiles = tuple(p.name for p in ctx.settings.profiles)
+    attempts = walk_facts(records, ctx.settings.objective)
+    if (decision := policy.next_trial(ctx.settings.rungs, profiles, attempts, tuning(ctx.settings))) is not None:
+        return decision, Phase.PROBE
+    if ctx.settings.confirm_s and (chosen := pick.to_confirm(records, ctx.settings.objective)) is not None:
+        why = f"confirm the pick for {ctx.settings.confirm_s:.0f} s"
+        return policy.Decision(chosen.profile, chosen.num_envs, why, step=policy.Step.CONFIRM), Phase.CONFIRM
+    return None
+
+
+def _measure(ctx: Run, decision: policy.Decision, phase: Phase, records: list[TrialRecord], held: trials.Held) -> None:
+    """One launch of the decision, and `measure.repeats - 1` more while it fits; each is its own trial, and
+    each carries the repeat verdict over the rates so far (unstable: repeats disagree, or an interval is wide).
+    `records`: the case's, as the decision was taken from them."""
+    assert ctx.study is not None
+    rates: list[stats.Rate] = []
+    storage, sweep = ctx.study.storage, ctx.paths.sweep
+    for _ in range(ctx.settings.measure.repeats):
+        record = _run_one(ctx, decision, phase, records, rates, held)
+        if record is None:  # another process's trial of the case came first: decide again after its outcome
+            return
+        records = [*records, record]
+        ctx.view.trial_finished(record)
+        tsv.write_trials(ctx.paths.trials_tsv, lambda: studies.sweep_records(storage, sweep))
+        if record.status is Status.INTERRUPTED:
+            raise KeyboardInterrupt
+        if record.status is not Status.OK:
+            return
+
+
+def _run_one(
+    ctx: Run,
+    decision: policy.Decision,
+    phase: Phase,
+    records: list[TrialRecord],
+    rates: list[stats.Rate],
+    held: trials.Held,
+) -> TrialRecord | None:
+    """Claim, run and record the decision as a new trial; None when another process's trial came first."""
+    s, study = ctx.settings, ctx.study
+    assert study is not None
+    done = [r for r in records if (r.profile, r.num_envs, r.phase) == (decision.profile, decision.rung, phase)]
+    trial_dir = identity.fresh_trial_dir(
+        ctx.paths, s.case.name, decision.profile, decision.rung, phase, s.knob, len(done) + 1
+    )
+    spec = trials.spec(ctx, decision, trial_dir, launch.free_port(), held)
+    info = trials.info(ctx, decision, spec, trial_dir, held)
+    trial_id = uuid.uuid4().hex[:12]  # before begin: a crashed trial's processes are found by it
+    attrs = {"case": s.case.name, "method": s.case.method, "phase": str(phase), "info": info, "trial_id": trial_id}
+    claim = ctx.turns.claim(decision.profile, decision.rung, catalog.known("profile"), attrs)
+    if claim is None:  # decided at the same moment as another process: the older trial runs
+        return None
+    ctx.shown.add(claim.number)
+    ctx.view.trial_started(decision.profile, decision.rung)
+    started = _utc_now()
+    with studies.heartbeat(study, claim, s.heartbeat_s):
+        beat = decision.beat if s.objective is Objective.SAMPLES_PER_S and phase is Phase.PROBE else None
+        result = trial.run(
+            spec,
+            trial_dir,
+            trial_id,
+            trials.measure_conf(s, phase),
+            trials.sampler_factory(ctx.machine, held, trial_id),
+            trials.mem_limit(s),
+            ctx.view.tick,
+            beat,
+            decision.short,
+        )
+    if s.measure.repeats > 1 and result.verdict.status is Status.OK:
+        result = trials.with_repeats(result, rates, s.measure)
+    record = trials.record(s, decision, phase, result, info | _timing(started, result))
+    studies.finish(study, claim, record, pick.objective_value(record, s.objective))
+    return record
+
+
+def _conclude(ctx: Run, resumed: int) -> Summary:
+    assert ctx.study is not None
+    settings, every = ctx.settings, studies.records(ctx.study)
+    attempts, walk_tuning = walk_facts(every, settings.objective), tuning(settings)
+    walks = tuple(policy.walk(settings.rungs, p.name, attempts, walk_tuning) for p in settings.profiles)
+    found = case_outcome(every, settings)
+    if found.row is not None:
+        tsv.write_best(ctx.paths.best_tsv, [found.row])
+    return Summary(settings.case.name, found.pick, found.row, walks, tuple(every), resumed)
+
+
+def case_outcome(every: list[TrialRecord], settings: Settings) -> outcome.CaseOutcome:
+    """The case's pick and best_by_case.tsv row under the sweep's settings (`ladder.core.outcome`)."""
+    return outcome.case_outcome(every, settings.objective, bool(settings.confirm_s), settings.decide)
+
+
+def walk_facts(records: list[TrialRecord], objective: str) -> list[policy.Attempt]:
+    """The records as the walk sees them (`pick.attempts`)."""
+    return [policy.Attempt(*fact) for fact in pick.attempts(records, objective)]
+
+
+def _timing(started: str, result: trial.Result) -> dict[str, str]:
+    return {
+        "started_at": started,
+        "finished_at": _utc_now(),
+        "duration_s": str(result.duration_s),
+        "host": socket.gethostname(),
+    }
+
+
+def _utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")

@@ -1,0 +1,114 @@
+"""Resuming a sweep: which sweep (`resume=latest`, or `sweep=NAME`), its recorded settings taken back where the
+command line is silent, a change of outcome settings refused or recorded, and the command that resumes it.
+
+A sweep has one set of settings (`ladder.settings.recorded`): recorded with each case's study when it starts, read
+back here from whatever storage the sweep uses.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import shlex
+from datetime import datetime
+from pathlib import Path
+
+from ladder.core.errors import ConfigError
+from ladder.core.paths import SweepPaths, sweep_name
+from ladder.core.records import Status, TrialRecord
+from ladder.settings import recorded
+from ladder.settings.config import Settings, SettingsChange
+from ladder.settings.credentials import redact
+from ladder.storage import reuse, studies, sweeps
+from ladder.sweep import identity
+from ladder.sweep.context import Run
+
+log = logging.getLogger(__name__)
+
+DEFAULT_OUTPUT_ROOT = "output/train"  # conf/config.yaml's: a resume command names output_root only where it differs
+
+
+def resolve(settings: Settings) -> Settings:
+    """`resume=latest` (with no sweep named): the sweep `ladder.search` started or resumed last under output_root."""
+    if settings.resume != "latest" or settings.sweep:
+        return settings
+    root = Path(settings.output_root)
+    latest = sweeps.latest(root)
+    if latest is None:
+        there = sweeps.names(root)
+        raise ConfigError(
+            f"resume=latest: no sweep under {settings.output_root} was started or resumed by "
+            f"ladder.search" + (f" (its sweeps: {', '.join(there)})" if there else ""),
+            "name one with sweep=<name>, or start one without resume=latest",
+        )
+    return dataclasses.replace(settings, sweep=latest)
+
+
+def paths_for(settings: Settings, now: datetime) -> SweepPaths:
+    """The sweep's folder: the one named, or a new one named by the time."""
+    return SweepPaths.of(settings.output_root, settings.sweep or sweep_name(now))
+
+
+def recorded_for(s: Settings, paths: SweepPaths) -> Settings:
+    """The settings a run of the sweep goes on with: the recorded ones where the command line is silent; a
+    `SettingsChanged` where it sets an outcome setting to another value (unless settings_change=accept). Reads
+    only: a sweep that does not exist yet is left to `ladder.sweep.loop` to create."""
+    records = _sweep_records(s.storage, paths)
+    found = records.get(s.case.name)
+    if found is None and records and not recorded.is_given("case", s.given):
+        if len(records) > 1:
+            raise ConfigError(
+                f"sweep {paths.sweep} holds several cases ({', '.join(sorted(records))})",
+                "name the one to resume with case=<name>",
+            )
+        found = next(iter(records.values()))
+        s = dataclasses.replace(s, case=dataclasses.replace(s.case, name=found["case.name"]))
+    if found is None:
+        return s
+    diffs = recorded.differences(found, recorded.record(s), s.given)
+    if diffs and s.settings_change is not SettingsChange.ACCEPT:
+        raise recorded.changed(paths.sweep, found["case.name"], diffs)
+    return recorded.adopt(s, found, s.given)
+
+
+def _sweep_records(url: str | None, paths: SweepPaths) -> dict[str, recorded.Record]:
+    if not url and not paths.journal.is_file():
+        return {}
+    return studies.sweep_settings(studies.open_storage(url, paths.sweep_dir), paths.sweep)
+
+
+def settle(run: Run) -> None:
+    """Record the sweep's settings for the case; where they changed (settings_change=accept: `ladder.search`
+    refused otherwise), the trials that no longer answer for this sweep's are set aside, and their rungs run
+    afresh."""
+    assert run.study is not None
+    now, before = recorded.record(run.settings), studies.load_settings(run.study)
+    if before == now:
+        return
+    if before is not None:
+        wanted = identity.wanted(run)
+        stale = [r.number for r in studies.records(run.study) if _stale(r, wanted)]
+        studies.set_aside(run.study, stale)
+        log.info(
+            "the sweep's settings changed (settings_change=accept): %d earlier trial(s) no longer count and "
+            "their rungs run afresh",
+            len(stale),
+        )
+    studies.save_settings(run.study, now)
+
+
+def _stale(record: TrialRecord, wanted: reuse.Wanted) -> bool:
+    """A finished trial that no longer answers for its rung; an interrupted one never counted: it stays as history."""
+    return wanted.get((record.profile, record.num_envs)) != reuse.identity_of(record) and (
+        record.status is not Status.INTERRUPTED
+    )
+
+
+def command(settings: Settings, paths: SweepPaths) -> str:
+    """The command that resumes this sweep as it was: its settings are recorded, so where it lives is enough."""
+    where = [f"case={settings.case.name}", f"sweep={paths.sweep}"]
+    if settings.output_root != DEFAULT_OUTPUT_ROOT:
+        where.append(f"output_root={settings.output_root}")
+    if settings.storage:
+        where.append(f"storage={redact(settings.storage)}")
+    return shlex.join(["python", "-m", "ladder.search", *where])

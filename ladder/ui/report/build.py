@@ -1,0 +1,83 @@
+"""Read a sweep folder, draw every chart, write report.md: the report's one effectful step."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from ladder.ui.report import charts, draw
+from ladder.ui.report.charts import Row, TrialFiles
+
+log = logging.getLogger(__name__)
+
+PLOTS = "plots"
+
+
+def read_tsv(path: Path) -> list[Row]:
+    if not path.exists():
+        return []
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh, delimiter="\t"))
+
+
+def read_trial(trial_dir: Path) -> TrialFiles:
+    """A trial folder's samples, progress lines and verdict; missing or broken files read as empty."""
+    samples = list(csv.DictReader(_text(trial_dir / "samples.csv").splitlines()))
+    try:
+        verdict = json.loads(_text(trial_dir / "verdict.json") or "{}")
+    except ValueError:
+        verdict = {}
+    return TrialFiles(samples, _text(trial_dir / "progress.jsonl").splitlines(), verdict, _mtime(trial_dir / "cmd.txt"))
+
+
+def _mtime(path: Path) -> float | None:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return None
+
+
+def _text(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
+
+
+def write_report(sweep_dir: Path) -> Path:
+    """Every plot (under plots/) and report.md in `sweep_dir`; returns the report's path."""
+    trials, best = read_tsv(sweep_dir / "trials.tsv"), read_tsv(sweep_dir / "best_by_case.tsv")
+    if not trials:
+        raise FileNotFoundError(f"no trials in {sweep_dir / 'trials.tsv'}: is this a sweep folder?")
+    for case in sorted({r.get("case", "") for r in trials}):
+        draw.draw_case(charts.case_chart(trials, case, best), sweep_dir / PLOTS / f"{case}.png")
+    for row in trials:
+        chart = charts.trial_chart(row, read_trial(sweep_dir / row.get("trial_dir", "")))
+        draw.draw_trial(chart, sweep_dir / PLOTS / charts.trial_plot_name(row))
+    out = sweep_dir / "report.md"
+    out.write_text(charts.summary_md((best or trials)[0].get("sweep") or sweep_dir.name, best, trials))
+    log.info("report: %s (%d case and %d trial plots)", out, len({r.get("case") for r in trials}), len(trials))
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    about = "PNG plots and a one-page report.md next to a sweep's TSVs"
+    parser = argparse.ArgumentParser(prog="python -m ladder.report", description=about)
+    parser.add_argument("sweep_dir", type=Path, help="a sweep folder, e.g. output/train/case_gpu_bench_<sweep>")
+    args = parser.parse_args(argv)
+    try:
+        print(write_report(args.sweep_dir))
+    except ModuleNotFoundError as exc:
+        if exc.name != "matplotlib":
+            raise
+        print('ladder.report: the plots need matplotlib: pip install -e ".[report]"', file=sys.stderr)
+        return 2
+    except FileNotFoundError as exc:
+        print(f"ladder.report: {exc}", file=sys.stderr)
+        return 2
+    return 0

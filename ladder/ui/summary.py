@@ -1,0 +1,115 @@
+"""What a sweep prints: one line per trial (`trial_line`), and at its end each profile's walk, what the insurance
+cost, the errors, the `best:` line with the case's class and action, and where the TSVs are (`print_summary`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ladder.core import figkeys
+from ladder.core.errors import ExitCode
+from ladder.core.outcome import exit_code
+from ladder.core.paths import SweepPaths
+from ladder.core.policy import Outcome, insurance
+from ladder.core.records import Objective, Status, TrialRecord, rung_label
+from ladder.runner.machine import Machine
+from ladder.settings.config import Settings
+from ladder.settings.credentials import redact
+from ladder.sweep.loop import Summary
+
+
+def trial_line(r: TrialRecord) -> str:
+    f = r.figures
+    mems = "/".join(str(round(v)) for v in figkeys.values(f, figkeys.MAX_MEM)) or "-"
+    util = f"{f['min_avg_util']:.1f}" if "min_avg_util" in f else "-"
+    sps = f"{f['samples_per_s']:.0f}" if "samples_per_s" in f and r.status is Status.OK else "-"
+    sps += " (cut)" if f.get("cut") else ""
+    rung = rung_label(r.info.get("knob", "num_envs"), r.num_envs)
+    copy = r.info.get("why") or f"reused from {r.info['reused_from']}" if r.info.get("reused_from") else ""
+    took = copy or f"{r.info.get('duration_s', '?')} s"  # a copy says where from (a carried failure: why it holds)
+    return (
+        f"{r.case:<14} {r.profile:<8} {rung:<6} {r.status!s:<12} {r.reason!s:<13} util={util:>6} "
+        f"{'rss' if r.info.get('source') == 'host' else 'mem'}={mems:>11} MiB{capped(f)}  samples/s={sps:>7}  ({took})"
+    )
+
+
+def capped(f: dict[str, float]) -> str:
+    """The memory a cap limits, where there is one: the emulated card's use of its size, the memory cgroup's peak of
+    its limit (`workload.host_mem_limit_gb`)."""
+    card = f" cap={f['cap_used_mb']:.0f}/{f['cap_mb']:.0f} MiB" if f.get("cap_used_mb") and f.get("cap_mb") else ""
+    host = f" cgroup={f['cgroup_peak_mb']:.0f}/{f['cgroup_limit_mb']:.0f} MiB" if f.get("cgroup_limit_mb") else ""
+    return card + host
+
+
+def no_pick_line(case: str, records: Sequence[TrialRecord]) -> str:
+    """The summary's `best:` line when no trial has figures: a rung that survived unmeasured is no "nothing fits"
+    (it fits; it needs a measurement), and the line says what to try."""
+    survived = [r for r in records if r.status is Status.UNMEASURED]
+    if not survived:
+        return f"best: none of the rungs fits for {case}"
+    top = max(survived, key=lambda r: (r.num_envs, r.number))
+    rung = rung_label(top.info.get("knob", "num_envs"), top.num_envs)
+    return f"best: none measured for {case}: {top.profile} {rung} survived but is unmeasured ({top.evidence})"
+
+
+def sweep_code(summary: Summary) -> ExitCode:
+    """The exit code of a finished sweep (`ladder.core.outcome.exit_code`)."""
+    broken = any(w.outcome is Outcome.ERROR for w in summary.walks)
+    return exit_code(summary.best, summary.records, broken)
+
+
+def print_summary(
+    summary: Summary, paths: SweepPaths, knob: str, objective: Objective = Objective.MIN_AVG_UTIL
+) -> None:
+    print()
+    for w in summary.walks:
+        at = f" at {rung_label(knob, w.rung)}" if w.rung else ""
+        state = f"largest stable rung{at}" if w.outcome is Outcome.FOUND else f"{w.outcome.value}{at}"
+        skipped = "".join(f"\n    skipped {rung_label(knob, r)}: {why}" for r, why in w.skipped)
+        print(f"  {summary.case} {w.profile}: {state}{skipped}")
+    if insured := insurance(
+        [(r.info.get("step", ""), float(r.info.get("duration_s") or 0), r.figures) for r in summary.records]
+    ):
+        print(f"  {summary.case} {insured}")
+    for r in summary.records:
+        if r.status is Status.ERROR:
+            where = paths.sweep_dir / r.info.get("trial_dir", "")
+            print(f"  error in {r.profile} {rung_label(knob, r.num_envs)}: {r.evidence}\n    see {where}")
+    code = sweep_code(summary)
+    if summary.best is not None:
+        print("best: " + trial_line(summary.best))
+    elif code is ExitCode.BROKEN_CONFIG:
+        broken = ", ".join(w.profile for w in summary.walks if w.outcome is Outcome.ERROR) or "the walk"
+        print(
+            f"best: none for {summary.case}: a broken configuration stopped {broken} (fix it, see the error above; "
+            f"stepping num_envs down will not help)"
+        )
+    elif any(r.status is Status.UNMEASURED for r in summary.records):
+        print(no_pick_line(summary.case, summary.records))
+    elif fits := [w.profile for w in summary.walks if w.outcome is Outcome.FOUND]:
+        print(
+            f"best: none measured for {summary.case}: {', '.join(fits)} fit, but no trial that fits gave a figure "
+            f"for the objective ({objective}); see its trial folders"
+        )
+    else:
+        print(f"best: none of the rungs fits for {summary.case}")
+    row = summary.best_row or {}
+    if row.get("tie"):
+        print(f"tie: {row['tie']}")
+    if row.get("class"):
+        print(f"class: {row['class']} -> {row.get('action', '')}")
+    if code is ExitCode.BROKEN_CONFIG and summary.best is not None:
+        print("note: a profile stopped on a broken configuration; the pick is among the others (fix it and resume)")
+    if summary.resumed:
+        print(f"({summary.resumed} finished trial(s) reused from sweep storage, not run again)")
+    print(f"best_by_case.tsv: {paths.best_tsv}")
+    print(f"trials.tsv:       {paths.trials_tsv}")
+
+
+def banner(settings: Settings, paths: SweepPaths, machine: Machine, cap: float | None) -> str:
+    """The sweep's first line: what it walks, on what, where (`cap`: the emulated card, where one applies)."""
+    return (
+        f"sweep {paths.sweep}: case {settings.case.name}, ladder {list(settings.rungs)}, "
+        f"profiles {[p.name for p in settings.profiles]}, {machine.nproc} x {machine.device}"
+        + (f", emulated card: {cap} GB per rank" if cap else "")
+        + (f", storage {redact(settings.storage)}" if settings.storage else "")
+    )
