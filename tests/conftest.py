@@ -45,7 +45,15 @@ HEAVY_FIRST = (
 )
 
 
+KINDS = ("unit", "integration", "e2e")  # tests/<kind>/: no process; real processes and storage; whole sweeps
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Each test is marked with its folder's kind (`pytest -m unit`), and the long files start first."""
+    for item in items:
+        kind = next((k for k in KINDS if k in item.path.parent.parts[-1:]), None)
+        if kind is not None:
+            item.add_marker(getattr(pytest.mark, kind))
     rank = {name: i for i, name in enumerate(HEAVY_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: each file's tests keep their order
 

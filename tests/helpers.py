@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 
 def wait_for(predicate: Callable[[], object], timeout_s: float = 120.0, every_s: float = 0.05) -> None:
@@ -26,3 +27,7 @@ def need_memory_cgroups() -> None:
     if probe is None:
         pytest.skip("no writable memory cgroup on this machine: a trial is tracked by its process tree alone")
     probe.remove()
+
+
+REPO = Path(__file__).resolve().parents[1]  # the repository's root
+DATA = REPO / "tests" / "data"  # real captured outputs, trainers and configs the tests read

@@ -9,13 +9,8 @@ imported first cannot hide what it pulls in.
 from __future__ import annotations
 
 import ast
-import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 import ladder
 
@@ -148,18 +143,3 @@ PURE = sorted(m for m in modules() if m.startswith("ladder.core.")) + [
     "ladder.failures.rules",
     "ladder.failures.scoring",
 ]
-
-
-@pytest.mark.parametrize("module", PURE)
-def test_a_pure_module_imports_no_effects(module: str) -> None:
-    done = subprocess.run([sys.executable, "-c", PROBE, module], capture_output=True, text=True, check=True)
-    loaded = set(json.loads(done.stdout))
-    assert module in loaded
-    assert sorted(m for m in loaded if m.split(".")[0] in EFFECTS) == []
-
-
-def test_the_probe_sees_an_effect_where_there_is_one() -> None:
-    done = subprocess.run(
-        [sys.executable, "-c", PROBE, "ladder.storage.tsv"], capture_output=True, text=True, check=True
-    )
-    assert {"filelock"} <= set(json.loads(done.stdout))

@@ -1,0 +1,107 @@
+"""The README's recipes, as written there, on the real trainers installed from PyPI."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ladder.storage.tsv import read_tsv
+from tests.helpers import REPO
+
+README = REPO / "README.md"
+
+
+def recipe(title: str) -> tuple[str, list[str]]:
+    """The script ("" where it has none) and the `ladder.search` overrides of the README's recipe `title` (its
+    python and bash blocks, before the next recipe or section)."""
+    text = re.split(r"\n\*\*Recipe: |\n## ", README.read_text().split(f"**Recipe: {title}**", 1)[1])[0]
+    script = re.search(r"```python\n(.*?)```", text, re.S)
+    command = re.search(r"```bash\n(.*?)```", text, re.S)
+    assert command, f"the README's recipe {title!r} has a bash block"
+    argv = shlex.split(command.group(1).replace("\\\n", " "))
+    assert argv[:3] == ["python", "-m", "ladder.search"]
+    return (script.group(1) if script else ""), argv[3:]
+
+
+def run_recipe(tmp_path: Path, title: str, *small: str) -> tuple[Path, list[dict[str, str]], str]:
+    """Runs the recipe in `tmp_path` (its script written there) with `small` settings for a short test; returns the
+    sweep folder, its trials and the console."""
+    script, overrides = recipe(title)
+    if script:
+        name = re.search(r"# (\S+\.py)", script)
+        assert name is not None
+        (tmp_path / name.group(1)).write_text(script)
+    argv = [
+        sys.executable,
+        "-m",
+        "ladder.search",
+        *overrides,
+        "device=cpu",
+        f"output_root={tmp_path}/out",
+        "sweep=r",
+        "workload.env.OMP_NUM_THREADS=1",
+        *small,
+    ]
+    done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out
+    sweep = tmp_path / "out" / "case_gpu_bench_r"
+    return sweep, read_tsv(sweep / "trials.tsv"), out
+
+
+# short: a small rung or two, a 6 s window of at least 5 progress points (the suite is long enough)
+SHORT = [
+    "measure.window_s=6",
+    "measure.warmup_iters=2",
+    "measure.stable_k=2",
+    "measure.stable_tol=5.0",
+    "measure.warmup_timeout_s=120",
+    "measure.startup_timeout_s=300",
+    "measure.stall_timeout_s=300",
+    "measure.trial_timeout_s=600",
+    "measure.extend_unstable=false",
+]
+
+
+def test_rsl_rl_recipe(tmp_path: Path) -> None:
+    """rsl_rl's real OnPolicyRunner on the recipe's point-mass VecEnv: its `Total steps` count gives samples/s."""
+    pytest.importorskip("rsl_rl")
+    sweep, rows, out = run_recipe(tmp_path, "rsl_rl", "ladder.rungs=[64]", *SHORT)
+    assert [(r["case"], r["knob"], r["num_envs"], r["status"]) for r in rows] == [
+        ("rsl_point_mass", "num_envs", "64", "ok")
+    ], out
+    fit = rows[0]
+    assert float(fit["samples_per_s"]) > 0 and fit["rate_reported"] == "0"  # counted, not its printed rate
+    assert float(fit["n_iters"]) >= 4
+    log = (sweep / fit["trial_dir"] / "stdout.log").read_text()
+    assert "Learning iteration" in log and "Total steps:" in log and "Steps per second:" in log
+
+
+def test_sheeprl_recipe(tmp_path: Path) -> None:
+    """sheeprl's Hydra CLI with AsyncVectorEnv workers, as the recipe writes it: measured by its policy_step lines."""
+    pytest.importorskip("sheeprl")
+    sweep, rows, out = run_recipe(tmp_path, "sheeprl", "ladder.rungs=[4]", *SHORT)
+    assert [(r["case"], r["knob"], r["num_envs"], r["status"]) for r in rows] == [
+        ("sheeprl_cartpole", "num_envs", "4", "ok")
+    ], out
+    fit = rows[0]
+    assert float(fit["samples_per_s"]) > 0 and fit["rate_reported"] == "0"
+    assert "Rank-0: policy_step=" in (sweep / fit["trial_dir"] / "stdout.log").read_text()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # its logs/ stayed in the trial folder
+
+
+def test_stable_baselines3_recipe(tmp_path: Path) -> None:
+    pytest.importorskip("stable_baselines3")
+    sweep, rows, out = run_recipe(tmp_path, "stable-baselines3", "ladder.rungs=[4]", *SHORT)
+    assert [(r["case"], r["knob"], r["num_envs"], r["status"]) for r in rows] == [
+        ("sb3_cartpole", "num_envs", "4", "ok")
+    ], out
+    fit = rows[0]
+    assert float(fit["samples_per_s"]) > 0 and fit["rate_reported"] == "0"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "train_sb3.py"]  # nothing written beside it
+    assert "total_timesteps" in (sweep / fit["trial_dir"] / "stdout.log").read_text()

@@ -1,0 +1,82 @@
+"""A user's own trainer as a first-class workload: one-line commands, per-trial environment, the trial folder as its
+working folder, cases of its own (inline or from a config folder), and only the settings that apply shown."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from ladder.storage.tsv import read_tsv
+from tests.unit.test_user_cases import TRAIN_PY
+
+
+def search(cwd: Path, *overrides: str, flags: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "ladder.search", *flags, "device=cpu", f"output_root={cwd}/out", *overrides]
+    return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=240)
+
+
+# ---- one-line commands -------------------------------------------------------------------------------------------
+
+
+# ---- environment, working folder ---------------------------------------------------------------------------------
+
+
+# ---- cases of one's own ------------------------------------------------------------------------------------------
+
+
+def test_a_case_from_a_user_config_folder_is_listed_and_runs_dry(tmp_path: Path) -> None:
+    (tmp_path / "conf" / "case").mkdir(parents=True)
+    (tmp_path / "conf" / "case" / "cleanrl_cartpole.yaml").write_text("name: cleanrl_cartpole\n")
+    (tmp_path / "train.py").write_text("")
+    flags = ("--config-dir", str(tmp_path / "conf"))
+    common = [
+        "workload.kind=command",
+        "dry_run=true",
+        "profile=[default]",
+        "ladder.rungs=[8,4]",
+        'workload.cmd="python train.py --num-envs {num_envs}"',
+    ]
+    done = search(tmp_path, *common, "case=cleanrl_cartpole", flags=flags)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "dry run: case cleanrl_cartpole" in done.stdout and "agent.yaml" not in done.stdout
+    unknown = search(tmp_path, "case=cleanrl_cartpol", flags=flags)
+    assert unknown.returncode == 2 and "cleanrl_cartpole" in unknown.stderr and "amp_pi_plus" in unknown.stderr
+    no_method = search(tmp_path, "case=cleanrl_cartpole", "dry_run=true", flags=flags)
+    assert no_method.returncode == 2 and "has no method" in no_method.stderr
+
+
+def test_an_inline_case_runs_the_trainer_in_its_trial_folder(tmp_path: Path) -> None:
+    """A real sweep of a real trainer: the case is named on the command line, the trainer's own outputs land in
+    its trial folder, its variable reaches it and env.txt, and only what applies is shown and recorded."""
+    (tmp_path / "train.py").write_text(TRAIN_PY)
+    done = search(
+        tmp_path,
+        "workload.kind=command",
+        "case=my_cartpole",
+        "workload.env.FOO=bar",
+        "sweep=s",
+        'workload.cmd="python train.py --num-envs {num_envs}"',
+        "ladder.rungs=[128,32]",
+        "profile=[default]",
+        "measure.window_s=2",
+        "measure.warmup_iters=2",
+    )
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out
+    assert "emulated card" not in out and "1 x cpu" in out  # the cap is not applied; one direct process
+    trials = tmp_path / "out" / "case_gpu_bench_s" / "trials" / "my_cartpole"
+    fit = trials / "default_e32_probe_1"
+    assert (fit / "runs" / "where.txt").read_text().split("\n")[:2] == [str(fit.resolve()), "bar"]
+    assert not (tmp_path / "runs").exists() and not (fit / "agent.yaml").exists()
+    assert "FOO=bar" in (fit / "env.txt").read_text().splitlines()
+    rows = read_tsv(tmp_path / "out" / "case_gpu_bench_s" / "trials.tsv")
+    assert [(r["case"], r["num_envs"], r["status"]) for r in rows] == [
+        ("my_cartpole", "128", "oom_or_nccl"),
+        ("my_cartpole", "32", "ok"),
+    ]
+    best = read_tsv(tmp_path / "out" / "case_gpu_bench_s" / "best_by_case.tsv")
+    assert [(b["case"], b["gpu_mem_total"], b["n_gpus"]) for b in best] == [("my_cartpole", "", "1")]
+
+
+# ---- the knob's name ---------------------------------------------------------------------------------------------

@@ -1,0 +1,65 @@
+"""Memory as the cap sees it: a trial under `workload.host_mem_limit_gb` (a real memory cgroup, a real kernel OOM
+kill) gets the verdict and the figures of that cgroup, read before the cgroup is removed."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from ladder.storage.tsv import read_tsv
+from tests.e2e.test_resume import FIRST, finish, search, sweep_dir
+from tests.helpers import need_memory_cgroups
+from tests.unit.test_cgroup_memory import CAP_MB, TRAINER, WORKER
+
+
+@pytest.fixture
+def memory_cgroups() -> None:
+    need_memory_cgroups()
+
+
+def test_a_worker_oom_killed_in_the_trials_cgroup_is_host_oom_whatever_its_parent_did(
+    tmp_path: Path, memory_cgroups: None
+) -> None:
+    trainer, worker = tmp_path / "trainer.py", tmp_path / "worker.py"
+    trainer.write_text(TRAINER)
+    worker.write_text(WORKER)
+    command = f'workload.command=["{sys.executable}","{trainer}","{worker}","{{num_envs}}"]'
+    out = finish(
+        search(
+            tmp_path,
+            f"case={FIRST}",
+            "profile=[default]",
+            "ladder.rungs=[64,8]",
+            "workload.kind=command",
+            command,
+            f"workload.host_mem_limit_gb={CAP_MB / 1024}",
+            "measure.window_s=2",
+            "measure.warmup_iters=2",
+            "measure.stable_tol=0.5",
+            "sweep=capped",
+        )
+    )
+    rows = {r["num_envs"]: r for r in read_tsv(sweep_dir(tmp_path, "capped") / "trials.tsv")}
+    over, fits = rows["64"], rows["8"]
+
+    assert (over["status"], over["reason"]) == ("oom_or_nccl", "host_oom"), out
+    assert "OOM kill" in over["evidence"] and "memory cgroup ladder-" in over["evidence"], over["evidence"]
+    log = (sweep_dir(tmp_path, "capped") / over["trial_dir"] / "stdout.log").read_text()
+    # the parent's own output says nothing of memory: its ending (if ladder, stopping the trial at the cgroup's first
+    # OOM kill, let it print one) is the pipe's EOFError
+    assert "memory" not in log.lower() and "killed" not in log.lower(), log
+    assert "env worker lost:" not in log or "env worker lost: EOFError" in log, log
+    verdict = json.loads((sweep_dir(tmp_path, "capped") / over["trial_dir"] / "verdict.json").read_text())
+    assert verdict["reason"] == "host_oom"
+
+    assert fits["status"] == "ok", out
+    assert 64 < float(fits["cgroup_peak_mb"]) <= CAP_MB  # the worker's 64 MiB and the rest, all under the cap
+    assert 0 < float(over["cgroup_peak_mb"]) <= CAP_MB
+    assert float(over["cgroup_limit_mb"]) == float(fits["cgroup_limit_mb"]) == CAP_MB
+    best = read_tsv(sweep_dir(tmp_path, "capped") / "best_by_case.tsv")
+    assert [r["cgroup_peak_mb"] for r in best] == [fits["cgroup_peak_mb"]]
+    assert f"cgroup={round(float(fits['cgroup_peak_mb']))}/{CAP_MB} MiB" in out  # the capped figure on the console
+    assert "rss=" in out and "mem=" not in out  # and the process trees' RSS named as RSS

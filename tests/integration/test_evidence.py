@@ -1,0 +1,25 @@
+"""A trial that ran out of memory is stopped at its first evidence (real files; a real process for the trial)."""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from pathlib import Path
+
+from ladder.core.records import Reason, Status
+from ladder.core.spec import Launcher, TrialSpec
+from ladder.runner import trial
+from ladder.runner.monitor import HostSampler
+from ladder.settings.config import MeasureConf
+from tests.unit.test_evidence import LINGERING_RANK
+
+
+def test_a_trial_is_stopped_at_its_first_memory_evidence(tmp_path: Path) -> None:
+    spec = TrialSpec(argv=(sys.executable, "-c", LINGERING_RANK, str(tmp_path)), env={}, launcher=Launcher.DIRECT)
+    measure = MeasureConf(
+        warmup_timeout_s=60.0, startup_timeout_s=60.0, stall_timeout_s=60.0, trial_timeout_s=120.0, kill_grace_s=5.0
+    )
+    result = trial.run(spec, tmp_path, uuid.uuid4().hex[:12], measure, HostSampler)
+    assert result.stopped_by == "out_of_memory"
+    assert result.verdict.status is Status.OOM_OR_NCCL and result.verdict.reason is Reason.CUDA_OOM
+    assert result.exit_code < 0 and result.leftovers == 0  # ladder killed the lingering rank: it would sleep on

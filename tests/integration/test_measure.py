@@ -1,0 +1,104 @@
+"""A fit needs a measurement (`trial.run` on small real programs): the window waits for its points, a trainer that
+prints too rarely is `unmeasured`, one whose lines never match is a setting to fix, and a slow first update that
+visibly works is no hang."""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from pathlib import Path
+
+from ladder.core.records import Reason, Status
+from ladder.core.spec import STDOUT_FILE, Launcher, ProgressKind, TrialSpec
+from ladder.runner import trial
+from ladder.runner.monitor import HostSampler
+from ladder.settings.config import MeasureConf
+from tests.unit.test_measure import HANGS, REGEX, TRAINER, conf
+
+
+def run(tmp_path: Path, argv: tuple[str, ...], measure: MeasureConf, regex: str = REGEX) -> trial.Result:
+    spec = TrialSpec(
+        argv=(sys.executable, "-c", TRAINER, *argv),
+        env={},
+        launcher=Launcher.DIRECT,
+        progress_file=STDOUT_FILE,
+        progress_kind=ProgressKind.REGEX,
+        progress_regex=regex,
+    )
+    return trial.run(spec, tmp_path, uuid.uuid4().hex[:12], measure, HostSampler)
+
+
+def test_the_window_waits_for_its_points_and_counts_the_one_that_closed_it(tmp_path: Path) -> None:
+    """A line every 1.5 s against a 1 s window: it closes only once it holds 4 points, and its rate spans them."""
+    result = run(tmp_path, ("0", "1.5", "idle"), conf())
+    assert result.verdict.status is Status.OK and result.stopped_by == "window_done"
+    f = result.figures
+    assert f["n_iters"] >= 3  # 4 points: 3 intervals, the last one the point after window_s
+    assert f["samples_per_s"] > 0 and f["samples_per_s_lo"] >= 0 and f["rate_reported"] == 0.0
+    assert "ci_frac" in f and "unstable" in f
+
+
+def test_a_trainer_that_prints_too_rarely_is_unmeasured_never_ok(tmp_path: Path) -> None:
+    result = run(tmp_path, ("0", "4", "idle"), conf(trial_timeout_s=7.0, min_window_iters=5))
+    verdict = result.verdict
+    assert (verdict.status, verdict.reason) == (Status.UNMEASURED, Reason.FEW_POINTS)
+    assert "measure.trial_timeout_s" in verdict.evidence and "of the 5 needed" in verdict.evidence
+    assert "samples_per_s" not in result.figures
+
+
+def test_a_trainer_whose_lines_never_match_is_a_setting_to_fix(tmp_path: Path) -> None:
+    pattern = r"iteration=(?P<iter>\d+)"
+    result = run(tmp_path, ("0", "0.2", "idle"), conf(startup_timeout_s=2.0, stall_timeout_s=2.0), regex=pattern)
+    verdict = result.verdict
+    assert (verdict.status, verdict.reason) == (Status.ERROR, Reason.NO_PROGRESS_MATCH)
+    assert repr(pattern) in verdict.evidence and "step " in verdict.evidence  # the regex, and what it did print
+    assert "signal" not in verdict.evidence.lower()  # never ladder's own SIGTERM echoed back
+
+
+def test_a_slow_first_update_that_visibly_works_is_not_a_hang(tmp_path: Path) -> None:
+    """12 s of CPU work before the first line, against a 3 s start-up limit: it waits, and then measures."""
+    result = run(tmp_path, ("12", "0.3", "busy"), conf(startup_timeout_s=3.0, stall_timeout_s=3.0))
+    assert result.verdict.status is Status.OK and result.stopped_by == "window_done"
+    assert result.figures["window_start_s"] > 3.0
+
+
+def test_a_slow_first_update_whose_memory_grows_is_not_a_hang(tmp_path: Path) -> None:
+    """12 s with an idle CPU but memory growing (as a trainer filling its buffers, or waiting on a loading GPU),
+    against a 3 s start-up limit: it waits, and then measures."""
+    result = run(tmp_path, ("12", "0.3", "grow"), conf(startup_timeout_s=3.0, stall_timeout_s=3.0))
+    assert result.verdict.status is Status.OK and result.stopped_by == "window_done"
+    assert result.figures["window_start_s"] > 3.0
+
+
+def test_a_silent_idle_start_is_stopped_at_the_start_up_limit(tmp_path: Path) -> None:
+    """Asleep and printing nothing the reader matches: stopped once start-up is over, as a setting to fix."""
+    result = run(tmp_path, ("600", "1", "idle"), conf(startup_timeout_s=3.0, stall_timeout_s=3.0))
+    assert result.stopped_by == "stalled"
+    assert (result.verdict.status, result.verdict.reason) == (Status.ERROR, Reason.NO_PROGRESS_MATCH)
+    assert "starting: building the envs" in result.verdict.evidence
+
+
+def test_a_wide_interval_extends_the_window_once_then_says_unstable(tmp_path: Path) -> None:
+    """Lines 0.15 s and 1.5 s apart: the rate's interval is far wider than max_ci_frac; the window goes on once
+    more by window_s, and the figures then carry the verdict."""
+    result = run(tmp_path, ("0", "0.15", "idle", "jitter"), conf(window_s=2.0))
+    assert result.verdict.status is Status.OK and result.stopped_by == "window_done"
+    f = result.figures
+    assert f["window_extended"] == 1.0 and f["unstable"] == 1.0 and f["ci_frac"] > 0.10
+    assert f["window_s"] >= 4.0  # the window ran its length twice
+    assert 0 <= f["samples_per_s_lo"] < f["samples_per_s"] < f["samples_per_s_hi"]
+
+
+def test_a_stall_after_progress_is_a_timeout_whose_evidence_is_its_last_progress_line(tmp_path: Path) -> None:
+    spec = TrialSpec(
+        argv=(sys.executable, "-c", HANGS),
+        env={},
+        launcher=Launcher.DIRECT,
+        progress_file=STDOUT_FILE,
+        progress_kind=ProgressKind.REGEX,
+        progress_regex=REGEX,
+    )
+    result = trial.run(spec, tmp_path, uuid.uuid4().hex[:12], conf(stall_timeout_s=2.0, window_s=30.0), HostSampler)
+    assert (result.verdict.status, result.verdict.reason) == (Status.TIMEOUT, Reason.STALLED)
+    assert result.verdict.evidence.endswith("last progress: step 3 samples 3000")
+    assert "got signal" in (tmp_path / STDOUT_FILE).read_text()  # it did echo the SIGTERM; the evidence does not

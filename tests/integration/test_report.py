@@ -1,0 +1,34 @@
+"""The report: the series behind each plot (data, not pixels), and the files `python -m ladder.report` writes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.unit.test_report import ROOT, write_sweep
+
+# ---------------------------------------------------------------- files
+
+
+@pytest.mark.parametrize("make", [False, True], ids=["no-folder", "empty-folder"])
+def test_the_command_says_what_is_missing(tmp_path: Path, make: bool) -> None:
+    target = tmp_path / "case_gpu_bench_x"
+    if make:
+        target.mkdir()
+    proc = subprocess.run(
+        [sys.executable, "-m", "ladder.report", str(target)], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 2
+    assert f"no trials in {target / 'trials.tsv'}" in proc.stderr
+
+
+def test_the_command_prints_the_report_path(tmp_path: Path) -> None:
+    write_sweep(tmp_path)
+    proc = subprocess.run(
+        [sys.executable, "-m", "ladder.report", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == str(tmp_path / "report.md")

@@ -1,0 +1,85 @@
+"""`trial.run` with a value to beat: a trial that clearly cannot matter closes its window early (real proxy runs)."""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from pathlib import Path
+
+from ladder.core.records import Status
+from ladder.core.spec import Launcher, TrialSpec
+from ladder.runner import launch, trial
+from ladder.runner.monitor import HostSampler
+from ladder.settings.config import MeasureConf, Profile, WorkloadConf
+from ladder.workloads.builtin import Placement, plan_proxy
+from tests.integration.test_failure_scenarios import CASE
+
+WINDOW_S = 30.0
+
+
+def run(tmp_path: Path, beat: float | None, window_s: float = WINDOW_S) -> trial.Result:
+    workload = WorkloadConf(width_factor=0.125, nproc=2, emulate_gpu_mem_gb=0.2, collective_timeout_s=60.0)
+    place = Placement("cpu", 2, launch.free_port(), sys.executable)
+    spec = plan_proxy(CASE, Profile("default", {}), 8, workload, place, str(tmp_path), 120.0, {})
+    measure = MeasureConf(
+        warmup_iters=3,
+        stable_k=3,
+        stable_tol=0.5,
+        warmup_timeout_s=60.0,
+        window_s=window_s,
+        stall_timeout_s=60.0,
+        trial_timeout_s=120.0,
+        kill_grace_s=2.0,
+    )
+    return trial.run(spec, tmp_path, uuid.uuid4().hex[:12], measure, HostSampler, beat=beat)
+
+
+def test_a_trial_clearly_below_the_value_to_beat_is_cut_short(tmp_path: Path) -> None:
+    result = run(tmp_path, beat=1e12)
+    assert result.verdict.status is Status.OK
+    f = result.figures
+    assert f["cut"] == 1.0 and f["samples_per_s_hi"] < 1e12
+    assert f["window_s"] < WINDOW_S  # stopped before the window's end (its start-up time depends on the machine's load)
+
+
+def test_a_trial_that_may_beat_it_measures_its_whole_window(tmp_path: Path) -> None:
+    result = run(tmp_path, beat=0.0, window_s=4.0)
+    assert result.verdict.status is Status.OK
+    assert "cut" not in result.figures and result.figures["window_s"] >= 4.0
+
+
+# A trainer that ignores SIGTERM (as some simulators' processes do), noting each one it gets, and reports progress
+# every 0.1 s.
+DEAF = """
+import json, pathlib, signal, sys, time
+heard = pathlib.Path(sys.argv[1]) / "sigterm.txt"
+signal.signal(signal.SIGTERM, lambda *_: heard.open("a").write("SIGTERM\\n"))
+out = pathlib.Path(sys.argv[1]) / "progress.jsonl"
+for i in range(1, 100000):
+    time.sleep(0.1)
+    with out.open("a") as fh:
+        fh.write(json.dumps({"t": time.time(), "iter": i, "samples": 64 * i}) + "\\n")
+"""
+
+
+def test_a_measured_window_ends_the_trial_at_once_without_waiting_out_the_grace(tmp_path: Path) -> None:
+    """The figures are on disk when the window closes: nothing needs an orderly end, so a trainer that ignores
+    SIGTERM costs neither `kill_grace_s` nor the supervisor's own grace, and none of its processes outlives the
+    trial. (Stopped with SIGTERM first, this trial took 10 s more: the supervisor's grace.)"""
+    spec = TrialSpec(argv=(sys.executable, "-c", DEAF, str(tmp_path)), env={}, launcher=Launcher.DIRECT)
+    measure = MeasureConf(
+        warmup_iters=2,
+        stable_k=2,
+        stable_tol=0.5,
+        warmup_timeout_s=60.0,
+        window_s=1.0,
+        stall_timeout_s=60.0,
+        trial_timeout_s=120.0,
+        kill_grace_s=60.0,
+    )
+    trial_id = uuid.uuid4().hex[:12]
+    result = trial.run(spec, tmp_path, trial_id, measure, HostSampler)
+    assert result.stopped_by == "window_done" and result.verdict.status is Status.OK
+    assert result.figures["samples_per_s"] > 0
+    assert not (tmp_path / "sigterm.txt").exists()  # killed at once: never asked to end in order
+    assert result.leftovers == 0 and launch.leftovers(trial_id) == []

@@ -1,0 +1,80 @@
+"""The bench's verdict on a pick (`scripts/bench_search.py`): hand-made grids, every figure known."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import sys
+from types import ModuleType
+
+import pytest
+
+from ladder.core import stats
+from ladder.core.records import Status
+from tests.helpers import REPO
+
+ROOT = REPO
+
+
+@pytest.fixture(scope="module")
+def bench() -> ModuleType:
+    """The script, loaded as a module."""
+    spec = importlib.util.spec_from_file_location("bench_search", ROOT / "scripts" / "bench_search.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_search"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def cell(bench: ModuleType, value: float | None, half: float = 0.0) -> object:
+    if value is None:
+        return bench.Cell(Status.OOM_OR_NCCL, 2.0, None, None, None, None, None)
+    return bench.Cell(Status.OK, 30.0, value, value + half, value - half, 400.0, 30.0)
+
+
+def test_the_run_to_run_spread_is_pooled_over_configurations_run_more_than_once(bench: ModuleType) -> None:
+    a, b, c = ("default", 64), ("default", 48), ("default", 256)
+    tables = [
+        {a: cell(bench, 90.0), b: cell(bench, 50.0), c: cell(bench, None)},
+        {a: cell(bench, 110.0), b: cell(bench, 50.0), c: cell(bench, 300.0)},
+    ]
+    pool, spread = bench.pooled(tables)
+    # a: residuals -0.1 and +0.1 of its mean 100; b: none; two degrees of freedom (one from each)
+    assert spread == pytest.approx(math.sqrt((0.01 + 0.01) / 2))
+    half = stats.t975(2) * spread * 100.0 / math.sqrt(2)
+    assert pool[a] == pytest.approx(bench.Pooled(100.0, 100.0 - half, 100.0 + half, 2))
+    assert pool[c].runs == 1 and pool[c].hi - pool[c].lo == pytest.approx(2 * stats.t975(2) * spread * 300.0)
+
+
+def test_a_pick_is_the_same_within_the_interval_of_the_grids_best_over_every_run(bench: ModuleType) -> None:
+    best, near, far, failing = ("default", 64), ("default", 48), ("default", 32), ("default", 128)
+    runs = [(100.0, 97.0, 80.0), (104.0, 99.0, 79.0), (96.0, 101.0, 81.0)]
+    tables = [
+        {best: cell(bench, x), near: cell(bench, y), far: cell(bench, z), failing: cell(bench, None)}
+        for x, y, z in runs
+    ]
+    tables[1][failing] = cell(bench, 500.0)  # fits under another card: no figure where it failed
+    pool, _ = bench.pooled(tables)
+    every = bench.with_every_run(tables[0], pool)
+    assert bench.winner(every, list(every)) == best
+    assert bench.same_pick(every, best, near)  # 99 on average, inside 100's interval
+    assert not bench.same_pick(every, best, far)  # 80 on average
+    assert not bench.same_pick(every, best, None) and bench.same_pick(every, None, None)
+
+
+def test_the_grids_best_over_every_run_may_differ_from_its_one_pass(bench: ModuleType) -> None:
+    high, low = ("default", 48), ("default", 40)
+    runs = [(92.0, 99.0), (100.0, 94.0), (105.0, 95.0), (100.0, 92.0)]  # the first pass has the lower one 7.6% ahead
+    tables = [{high: cell(bench, x), low: cell(bench, y)} for x, y in runs]
+    assert bench.winner(tables[0], list(tables[0])) == low
+    every = bench.with_every_run(tables[0], bench.pooled(tables)[0])
+    assert bench.winner(every, list(every)) == high and bench.same_pick(every, high, high)
+
+
+def test_one_window_is_judged_against_one_window(bench: ModuleType) -> None:
+    best, other = ("default", 64), ("default", 48)
+    table = {best: cell(bench, 100.0, half=5.0), other: cell(bench, 96.0)}
+    assert bench.same_pick(table, best, other)
+    table = {best: cell(bench, 100.0, half=3.0), other: cell(bench, 96.0)}
+    assert not bench.same_pick(table, best, other)

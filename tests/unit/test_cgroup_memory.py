@@ -1,0 +1,68 @@
+"""Memory as the cap sees it: a trial under `workload.host_mem_limit_gb` (a real memory cgroup, a real kernel OOM
+kill) gets the verdict and the figures of that cgroup, read before the cgroup is removed."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from ladder.core.records import Phase, Reason, Status, TrialRecord
+from ladder.ui.view import trial_line
+
+CAP_MB = 256
+
+# A trainer shaped like those with env-worker processes: the parent steps a worker through a pipe, and the worker
+# holds `num_envs` x 8 MiB once warmed up (64 MiB at e8, 512 MiB at e64: over the cap). When the kernel kills the
+# worker, the parent sees its pipe close and exits 1 with its own message, as such trainers do.
+WORKER = textwrap.dedent(
+    """
+    import sys
+    envs, held = int(sys.argv[1]), []
+    for line in sys.stdin:
+        if len(held) < 8:
+            held.append(b"x" * (envs << 20))  # written, so every page is charged to the cgroup
+        sys.stdout.write("ok\\n")
+        sys.stdout.flush()
+    """
+)
+TRAINER = textwrap.dedent(
+    """
+    import subprocess, sys, time
+    worker_py, envs = sys.argv[1], int(sys.argv[2])
+    worker = subprocess.Popen([sys.executable, worker_py, str(envs)], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        for i in range(1, 10**6):
+            worker.stdin.write(b"step\\n")
+            worker.stdin.flush()
+            if not worker.stdout.readline():
+                raise EOFError("the env worker closed its pipe")
+            print(f"iter {i} samples {i * envs}", flush=True)
+            time.sleep(0.05)
+    except (EOFError, BrokenPipeError) as exc:
+        print(f"env worker lost: {exc!r}", flush=True)
+        sys.exit(1)
+    """
+)
+
+
+def line(source: str, **figures: float) -> str:
+    record = TrialRecord(
+        "c", "amp", "default", 64, Phase.PROBE, Status.OK, Reason.NONE, "", figures, {"source": source}
+    )
+    return trial_line(record)
+
+
+@pytest.mark.parametrize(
+    ("source", "figures", "shown"),
+    [
+        ("host", {"max_mem0": 810.0, "max_mem1": 811.0}, "rss=    810/811 MiB  samples"),
+        ("nvml", {"max_mem0": 810.0}, "mem=        810 MiB  samples"),
+        ("host", {"max_mem0": 810.0, "cap_used_mb": 499.0, "cap_mb": 614.0}, "rss=        810 MiB cap=499/614 MiB  "),
+        ("host", {"max_mem0": 633.0, "cgroup_peak_mb": 500.2, "cgroup_limit_mb": 512.0}, "MiB cgroup=500/512 MiB  "),
+        ("host", {"max_mem0": 633.0, "cgroup_peak_mb": 500.2}, "rss=        633 MiB  samples"),  # no cap: not shown
+    ],
+    ids=["rss", "gpu-mem", "emulated-card", "host-cap", "cgroup-without-cap"],
+)
+def test_the_console_line_names_rss_and_shows_what_the_cap_limits(source: str, figures: dict, shown: str) -> None:
+    assert shown in line(source, **figures)

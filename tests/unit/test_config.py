@@ -1,0 +1,86 @@
+"""The composed config: what `python -m ladder.search` sees, and its errors."""
+
+from __future__ import annotations
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.errors import ConfigCompositionException
+
+from ladder.core.errors import ConfigError
+from ladder.settings.argv import check_choices, known_cases
+from ladder.settings.catalog import known
+from ladder.settings.config import Device, register, settings_from
+from tests.helpers import REPO
+
+CONF = str(REPO / "conf")
+register()
+
+
+def settings(*overrides: str):
+    with initialize_config_dir(config_dir=CONF, version_base="1.3"):
+        return settings_from(compose(config_name="config", overrides=list(overrides)), known_cases())
+
+
+def test_default_composition() -> None:
+    s = settings()
+    assert s.case.name == "amp_pi_plus" and s.case.method == "amp"
+    assert s.rungs == (256, 128, 64, 48, 40, 38, 36, 32)  # the case picks the pi_plus ladder
+    assert [p.name for p in s.profiles] == ["default", "hiutil"]
+    assert s.nccl_env == {
+        "NCCL_P2P_DISABLE": "1",
+        "NCCL_IB_DISABLE": "1",
+        "NCCL_CUMEM_ENABLE": "0",
+        "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
+    }
+    assert s.objective == "min_avg_util" and s.device is Device.AUTO
+    assert s.case.agent["model"]["disc_net"] == "fc_2layers_1024units"
+    hiutil = s.profiles[1].agent_patch
+    assert hiutil["actor_epochs"] == 20 and hiutil["actor_batch_size"] == 2
+
+
+def test_overrides_reach_settings() -> None:
+    s = settings("ladder=default", "profile=[hiutil]", "objective=samples_per_s", "nccl_env.NCCL_P2P_DISABLE=0")
+    assert s.rungs[0] == 4096 and [p.name for p in s.profiles] == ["hiutil"]
+    assert s.objective == "samples_per_s" and s.nccl_env["NCCL_P2P_DISABLE"] == "0"
+
+
+def test_unknown_case_lists_known_ones() -> None:
+    with pytest.raises(ConfigCompositionException, match="amp_pi_plus"):
+        settings("case=no_such_case")
+
+
+def test_known_case_check_names_the_fix() -> None:
+    with initialize_config_dir(config_dir=CONF, version_base="1.3"):
+        cfg = compose(config_name="config")
+    with pytest.raises(ConfigError, match=r"unknown case 'amp_pi_plus'\n  fix: use one of: other"):
+        settings_from(cfg, ("other",))
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("ladder.rungs=[64,128]", "strictly descending"),
+        ("ladder.rungs=[64,64]", "strictly descending"),
+        ("ladder.rungs=[64,0]", "positive integers"),
+        ("ladder.rungs=[]", "no rungs"),
+        ("objective=fps", "(?s)unknown objective 'fps'.*min_avg_util, samples_per_s"),
+        ("device=tpu", "unknown device 'tpu'"),
+        ("measure.window_s=0", "measure.window_s must be > 0"),
+    ],
+    ids=["ascending", "repeated", "zero", "empty", "objective", "device", "window"],
+)
+def test_bad_values_are_named(override: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        settings(override)
+
+
+def test_unknown_profile_lists_known_ones() -> None:
+    assert check_choices(["profile=[default,nope]", "case=amp_pi_plus", "window_s=3"]) == [
+        f"unknown profile 'nope'; known: {', '.join(known('profile'))}"
+    ]
+    assert {"default", "hiutil"} <= set(known("profile"))
+
+
+def test_sweeps_and_lists_are_checked_option_by_option() -> None:
+    assert check_choices(["profile=[default],[hiutil]", "case=amp_pi_plus,add_pi_plus", "case=glob(amp*)"]) == []
+    assert check_choices(["case=amp_pi_plus,nope"]) == [f"unknown case 'nope'; known: {', '.join(known_cases())}"]

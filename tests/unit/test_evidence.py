@@ -1,0 +1,114 @@
+"""A trial that ran out of memory is stopped at its first evidence (real files; a real process for the trial)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ladder.core.records import Confidence, Ending, Reason, Status
+from ladder.failures import rules
+from ladder.runner.evidence import Evidence
+
+OOM = (
+    "[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
+    "capacity of 23.64 GiB of which 1.02 GiB is free.\n"
+)
+NCCL = "[rank0]: torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled system error\n"
+
+
+def rank_log(trial_dir: Path, rank: int) -> Path:
+    path = trial_dir / "ranks" / "none_x" / "attempt_0" / str(rank) / "stderr.log"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.touch()
+    return path
+
+
+def append(path: Path, text: str) -> None:
+    with path.open("a") as fh:
+        fh.write(text)
+
+
+def test_a_memory_line_in_a_rank_log_is_evidence_once_whole(tmp_path: Path) -> None:
+    evidence, log = Evidence(tmp_path, every_s=0.0), rank_log(tmp_path, 1)
+    append(log, "iteration 1\n")
+    assert evidence.check() is None
+    append(log, OOM[:60])  # the line is still being written
+    assert evidence.check() is None
+    append(log, OOM[60:])
+    verdict = evidence.check()
+    assert verdict is not None and verdict.status is Status.OOM_OR_NCCL and verdict.reason is Reason.CUDA_OOM
+    assert "Tried to allocate 2.00 GiB" in verdict.evidence
+
+
+def test_a_communication_error_is_left_to_run_its_course(tmp_path: Path) -> None:
+    """Another rank's death may be its cause: only memory ends the question for the rung at once."""
+    evidence = Evidence(tmp_path, every_s=0.0)
+    append(rank_log(tmp_path, 0), NCCL)
+    assert evidence.check() is None
+
+
+# Real lines (shared/failure_logs, dev part): weak memory evidence that a run may survive or disprove.
+PHYSX_OVERFLOW = (
+    "[Error] [omni.physx.plugin] PhysX error: Patch buffer overflow detected, please increase its size "
+    "to at least 167788 in the scene desc!\n"
+)
+BFC_WARNING = (
+    "2024-10-25 20:48:40.388632: W external/xla/xla/tsl/framework/bfc_allocator.cc:291] Allocator "
+    "(GPU_0_bfc) ran out of memory trying to allocate 26.32GiB with freed_by_count=0. The caller indicates "
+    "that this is not a failure, but this may mean that there could be performance gains if more memory "
+    "were available.\n"
+)
+
+
+@pytest.mark.parametrize("line", [PHYSX_OVERFLOW, BFC_WARNING], ids=["physx-buffer-overflow", "xla-allocator-warning"])
+def test_weak_memory_evidence_lets_the_trial_run_on(tmp_path: Path, line: str) -> None:
+    evidence = Evidence(tmp_path, every_s=0.0)
+    append(tmp_path / "stdout.log", "step 3\n" + line)
+    assert evidence.check() is None
+    append(tmp_path / "stdout.log", OOM)  # then proof: stopped at once
+    verdict = evidence.check()
+    assert verdict is not None and verdict.reason is Reason.CUDA_OOM and "Tried to allocate" in verdict.evidence
+
+
+def test_an_allocator_warning_in_a_run_that_ended_well_is_not_a_failure() -> None:
+    window_done = rules.classify(Ending(exit_code=-9, log_text="step 3\n" + BFC_WARNING, stopped_by="window_done"))
+    assert window_done.status is Status.OK
+    crashed = rules.classify(Ending(exit_code=1, log_text="step 3\n" + BFC_WARNING))
+    assert (crashed.reason, crashed.confidence) == (Reason.CUDA_OOM, Confidence.LOW)
+    overflow = rules.classify(Ending(exit_code=-9, log_text=PHYSX_OVERFLOW, stopped_by="window_done"))
+    assert (overflow.reason, overflow.confidence) == (Reason.CUDA_OOM, Confidence.LOW)  # the simulator went on
+
+
+def test_an_error_file_naming_memory_is_evidence(tmp_path: Path) -> None:
+    evidence = Evidence(tmp_path, every_s=0.0)
+    rank_log(tmp_path, 1)
+    error = {
+        "message": {
+            "message": "RuntimeError: [enforce fail at alloc_cpu.cpp:127] err == 0. "
+            "DefaultCPUAllocator: can't allocate memory: you tried to allocate 536870912 bytes",
+            "extraInfo": {"py_callstack": "", "timestamp": "1795664711"},
+        }
+    }
+    (tmp_path / "ranks" / "none_x" / "attempt_0" / "1" / "error.json").write_text(json.dumps(error))
+    verdict = evidence.check()
+    assert verdict is not None and verdict.reason is Reason.HOST_OOM
+
+
+def test_a_program_that_starts_its_own_ranks_is_watched_through_its_log(tmp_path: Path) -> None:
+    evidence = Evidence(tmp_path, every_s=0.0)
+    append(tmp_path / "stdout.log", "step 3\n" + OOM)
+    verdict = evidence.check()
+    assert verdict is not None and verdict.reason is Reason.CUDA_OOM
+
+
+# A rank that has reported running out of memory while its process lingers (as a rank does while its launcher has
+# not yet torn the group down): the trial must end at that line, not when a stall or time limit runs out.
+LINGERING_RANK = f"""
+import pathlib, sys, time
+log = pathlib.Path(sys.argv[1]) / "ranks" / "none_x" / "attempt_0" / "1" / "stderr.log"
+log.parent.mkdir(parents=True)
+log.write_text({OOM!r})
+time.sleep(600)
+"""

@@ -1,0 +1,994 @@
+"""Failure classification on real output: the labelled samples, lines captured here, and the root-cause traps.
+
+Data (tests/data): `failure_logs.jsonl` is a copy of shared/failure_logs/sample.jsonl (38 excerpts from public issue
+threads, labelled). shared/failure_logs/more.jsonl (96) is split by repository, fixed before any pattern was written:
+a row is held out when int(sha256("ladder-holdout-1:" + its lower-cased repository), 16) % 100 < 30.
+`failure_logs_more_dev.jsonl` (67) was used to write patterns; `failure_logs_more_heldout.jsonl` (29) to measure
+(`python -m ladder.failures --eval`): 17/19 unambiguous at the first look; the two misses showed families missing
+(torch's "Some NCCL operations have failed", Vulkan's ERROR_OUT_OF_DEVICE_MEMORY without its prefix), added from
+public lines, so later figures on it are no longer unseen. `failure_logs/heldout.jsonl` (81, 66 unambiguous) was
+gathered afterwards from 80 other repositories' threads and labelled before its first look (failure_logs/README.md
+has that table: 60/66 unambiguous right); its misses' families were then added, so it too is development now.
+`failure_logs/heldout_b.jsonl` (46, 39 unambiguous, 46 more repositories) was gathered and labelled after that, and
+looked at once (36/39); its misses' families were added in turn. `failure_logs/heldout_c.jsonl` (33, 30 unambiguous,
+33 more repositories) likewise after that: 29/30 at its first look; `failure_logs/heldout_d.jsonl` (52, 40
+unambiguous, 49 more repositories, mostly RL and GPU-simulation stacks) likewise: 39/40 at its first look.
+`captured/*.log` are real outputs of small torch programs
+run on this CPU machine (torch 2.13), trimmed of unrelated lines but never edited; captured/README.md says how each
+was made. `PUBLIC` below quotes lines from public issue threads for the patterns that neither of those shows.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from ladder.core.records import Confidence, Ending, Reason, Status
+from ladder.failures import scoring
+from ladder.failures.patterns import PATTERNS, status_of
+from ladder.failures.rules import EVIDENCE_CHARS, as_json, classify, classify_text
+from tests.helpers import DATA
+
+DATA = DATA
+CAPTURED = DATA / "captured"
+
+
+def _rows(name: str) -> list[dict]:
+    return [json.loads(line) for line in (DATA / name).read_text().splitlines() if line.strip()]
+
+
+SAMPLES = _rows("failure_logs.jsonl")
+MORE_DEV = _rows("failure_logs_more_dev.jsonl")
+COMMUNICATION = {Reason.NCCL_ERROR, Reason.NCCL_TIMEOUT, Reason.PEER_LOST}
+FAMILIES = {
+    "cuda_oom": {Reason.CUDA_OOM},
+    "host_oom": {Reason.HOST_OOM},
+    "nccl": COMMUNICATION,
+    "other_error": {Reason.ERROR},
+    "port_in_use": {Reason.PORT_IN_USE},
+}
+LABEL_STATUS = {
+    "cuda_oom": Status.OOM_OR_NCCL,
+    "host_oom": Status.OOM_OR_NCCL,
+    "nccl": Status.OOM_OR_NCCL,
+    "other_error": Status.ERROR,
+    "port_in_use": Status.RETRY,
+}
+
+_DUPLICATE_GPU = (
+    "a launch misconfiguration (two ranks on one GPU / invalid NCCL usage) fails the same way at every "
+    "rung: `error` stops the profile, where `oom_or_nccl` would walk it down the whole ladder"
+)
+# Ambiguous samples where the classifier deliberately disagrees with the label (strict: a pass would be news).
+DISPUTED = {
+    "axolotl-3476-fsdp2-flag-bug-surfaces-as-nccl-timeout": (
+        "the excerpt shows only a collective timeout; the FSDP2 flag bug behind it is not in the text"
+    ),
+    "horovod-3929-nccl-warn-duplicate-gpu-mpirun": _DUPLICATE_GPU,
+    "d-fine-289-nccl-invalid-usage-duplicate-gpu": _DUPLICATE_GPU,
+    "lightning-8139-invalid-usage-gpu-list-broken-pipe": _DUPLICATE_GPU,
+}
+
+# Real lines from public issue threads, exactly as posted, for patterns that no sample or capture shows.
+PUBLIC = {
+    "ms-swift-6301-torch-oom": (  # github.com/modelscope/ms-swift#6301
+        Reason.CUDA_OOM,
+        "[rank11]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.35 GiB. GPU 3 has a total "
+        "capacity of 63.42 GiB of which 1.70 GiB is free. Process 2521735 has 474.00 MiB memory in use. Including "
+        "non-PyTorch memory, this process has 60.30 GiB memory in use.",
+    ),
+    "nccl-1284-1eb": (  # github.com/NVIDIA/nccl#1284 (its title)
+        Reason.CUDA_OOM,
+        "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate more than 1EB memory",
+    ),
+    "iim-28-cuda-error-oom": (  # github.com/taohan10200/IIM#28
+        Reason.CUDA_OOM,
+        "RuntimeError: CUDA error: out of memory\nCUDA kernel errors might be asynchronously reported at some other "
+        "API call,so the stacktrace below might be incorrect.\nFor debugging consider passing CUDA_LAUNCH_BLOCKING=1.",
+    ),
+    "brax-123-cuda-error-out-of-memory": (  # github.com/google/brax#123
+        Reason.CUDA_OOM,
+        "RuntimeError: INTERNAL: Failed to launch CUDA kernel: fusion_29 with block dimensions: 128x1x1 and grid "
+        "dimensions: 1x1x1: CUDA_ERROR_OUT_OF_MEMORY: out of memory",
+    ),
+    "alphafold-1023-xla-resource-exhausted": (  # github.com/google-deepmind/alphafold#1023
+        Reason.CUDA_OOM,
+        "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate "
+        "7406166528 bytes.",
+    ),
+    "mklpy-27-not-enough-memory": (  # github.com/IvanoLauriola/MKLpy#27
+        Reason.HOST_OOM,
+        "DefaultCPUAllocator: not enough memory: you tried to allocate 5077901088 bytes.",
+    ),
+    "ssd-tensorflow-8-bad-alloc": (  # github.com/ljanyst/ssd-tensorflow#8
+        Reason.HOST_OOM,
+        "[i] Creating the model...\nterminate called after throwing an instance of 'std::bad_alloc'\n"
+        "  what():  std::bad_alloc\nAborted",
+    ),
+    "rvc-1882-gloo-reset-by-peer": (  # github.com/RVC-Project/Retrieval-based-Voice-Conversion-WebUI#1882
+        Reason.PEER_LOST,
+        "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:589] Read error [192.168.70.92]:25266: "
+        "Connection reset by peer",
+    ),
+    "segmenter-60-nccl-system-error": (  # github.com/rstrudel/segmenter#60
+        Reason.NCCL_ERROR,
+        "RuntimeError: NCCL error in: /pytorch/torch/lib/c10d/ProcessGroupNCCL.cpp:825, unhandled system error, "
+        "NCCL version 2.7.8\nncclSystemError: System call (socket, malloc, munmap, etc) failed.",
+    ),
+    "isaacgymenvs-26-rl-games-minibatch-assert": (  # github.com/isaac-sim/IsaacGymEnvs#26
+        Reason.ERROR,
+        "there is a AssertionError in a2c_common.py:  assert(self.batch_size%self.minibatch_size == 0)",
+    ),
+    "vllm-6042-illegal-memory-access-in-watchdog": (  # github.com/vllm-project/vllm#6042
+        Reason.ERROR,
+        "[rank3]:[E ProcessGroupNCCL.cpp:1414] [PG 2 Rank 3] Process group watchdog thread terminated with "
+        "exception: CUDA error: an illegal memory access was encountered",
+    ),
+    "llamafactory-7396-stamped-watchdog": (  # github.com/hiyouga/LlamaFactory#7396
+        Reason.NCCL_TIMEOUT,
+        "[rank0]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=1580, OpType=ALLREDUCE, NumelIn=466119168, NumelOut=466119168, "
+        "Timeout(ms)=600000) ran for 600060 milliseconds before timing out.",
+    ),
+    # --- families the labelled samples do not show (issue 19): one real line each, as posted ---
+    "flingbot-11-ray-task-killed-low-memory": (  # github.com/real-stanford/flingbot#11
+        Reason.HOST_OOM,
+        "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.",
+    ),
+    "vqa-pytorch-47-thcudacheck-error-2": (  # github.com/Cadene/vqa.pytorch#47
+        Reason.CUDA_OOM,
+        "THCudaCheck FAIL file=/opt/conda/conda-bld/pytorch_1513368888240/work/torch/lib/THC/generic/THCStorage.c "
+        "line=82 error=2 : out of memory\nSegmentation fault (core dumped)",
+    ),
+    "cmt-15-cuda-failed-with-error-2": (  # github.com/junjie18/CMT#15
+        Reason.CUDA_OOM,
+        "RuntimeError: TensorStorage /io/include/tensorview/tensor.h 168\n"
+        "cuda failed with error 2 out of memory. use CUDA_LAUNCH_BLOCKING=1 to get correct traceback.",
+    ),
+    "dss-25-caffe-2-vs-0-out-of-memory": (  # github.com/houqb/DSS#25
+        Reason.CUDA_OOM,
+        "F0304 14:26:21.611594  4889 syncedmem.cpp:71] Check failed: error == cudaSuccess (2 vs. 0)  out of memory",
+    ),
+    "cntk-220-cudnn-alloc-failed": (  # github.com/microsoft/CNTK#220
+        Reason.CUDA_OOM,
+        "cuDNN failure 2: CUDNN_STATUS_ALLOC_FAILED ; GPU=0 ; hostname=PTNUWCL5099642 ; expr=finder(calgo, algoPerf)",
+    ),
+    "moltenvk-1705-vk-out-of-device-memory": (  # github.com/KhronosGroup/MoltenVK#1705
+        Reason.CUDA_OOM,
+        "[mvk-error] VK_ERROR_OUT_OF_DEVICE_MEMORY: Could not allocate a host-coherent VkDeviceMemory of size "
+        "[xxxxxxxxxx] bytes.",
+    ),
+    "gl-vs-vk-2-error-out-of-device-memory": (  # github.com/RippeR37/GL_vs_VK#2
+        Reason.CUDA_OOM,
+        "Caught runtime exception during test execution!\nvk::CommandBuffer::end: ErrorOutOfDeviceMemory",
+    ),
+    "vulkano-172-oom-error-out-of-device-memory": (  # github.com/vulkano-rs/vulkano#172
+        Reason.CUDA_OOM,
+        "thread '<main>' panicked at 'called `Result::unwrap()` on an `Err` value: OomError(OutOfDeviceMemory)', "
+        "../src/libcore\\result.rs:746",
+    ),
+    "somiao-pinyin-10-zh-cn-killed": (  # github.com/crownpku/Somiao-Pinyin#10
+        Reason.HOST_OOM,
+        "  0%|                                        | 0/16733 [00:00<?, ?b/s]2019-11-05 15:38:21.301871: I "
+        "tensorflow/stream_executor/dso_loader.cc:152] successfully opened CUDA library libcublas.so.10.0 locally\n"
+        "已杀死",
+    ),
+    "ai-art-10-windows-port-in-use": (  # github.com/Adi-iitd/AI-Art#10
+        Reason.PORT_IN_USE,
+        "RuntimeError: Only one usage of each socket address (protocol/network address/port) is normally permitted.",
+    ),
+    "wenet-959-nccl-connect-refused-retrying": (  # github.com/wenet-e2e/wenet#959
+        Reason.PEER_LOST,
+        "NCCL INFO Call to connect returned Connection refused, retrying",
+    ),
+    "nccl-626-socket-message-truncated": (  # github.com/NVIDIA/nccl#626
+        Reason.NCCL_ERROR,
+        "transport/net_socket.cc:424 NCCL WARN NET/Socket : peer 192.168.161.30<59210> message truncated :",
+    ),
+    "nccl-1176-bootstrap-message-truncated": (  # github.com/NVIDIA/nccl#1176
+        Reason.NCCL_ERROR,
+        "0: compute-st-p4de24xlarge-1:34639:36718 [5] bootstrap.cc:77 NCCL WARN Message truncated : received 256 "
+        "bytes instead of 4",
+    ),
+    "tensorrt-llm-1670-nccl-cuda-failure": (  # github.com/NVIDIA/TensorRT-LLM#1670
+        Reason.NCCL_ERROR,
+        "VM-0-16-ubuntu:392:494 [2] enqueue.cc:54 NCCL WARN Cuda failure 'invalid resource handle'",
+    ),
+    "nccl-1235-socket-recv-failed": (  # github.com/NVIDIA/nccl#1235
+        Reason.NCCL_ERROR,
+        "ng30903:3063025:3066048 [0] proxy.cc:1143 NCCL WARN Socket recv failed while polling for opId=0x55a51966cc80",
+    ),
+    "paddle-14620-check-failed-ncclgroupend": (  # github.com/PaddlePaddle/Paddle#14620
+        Reason.NCCL_ERROR,
+        "F1125 15:44:39.266677 200102 nccl_helper.h:62] Check failed: dynload::ncclGroupEnd() == ncclSuccess (1 vs. 0)",
+    ),
+    "nccl-1657-tcpstore-eof-after-nccl-error": (  # github.com/NVIDIA/nccl#1657
+        Reason.PEER_LOST,
+        "[I323 21:57:08.462050602 TCPStoreLibUvBackend.cpp:120] [c10d - debug] Read callback failed. code:-4095 "
+        "name:EOF desc:end of file",
+    ),
+    "sglang-20859-tcpstore-recvvalue-failed": (  # github.com/sgl-project/sglang#20859
+        Reason.PEER_LOST,
+        "[rank12]:[W318 10:00:41.915284135 TCPStore.cpp:125] [c10d] recvValue failed on SocketImpl(fd=135, "
+        "addr=[sglang-0-1.sglang.default.svc.transwarp.local]:48750, remote=[sglang-0.default.pod.transwarp.local]"
+        ":20000): Connection reset by peer",
+    ),
+    "diligentcore-398-vk-error-code-out-of-device-memory": (  # github.com/DiligentGraphics/DiligentCore#398 (title)
+        Reason.CUDA_OOM,
+        "VK Error Code: ERROR_OUT_OF_DEVICE_MEMORY",
+    ),
+    "transformers-22328-xla-tpu-attempting-to-reserve": (  # github.com/huggingface/transformers#22328
+        Reason.CUDA_OOM,
+        "2023-03-23 02:02:25.057202: E tensorflow/compiler/xla/xla_client/xla_util.cc:90]   OP_REQUIRES failed at "
+        "tpu_execute_op.cc:266 : RESOURCE_EXHAUSTED: Attempting to reserve 10.51G at the bottom of memory. That was "
+        "not possible. There are 8.97G free, 0B reserved, and 8.97G reservable.",
+    ),
+    "colabtools-5126-xla-attempting-to-allocate": (  # github.com/googlecolab/colabtools#5126
+        Reason.CUDA_OOM,
+        "RuntimeError: Bad StatusOr access: RESOURCE_EXHAUSTED: Error allocating device buffer: Attempting to "
+        "allocate 129.50M. That was not possible. There are 78.17M free.; (0x0x0_HBM0)",
+    ),
+    "pytorch-xla-9524-xla-ran-out-of-memory": (  # github.com/pytorch/xla#9524
+        Reason.CUDA_OOM,
+        "RuntimeError: Bad StatusOr access: RESOURCE_EXHAUSTED: XLA:TPU compile permanent error. Ran out of memory in "
+        "memory space vmem. Used 32.42M of 16.00M vmem. Exceeded vmem capacity by 16.42M",
+    ),
+    "open-r1-multimodal-20-some-nccl-operations-failed": (  # github.com/EvolvingLMMs-Lab/open-r1-multimodal#20
+        Reason.NCCL_ERROR,
+        "[rank2]:[E220 01:25:08.728702337 ProcessGroupNCCL.cpp:681] [Rank 2] Some NCCL operations have failed or "
+        "timed out. Due to the asynchronous nature of CUDA kernels, subsequent GPU operations might run on "
+        "corrupted/incomplete data.",
+    ),
+    "deepresearcher-16-exception-detected-by-watchdog": (  # github.com/GAIR-NLP/DeepResearcher#16
+        Reason.NCCL_ERROR,
+        "(WorkerDict pid=63294) [rank3]:[E416 20:40:12.986007770 ProcessGroupNCCL.cpp:1664] [PG 5 Rank 3] Exception "
+        "(either an error or timeout) detected by watchdog at work: 8, last enqueued NCCL work: 10, last completed "
+        "NCCL work: 7.",
+    ),
+    # --- lines of failure_logs/heldout.jsonl's misses at its first look, each backing the row written for its family
+    # (so these rows are development now, not held out) ---
+    "kohya-ss-1065-python-names-sigkill": (  # github.com/bmaltais/kohya_ss#1065
+        Reason.HOST_OOM,
+        "died with <Signals.SIGKILL: 9>",
+    ),
+    "rl-swarm-128-macos-shell-killed-9": (  # github.com/gensyn-ai/rl-swarm#128 (its title)
+        Reason.HOST_OOM,
+        "run_rl_swarm.sh: line 160: 91115 Killed: 9",
+    ),
+    "fastmaskrcnn-172-bare-killed-in-emphasis": (  # github.com/CharlesShang/FastMaskRCNN#172
+        Reason.HOST_OOM,
+        "iter 144: image-id:0254212, time:1.722(sec), regular_loss: 0.248765, total-loss 0.5882(0.0360, 0.5233, "
+        "0.000000, 0.0289, 0.0000), instances: 3, batch:(16|85, 0|11, 0|0)\nlabels\n[]\nclasses\n['background']\n\n"
+        "**Killed**",
+    ),
+    "paddle-serving-1160-compiler-killed": (  # github.com/PaddlePaddle/Serving#1160
+        Reason.HOST_OOM,
+        "c++: fatal error: Killed signal terminated program cc1plus\ncompilation terminated.\n"
+        "core/sdk-cpp/CMakeFiles/sdk-cpp.dir/build.make:292: recipe for target "
+        "'core/sdk-cpp/CMakeFiles/sdk-cpp.dir/dense_service.pb.cc.o' failed\n"
+        "make[2]: *** [core/sdk-cpp/CMakeFiles/sdk-cpp.dir/dense_service.pb.cc.o] Error 1",
+    ),
+    "v2ray-onekey-6-compiler-killed-zh-cn": (  # github.com/wulabing/V2Ray_ws-tls_bash_onekey#6
+        Reason.HOST_OOM,
+        "{standard input}: 错误：open CFI at the end of file; missing .cfi_endproc directive\n"
+        "gcc: 致命错误：已杀死 signal terminated program cc1\n编译中断。\n"
+        "make: *** [Makefile:390：src/jemalloc.sym.o] 错误 1",
+    ),
+    "syllabus-2020-1-1088-winerror-10048-es": (  # github.com/IIC2233/syllabus-2020-1#1088
+        Reason.PORT_IN_USE,
+        "self.socket_server.bind((self.host, self.port)) OSError: [WinError 10048]\n"
+        "Solo se permite un uso de cada dirección de socket (protocolo/dirección de red/puerto)",
+    ),
+    # --- lines of failure_logs/heldout_b.jsonl's misses at its first look (development now, likewise) ---
+    "openbmc-1887-kernel-killed-process-and-reaper": (  # github.com/openbmc/openbmc#1887
+        Reason.HOST_OOM,
+        "[ 4018.450000] Killed process 935 (python) total-vm:113656kB, anon-rss:102104kB, file-rss:0kB, shmem-rss:0kB\n"
+        "[ 4022.980000] oom_reaper: reaped process 935 (python), now anon-rss:0kB, file-rss:0kB, shmem-rss:0kB",
+    ),
+    "landmark-65-killed-after-a-progress-bar": (  # github.com/InternLandMark/LandMark#65
+        Reason.HOST_OOM,
+        "Training with a single process on 1 GPUs.\n 20%|████                | 216/1063 [00:27<02:17,  6.17it/s]Killed",
+    ),
+    "edgeai-mmdetection-8-communicator-aborted": (  # github.com/TexasInstruments/edgeai-mmdetection#8 (its title)
+        Reason.NCCL_ERROR,
+        "RuntimeError: NCCL communicator was aborted on rank 1",
+    ),
+    # --- a family looked for after the second look: torch.multiprocessing.spawn reporting a child's SIGKILL ---
+    "acumen-4-spawn-process-terminated-with-sigkill": (  # github.com/lyu-yx/ACUMEN#4
+        Reason.HOST_OOM,
+        "    raise ProcessExitedException(\n"
+        "          └ <class 'torch.multiprocessing.spawn.ProcessExitedException'>\n\n"
+        "torch.multiprocessing.spawn.ProcessExitedException: process 0 terminated with signal SIGKILL",
+    ),
+    "hybrik-198-spawn-exception-terminated-with-sigkill": (  # github.com/jeffffffli/HybrIK#198
+        Reason.HOST_OOM,
+        "    (error_index, name)\nException: process 3 terminated with signal SIGKILL",
+    ),
+    # --- the line of failure_logs/heldout_c.jsonl's one unambiguous miss at its first look (development now) ---
+    "simdino-15-gloo-connect-full-mesh-failed": (  # github.com/RobinWu218/SimDINO#15
+        Reason.PEER_LOST,
+        "[E314 16:42:10.528865173 ProcessGroupGloo.cpp:143] Gloo connectFullMesh failed with "
+        "[../third_party/gloo/gloo/transport/tcp/pair.cc:144] no error",
+    ),
+    "llamafactory-6269-timeout-at-nccl-work": (  # github.com/hiyouga/LlamaFactory#6269
+        Reason.NCCL_TIMEOUT,
+        "[rank0]:[E1206 18:44:16.994932383 ProcessGroupNCCL.cpp:1709] [PG 1 Rank 0] Timeout at NCCL work: 7753, last "
+        "enqueued NCCL work: 7755, last completed NCCL work: 7752.",
+    ),
+    # --- the line of failure_logs/heldout_d.jsonl's one unambiguous miss at its first look (development now), and
+    # the same family (c10d's store timing out while it waits for a key another rank should set) in other wordings ---
+    "c-optim-10-store-get-socket-timeout": (  # github.com/kyleliang919/C-Optim#10
+        Reason.PEER_LOST,
+        "RuntimeError: [4] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via c10d key-value "
+        "store by key '0', but store->get('0') got error: Socket Timeout\nException raised from doWait at "
+        "/opt/conda/conda-bld/pytorch_1695392020195/work/torch/csrc/distributed/c10d/TCPStore.cpp:445 (most recent "
+        "call first):",
+    ),
+    "kaito-135-idle-worker-store-get-socket-timeout": (  # github.com/kaito-project/kaito#135
+        Reason.PEER_LOST,
+        "[1] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via c10d key-value store by key "
+        "'0', but store->get('0') got error: Socket Timeout\nException raised from recvBytes at "
+        "/opt/pytorch/pytorch/torch/csrc/distributed/c10d/Utils.hpp:605 (most recent call first):",
+    ),
+    "pai-megatron-patch-468-dist-store-error-socket-timeout": (  # github.com/alibaba/Pai-Megatron-Patch#468 (title)
+        Reason.PEER_LOST,
+        "torch.distributed.DistStoreError: Socket Timeout",
+    ),
+    "pytorch-55571-tcpstore-wait-socket-timeout": (  # github.com/pytorch/pytorch#55571
+        Reason.PEER_LOST,
+        'Traceback (most recent call last):\n  File "<stdin>", line 1, in <module>\nRuntimeError: Socket Timeout',
+    ),
+    "pytorch-131808-store-wait-timeout-keys": (  # github.com/pytorch/pytorch#131808
+        Reason.PEER_LOST,
+        "DistStoreError: wait timeout after 100ms, keys: /the_key",
+    ),
+    "pytorch-111805-store-waiting-for-workers": (  # github.com/pytorch/pytorch#111805
+        Reason.PEER_LOST,
+        "torch.distributed.DistStoreError: Timed out after 6 seconds waiting for workers. 1/2 workers joined.",
+    ),
+}
+
+# Each captured log, the launcher's exit code that went with it, and the reason it proves.
+CAPTURED_LOGS = {
+    "host_default_cpu_allocator.log": (1, Reason.HOST_OOM, "DefaultCPUAllocator: can't allocate memory"),
+    "python_memory_error.log": (1, Reason.HOST_OOM, "MemoryError"),
+    "enomem_lazy_import.log": (1, Reason.HOST_OOM, "[Errno 12] Cannot allocate memory"),
+    "shell_killed_dash.log": (137, Reason.HOST_OOM, "Killed"),
+    "shell_killed_bash.log": (137, Reason.HOST_OOM, "Killed"),
+    "torchrun_sigkill.log": (1, Reason.HOST_OOM, "failed (exitcode: -9)"),
+    "gloo_peer_closed.log": (1, Reason.PEER_LOST, "Connection closed by peer"),
+    "gloo_timeout.log": (1, Reason.NCCL_TIMEOUT, "Timed out waiting 2000ms for recv operation"),
+    "store_timeout.log": (1, Reason.PEER_LOST, "waiting for clients. 1/2 clients joined"),
+    "store_peer_died.log": (1, Reason.PEER_LOST, "Failed to recv, got 0 bytes"),
+    "tcpstore_eaddrinuse.log": (1, Reason.PORT_IN_USE, "EADDRINUSE"),
+    "tcpstore_eaddrinuse_legacy.log": (1, Reason.PORT_IN_USE, "Address already in use"),
+    "cuda_oom_h200_torchrun.log": (1, Reason.CUDA_OOM, "CUDA out of memory. Tried to allocate 512.00 MiB"),
+    # no failure pattern matches: the evidence is the program's own error line, not torchrun's footer
+    "proxy_config_error.log": (1, Reason.ERROR, "config error: /tmp/bad/agent.yaml has no 'model'"),
+}
+
+
+def sample(sample_id: str) -> str:
+    return next(s["text"] for s in SAMPLES if s["id"] == sample_id)
+
+
+def captured(name: str) -> str:
+    return (CAPTURED / name).read_text()
+
+
+def real_error_file(message: str, timestamp: int) -> dict:
+    """The captured error.json (torchrun's real format), with another message and time stamp."""
+    data = json.loads(captured("gloo_peer_closed.error.json"))
+    data["message"]["message"] = message
+    data["message"]["extraInfo"]["timestamp"] = str(timestamp)
+    return data
+
+
+OOM_LINE = PUBLIC["ms-swift-6301-torch-oom"][1]
+TIMEOUT_LINE = sample("stanford-alpaca-65-watchdog-allgather-exitcode-minus6").splitlines()[2]
+EB_LINE = PUBLIC["nccl-1284-1eb"][1]
+NCCL_CASCADE = "\n".join(
+    [
+        sample("stanford-alpaca-207-ncclremoteerror-net-ib"),
+        sample("nccl-1405-net-ib-completion-error-12"),
+        captured("gloo_peer_closed.log"),
+    ]
+)
+
+
+# --- the table on every labelled sample ---
+
+
+def _param(s: dict, disputed: dict[str, str]) -> object:
+    marks = [pytest.mark.xfail(reason=disputed[s["id"]], strict=True)] if s["id"] in disputed else []
+    return pytest.param(s, id=s["id"], marks=marks)
+
+
+def _agrees_with_its_label(s: dict) -> None:
+    verdict = classify_text(s["text"], s["exit_code"])
+    assert verdict.reason in FAMILIES[s["label"]], verdict
+    assert verdict.status is LABEL_STATUS[s["label"]]
+    assert verdict.evidence and len(verdict.evidence) <= EVIDENCE_CHARS
+
+
+@pytest.mark.parametrize("s", [_param(s, DISPUTED) for s in SAMPLES])
+def test_sample(s: dict) -> None:
+    _agrees_with_its_label(s)
+
+
+def test_disputed_samples_are_few_and_ambiguous() -> None:
+    ambiguous = {s["id"] for s in SAMPLES if s["ambiguous"]}
+    assert len(SAMPLES) == 38
+    assert len(DISPUTED) <= 4 and set(DISPUTED) <= ambiguous
+
+
+# --- captured and public lines ---
+
+
+@pytest.mark.parametrize("name", sorted(CAPTURED_LOGS))
+def test_captured_log(name: str) -> None:
+    exit_code, reason, proof = CAPTURED_LOGS[name]
+    verdict = classify_text(captured(name), exit_code)
+    assert (verdict.status, verdict.reason) == (status_of(reason), reason)
+    assert proof in verdict.evidence
+
+
+@pytest.mark.parametrize("case", sorted(PUBLIC))
+def test_public_line(case: str) -> None:
+    reason, text = PUBLIC[case]
+    assert classify_text(text).reason is reason
+
+
+def _alternatives(regex: str) -> list[str]:
+    """The top-level `|` branches of a regex (not those inside a group or a class)."""
+    branches, depth, start, i = [], 0, 0, 0
+    while i < len(regex):
+        char = regex[i]
+        if char == "\\":
+            i += 1
+        elif char in "([":
+            depth += 1
+        elif char in ")]":
+            depth -= 1
+        elif char == "|" and depth == 0:
+            branches.append(regex[start:i])
+            start = i + 1
+        i += 1
+    return [*branches, regex[start:]]
+
+
+def test_every_pattern_branch_is_backed_by_a_real_line() -> None:
+    corpus = [s["text"] for s in SAMPLES + MORE_DEV] + [captured(n) for n in CAPTURED_LOGS]
+    corpus += [t for _, t in PUBLIC.values()]
+    lines = [line for text in corpus for line in text.splitlines()]
+    unbacked = [
+        (row.source, branch)
+        for row in PATTERNS
+        for branch in _alternatives(row.regex.pattern)
+        if not any(re.search(branch, line) for line in lines)
+    ]
+    assert unbacked == []
+
+
+def test_a_rows_needles_are_in_every_real_line_it_matches() -> None:
+    """A row with needles is skipped for a text holding none of them (speed): none may hide a real match."""
+    corpus = [s["text"] for s in SAMPLES + MORE_DEV] + [captured(n) for n in CAPTURED_LOGS]
+    lines = [line for text in corpus + [t for _, t in PUBLIC.values()] for line in text.splitlines()]
+    needled = [row for row in PATTERNS if row.needles]
+    assert len(needled) >= 4
+    for row in needled:
+        matched = [line for line in lines if row.regex.search(line)]
+        assert matched and all(any(n in line.lower() for n in row.needles) for line in matched), row.source
+
+
+def test_evidence_is_a_window_of_a_long_line() -> None:
+    text = sample("stanford-alpaca-207-ncclremoteerror-net-ib")
+    verdict = classify_text(text)
+    assert len(text) > EVIDENCE_CHARS and len(verdict.evidence) <= EVIDENCE_CHARS
+    assert "NCCL error" in verdict.evidence
+
+
+# --- the root-cause traps ---
+
+
+@pytest.mark.parametrize("oom_first", [True, False], ids=["oom-then-nccl", "nccl-lines-printed-first"])
+def test_one_ranks_oom_outranks_the_nccl_cascade(oom_first: bool) -> None:
+    text = f"{OOM_LINE}\n{NCCL_CASCADE}" if oom_first else f"{NCCL_CASCADE}\n{OOM_LINE}"
+    verdict = classify_text(text, 1)
+    assert (verdict.status, verdict.reason) == (Status.OOM_OR_NCCL, Reason.CUDA_OOM)
+    assert "CUDA out of memory" in verdict.evidence
+
+
+def test_memory_line_after_an_nccl_timeout_is_the_timeout() -> None:
+    verdict = classify_text(f"{TIMEOUT_LINE}\n{EB_LINE}", 1)
+    assert verdict.reason is Reason.NCCL_TIMEOUT
+    assert "Watchdog caught collective operation timeout" in verdict.evidence
+
+
+def test_memory_line_before_an_nccl_timeout_is_the_oom() -> None:
+    assert classify_text(f"{EB_LINE}\n{TIMEOUT_LINE}", 1).reason is Reason.CUDA_OOM
+
+
+CUDA_NEXT_LINES = {
+    "cuda-kernel-errors-note": PUBLIC["iim-28-cuda-error-oom"][1].splitlines()[1],
+    "cuda-oom-line": OOM_LINE,
+}
+
+
+@pytest.mark.parametrize("next_line", CUDA_NEXT_LINES.values(), ids=CUDA_NEXT_LINES.keys())
+def test_host_allocator_failure_followed_by_a_cuda_line_is_host_oom(next_line: str) -> None:
+    verdict = classify_text(f"{captured('host_default_cpu_allocator.log')}{next_line}\n", 1)
+    assert verdict.reason is Reason.HOST_OOM
+    assert "DefaultCPUAllocator" in verdict.evidence
+
+
+def _fold_inside(line: str, phrase: str, keep: int) -> str:
+    """`line` broken after the first `keep` characters of `phrase`, as a console or a paste wraps it."""
+    cut = line.index(phrase) + keep
+    return f"{line[:cut]}\n{line[cut:]}"
+
+
+WRAPPED = {
+    "cuda-out-of-mem|ory": (_fold_inside(OOM_LINE, "CUDA out of memory", 15), Reason.CUDA_OOM),
+    "default-cpu-allocator-mem|ory": (
+        _fold_inside(captured("host_default_cpu_allocator.log").splitlines()[-1], "can't allocate memory", 17),
+        Reason.HOST_OOM,
+    ),
+    "folded-every-80-columns": ("\n".join(OOM_LINE[i : i + 80] for i in range(0, len(OOM_LINE), 80)), Reason.CUDA_OOM),
+}
+
+
+@pytest.mark.parametrize("case", WRAPPED.values(), ids=WRAPPED.keys())
+def test_keyword_wrapped_onto_the_next_line_still_matches(case: tuple[str, Reason]) -> None:
+    text, reason = case
+    verdict = classify_text(text, 1)
+    assert verdict.reason is reason
+    assert "\n" not in verdict.evidence
+
+
+@pytest.mark.parametrize(
+    "assertion",
+    [
+        sample("stable-baselines-537-minibatch-divisibility-assert"),
+        PUBLIC["isaacgymenvs-26-rl-games-minibatch-assert"][1],
+    ],
+    ids=["stable-baselines-537", "isaacgymenvs-26"],
+)
+def test_minibatch_divisibility_is_an_error_even_before_a_cascade(assertion: str) -> None:
+    verdict = classify_text(f"{assertion}\n{captured('gloo_peer_closed.log')}", 1)
+    assert (verdict.status, verdict.reason) == (Status.ERROR, Reason.ERROR)
+    assert "batch" in verdict.evidence
+
+
+def test_illegal_memory_access_is_an_error_not_oom() -> None:
+    text = f"{PUBLIC['vllm-6042-illegal-memory-access-in-watchdog'][1]}\n{TIMEOUT_LINE}"
+    verdict = classify_text(text, 1)
+    assert (verdict.status, verdict.reason) == (Status.ERROR, Reason.ERROR)
+    assert "illegal memory access" in verdict.evidence
+
+
+def test_a_store_wait_timeout_is_a_lost_peer_but_a_store_client_that_cannot_connect_is_not() -> None:
+    """Waiting for a key another rank should set is waiting for a peer; failing to reach the store at all is more
+    often a wrong address or port (failure_logs/README.md), so it stops the profile instead of stepping down."""
+    waited = classify_text(PUBLIC["c-optim-10-store-get-socket-timeout"][1], 1)
+    assert (waited.status, waited.reason) == (Status.OOM_OR_NCCL, Reason.PEER_LOST)
+    # github.com/vllm-project/vllm#19670 (its title)
+    unreachable = (
+        "torch.distributed.DistNetworkError: The client socket has timed out after 600000ms while trying to connect "
+        "to (172.17.0.9, 46229)."
+    )
+    assert classify_text(unreachable, 1).status is Status.ERROR
+
+
+def test_memory_line_after_a_fatal_error_is_its_consequence() -> None:
+    text = sample("isaacsim-555-warp-oom-symptom-egl-root-cause")
+    assert classify_text(text).evidence.startswith("Warp CUDA error 101: invalid device ordinal")
+    oom_only = "\n".join(text.splitlines()[3:])  # the same sample from its "Warp CUDA error 2: out of memory"
+    assert classify_text(oom_only).reason is Reason.CUDA_OOM
+
+
+# --- classify() on whole endings ---
+
+
+@pytest.mark.parametrize(
+    ("stopped_by", "status", "reason"),
+    [
+        ("interrupted", Status.INTERRUPTED, Reason.INTERRUPTED),
+        ("stalled", Status.TIMEOUT, Reason.STALLED),
+        ("trial_timeout", Status.TIMEOUT, Reason.TRIAL_TIMEOUT),
+    ],
+)
+def test_ladders_own_stop_comes_first(stopped_by: str, status: Status, reason: Reason) -> None:
+    verdict = classify(Ending(exit_code=-15, log_text=OOM_LINE, stopped_by=stopped_by))
+    assert (verdict.status, verdict.reason) == (status, reason)
+
+
+@pytest.mark.parametrize(
+    ("log_text", "exit_code", "reason"),
+    [
+        ("step 100 reward 1.5\n", -9, Reason.NONE),  # ladder's own SIGKILL after the grace period
+        ("step 100\nValueError: handled and logged, training went on\n", 1, Reason.NONE),
+        (f"step 100\n{OOM_LINE}\n", 1, Reason.CUDA_OOM),
+    ],
+    ids=["clean-log-killed-by-ladder", "unrecognised-exception", "oom-in-window"],
+)
+def test_window_done_is_ok_unless_the_logs_show_a_failure(log_text: str, exit_code: int, reason: Reason) -> None:
+    verdict = classify(Ending(exit_code=exit_code, log_text=log_text, stopped_by="window_done"))
+    assert (verdict.status, verdict.reason) == (status_of(reason), reason)
+
+
+@pytest.mark.parametrize(
+    ("fatal_at", "oom_at", "reason"),
+    [
+        (1700000001, 1700000005, Reason.ERROR),
+        (1700000005, 1700000001, Reason.CUDA_OOM),
+    ],
+    ids=["fatal-earlier", "oom-earlier"],
+)
+def test_earliest_error_file_is_the_root_cause(fatal_at: int, oom_at: int, reason: Reason) -> None:
+    files = (
+        real_error_file(PUBLIC["vllm-6042-illegal-memory-access-in-watchdog"][1], fatal_at),
+        real_error_file(OOM_LINE, oom_at),
+    )
+    verdict = classify(Ending(exit_code=1, log_text=NCCL_CASCADE, error_files=files))
+    assert verdict.reason is reason
+
+
+def test_error_file_with_a_plain_string_message() -> None:
+    files = ({"message": "ValueError: num_envs must be a power of two", "timestamp": 1700000000},)
+    verdict = classify(Ending(exit_code=1, error_files=files))
+    assert (verdict.reason, verdict.evidence) == (Reason.ERROR, "ValueError: num_envs must be a power of two")
+
+
+def test_error_file_showing_a_symptom_yields_to_memory_in_a_rank_log() -> None:
+    files = (json.loads(captured("gloo_peer_closed.error.json")),)
+    verdict = classify(Ending(exit_code=1, error_files=files, rank_logs={1: OOM_LINE}))
+    assert verdict.reason is Reason.CUDA_OOM
+
+
+def test_oom_then_nccl_cascade_across_rank_logs() -> None:
+    logs = {
+        0: NCCL_CASCADE,
+        1: f"step 7\n{OOM_LINE}\n{sample('stanford-alpaca-207-ncclremoteerror-net-ib')}",
+        2: sample("diffusers-12422-blocking-wait-timeout"),
+    }
+    verdict = classify(Ending(exit_code=1, rank_logs=logs, log_text=NCCL_CASCADE))
+    assert (verdict.status, verdict.reason) == (Status.OOM_OR_NCCL, Reason.CUDA_OOM)
+
+
+def test_earliest_failing_rank_wins_where_every_failing_line_is_stamped() -> None:
+    minimind_oom = sample("minimind-845-cachingallocator-oom-warnings").splitlines()[1]  # [W906 15:02:06 ...]
+    march_timeout = PUBLIC["llamafactory-7396-stamped-watchdog"][1]  # [E321 02:07:08 ...]
+    verdict = classify(Ending(exit_code=1, rank_logs={0: minimind_oom, 1: march_timeout}))
+    assert verdict.reason is Reason.NCCL_TIMEOUT
+
+
+@pytest.mark.parametrize("log_text", ["", captured("gloo_peer_closed.log")], ids=["empty-log", "peer-lost-log"])
+def test_cgroup_oom_kills_are_host_oom(log_text: str) -> None:
+    verdict = classify(Ending(exit_code=1, log_text=log_text, oom_kills=2))
+    assert (verdict.status, verdict.reason) == (Status.OOM_OR_NCCL, Reason.HOST_OOM)
+    assert "2 OOM kill" in verdict.evidence
+
+
+@pytest.mark.parametrize(
+    ("exit_code", "status", "reason", "evidence"),
+    [
+        (-9, Status.OOM_OR_NCCL, Reason.HOST_OOM, "exit code -9 (SIGKILL)"),
+        (137, Status.OOM_OR_NCCL, Reason.HOST_OOM, "exit code 137 (SIGKILL)"),
+        (0, Status.OK, Reason.NONE, "exit code 0"),
+        (1, Status.ERROR, Reason.ERROR, "exit code 1"),
+        (-6, Status.ERROR, Reason.ERROR, "exit code -6 (SIGABRT)"),
+        (None, Status.ERROR, Reason.ERROR, "no exit code and no failure line"),
+    ],
+)
+def test_exit_code_with_empty_text(exit_code: int | None, status: Status, reason: Reason, evidence: str) -> None:
+    verdict = classify_text("", exit_code)
+    assert (verdict.status, verdict.reason, verdict.evidence) == (status, reason, evidence)
+
+
+def test_sigkill_exit_outranks_a_peer_lost_log() -> None:
+    assert classify_text(captured("gloo_peer_closed.log"), -9).reason is Reason.HOST_OOM
+
+
+def test_clean_exit_ignores_an_unrecognised_exception_line() -> None:
+    assert classify_text("KeyError: 'reward' (logged and skipped)\ndone\n", 0).status is Status.OK
+
+
+def test_unrecognised_failure_is_an_error_with_the_last_line() -> None:
+    verdict = classify_text(sample("deepspeed-5570-rank1-size-mismatch"), 1)
+    assert verdict.reason is Reason.ERROR
+    assert verdict.evidence.startswith("[rank1]:        size mismatch for model.layers.21.input_layernorm.weight")
+
+
+@pytest.mark.parametrize(
+    ("reason", "status"),
+    [
+        (Reason.CUDA_OOM, Status.OOM_OR_NCCL),
+        (Reason.HOST_OOM, Status.OOM_OR_NCCL),
+        (Reason.NCCL_ERROR, Status.OOM_OR_NCCL),
+        (Reason.NCCL_TIMEOUT, Status.OOM_OR_NCCL),
+        (Reason.PEER_LOST, Status.OOM_OR_NCCL),
+        (Reason.PORT_IN_USE, Status.RETRY),
+        (Reason.ERROR, Status.ERROR),
+    ],
+)
+def test_status_of(reason: Reason, status: Status) -> None:
+    assert status_of(reason) is status
+
+
+# --- the CLI ---
+
+
+def test_tied_error_file_stamps_blame_the_failure_not_the_peer_that_lost_it() -> None:
+    """Captured: rank 1's KeyError and rank 0's gloo 'Connection closed by peer' stamped in the same second."""
+    folder = DATA / "captured" / "keyerror_tie"
+    files = tuple(json.loads((folder / f"rank{r}_error.json").read_text()) for r in (0, 1))
+    assert files[0]["message"]["extraInfo"]["timestamp"] == files[1]["message"]["extraInfo"]["timestamp"]
+    for ordered in (files, files[::-1]):
+        verdict = classify(Ending(exit_code=1, error_files=ordered))
+        assert (verdict.status, verdict.reason) == (Status.ERROR, Reason.ERROR)
+        assert "KeyError" in verdict.evidence
+
+
+def test_enomem_while_importing_under_the_cap_is_host_oom() -> None:
+    """Captured: a rank's lazy import failed under the emulated cap (RLIMIT_DATA) while the other rank's import
+    died with CPython's 'SystemError: error return without exception set': the memory line is the cause."""
+    line = (DATA / "captured" / "enomem_lazy_import.log").read_text()
+    text = "[rank0]: SystemError: error return without exception set\n" + line
+    verdict = classify_text(text, 1)
+    assert (verdict.status, verdict.reason) == (Status.OOM_OR_NCCL, Reason.HOST_OOM)
+    assert "Cannot allocate memory" in verdict.evidence
+
+
+# --- the development part of shared/failure_logs/more.jsonl (issue 19) ---
+
+# Ambiguous excerpts where the classifier deliberately disagrees with the label (strict: a pass would be news).
+DISPUTED_MORE = {
+    "deeplearningexamples-1386-nccl-shm-segment-onnxruntime-conflict": (
+        "the excerpt shows only NCCL's unhandled system error; the library conflict behind it is not in the text"
+    ),
+    "distrifuser-13-nccl-error-5-invalid-usage-graph-capture": _DUPLICATE_GPU,
+    "gfpgan-154-nccl-invalid-usage": _DUPLICATE_GPU,
+    "humannerf-87-wsl-pci-bus-real-path-nccl-warn": (
+        "NCCL WARN lines are printed by healthy runs too; without a named NCCL failure the run is not stepped down"
+    ),
+    "mmsegmentation-2085-dataloader-killed-by-terminated": "SIGTERM is not the OOM killer's signal",
+    "mujoco-2236-mjx-rematerialization-buried-in-warnings": (
+        "XLA's rematerialization warning is not a failure; the run's own error line is a parse error"
+    ),
+}
+
+
+@pytest.mark.parametrize("s", [_param(s, DISPUTED_MORE) for s in MORE_DEV])
+def test_more_sample(s: dict) -> None:
+    _agrees_with_its_label(s)
+
+
+def test_disputed_more_samples_are_ambiguous_and_never_a_false_step_down_on_a_clear_log() -> None:
+    ambiguous = {s["id"] for s in MORE_DEV if s["ambiguous"]}
+    assert set(DISPUTED_MORE) <= ambiguous
+    for s in MORE_DEV:
+        if s["label"] == "other_error" and not s["ambiguous"]:
+            assert classify_text(s["text"], s["exit_code"]).status is Status.ERROR, s["id"]
+
+
+# --- confidence ---
+
+
+def more(sample_id: str) -> str:
+    return next(s["text"] for s in MORE_DEV if s["id"] == sample_id)
+
+
+@pytest.mark.parametrize(
+    ("text", "exit_code", "reason"),
+    [
+        (more("isaaclab-1389-patch-buffer-after-collision-stack"), None, Reason.CUDA_OOM),
+        (more("mujoco-playground-200-warp-nefc-overflow-njmax"), None, Reason.CUDA_OOM),
+        (more("ale-583-dreamerv2-breakout-killed"), None, Reason.HOST_OOM),
+        (PUBLIC["somiao-pinyin-10-zh-cn-killed"][1], None, Reason.HOST_OOM),
+        (PUBLIC["rl-swarm-128-macos-shell-killed-9"][1], None, Reason.HOST_OOM),
+        (PUBLIC["paddle-serving-1160-compiler-killed"][1], 2, Reason.HOST_OOM),
+        (PUBLIC["kohya-ss-1065-python-names-sigkill"][1], 1, Reason.HOST_OOM),
+        (PUBLIC["landmark-65-killed-after-a-progress-bar"][1], None, Reason.HOST_OOM),
+        (PUBLIC["acumen-4-spawn-process-terminated-with-sigkill"][1], 1, Reason.HOST_OOM),
+        ("", -9, Reason.HOST_OOM),
+        ("", 137, Reason.HOST_OOM),
+    ],
+    ids=[
+        "physx-patch-buffer",
+        "mujoco-warp-njmax",
+        "bare-killed",
+        "bare-killed-zh-cn",
+        "shell-killed-9-macos",
+        "compiler-killed",
+        "python-signals-sigkill",
+        "killed-after-progress-bar",
+        "spawn-child-sigkill",
+        "exit-minus-9",
+        "exit-137",
+    ],
+)
+def test_weak_evidence_gives_a_low_confidence_verdict_with_its_basis(
+    text: str, exit_code: int | None, reason: Reason
+) -> None:
+    verdict = classify_text(text, exit_code)
+    assert (verdict.status, verdict.reason, verdict.confidence) == (Status.OOM_OR_NCCL, reason, Confidence.LOW)
+    assert verdict.basis
+
+
+def test_the_kernels_own_evidence_makes_a_bare_kill_certain() -> None:
+    text = more("ale-583-dreamerv2-breakout-killed")
+    counted = classify(Ending(exit_code=-9, log_text=text, oom_kills=1))
+    assert (counted.reason, counted.confidence, counted.basis) == (Reason.HOST_OOM, Confidence.HIGH, "")
+    dmesg = "Out of memory: Killed process 26931 (python) total-vm:36417768kB, anon-rss:15300516kB"
+    in_log = classify_text(f"{text}\n{dmesg}", -9)
+    assert (in_log.reason, in_log.confidence) == (Reason.HOST_OOM, Confidence.HIGH)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        OOM_LINE,
+        sample("stanford-alpaca-207-ncclremoteerror-net-ib"),
+        captured("gloo_peer_closed.log"),
+        PUBLIC["openbmc-1887-kernel-killed-process-and-reaper"][1],
+    ],
+)
+def test_named_failures_are_certain(text: str) -> None:
+    verdict = classify_text(text, 1)
+    assert (verdict.confidence, verdict.basis) == (Confidence.HIGH, "")
+
+
+def test_verdict_json_carries_the_confidence() -> None:
+    data = as_json(classify_text("", -9))
+    assert data["status"] == "oom_or_nccl" and data["confidence"] == "low" and "SIGKILL" in data["basis"]
+
+
+# --- a launcher that returns 0 after its program died of an exception ---
+
+
+def test_launcher_returning_zero_after_an_uncaught_exception_is_an_error() -> None:
+    verdict = classify_text(more("deepspeed-618-nameerror-launcher-returns-0"), 0)
+    assert (verdict.status, verdict.reason) == (Status.ERROR, Reason.ERROR)
+    assert verdict.evidence == "NameError: name 'garbageeeeee' is not defined"
+
+
+def test_a_traceback_the_program_survived_is_not_an_error_after_exit_zero() -> None:
+    text = more("deepspeed-618-nameerror-launcher-returns-0") + "\nepoch 3 reward 0.9\ntraining done"
+    assert classify_text(text, 0).status is Status.OK
+
+
+# --- the pure part stays pure ---
+
+
+# --- python -m ladder.failures --eval ---
+
+
+# --- python -m ladder.failures <trial folder> reports the trial's own verdict ---
+
+
+def test_the_acceptance_bar_on_every_labelled_unambiguous_row() -> None:
+    """Issue 19's bar (>= 98% right status, >= 90% right reason, no false step-down) on every labelled row that a
+    careful reader labels one way: the 134 shared rows and failure_logs/heldout*.jsonl (all of them measured once
+    already, so here they guard against regressions)."""
+    rows = SAMPLES + MORE_DEV + _rows("failure_logs_more_heldout.jsonl") + HELDOUT + HELDOUT_B + HELDOUT_C + HELDOUT_D
+    scored = [s for s in scoring.score(rows) if not s.ambiguous]
+    assert len(rows) == 134 + 81 + 46 + 33 + 52 and len(scored) == 100 + 66 + 39 + 30 + 40
+    assert sum(s.status_right for s in scored) >= 0.98 * len(scored)
+    assert sum(s.reason_right for s in scored) >= 0.90 * len(scored)
+    assert not any(s.false_step_down for s in scoring.score(rows) if not s.ambiguous)
+
+
+# --- failure_logs/heldout.jsonl: 81 excerpts from 80 repositories the shared data does not hold, labelled before the
+# classifier saw them (failure_logs/README.md has the first look; after it, its misses' families became rows) ---
+
+HELDOUT = _rows("failure_logs/heldout.jsonl")
+DISPUTED_HELDOUT = {
+    "protomotions-222-physx-700-pinned-segfault-2048-envs": (
+        "the lines say error 700 (an illegal address) and a warning; only the thread says it grows with num_envs"
+    ),
+    "cmgan-25-nccl-invalid-usage": _DUPLICATE_GPU,
+    "genesis-2434-hipmemset-invalid-above-3000-envs": (
+        "an invalid argument to hipMemset is a bug, whatever num_envs sets it off; the thread alone ties it to envs"
+    ),
+    "crowddet-86-nccl-topo-real-path-docker": (
+        "NCCL WARN lines are printed by healthy runs too; the excerpt ends before the failure itself"
+    ),
+}
+
+
+# failure_logs/heldout_b.jsonl: 46 more from 46 further repositories, gathered after heldout.jsonl's misses were
+# fixed and labelled before the classifier saw them (README there: 36/39 unambiguous right at its first look)
+HELDOUT_B = _rows("failure_logs/heldout_b.jsonl")
+_RAY_WORKER_DIED = (
+    "Ray's own message lists three causes (the OOM killer, ray stop, a crash); none is shown, so no step-down"
+)
+DISPUTED_HELDOUT |= {
+    "mimickit-16-found-lost-aggregate-pairs-nan": (
+        "a capacity overflow is stepped down (with low confidence, so the rung runs again first); that NaN states "
+        "asked for it shows only in the thread"
+    ),
+    "simplerl-reason-25-ray-actor-died-eof": _RAY_WORKER_DIED,
+    "rlinf-622-ray-worker-died-suspected-segv": _RAY_WORKER_DIED,
+}
+
+
+# failure_logs/heldout_c.jsonl: 33 more from 33 further repositories, gathered after heldout_b.jsonl's misses were
+# fixed and labelled before the classifier saw them (README there: 29/30 unambiguous right at its first look)
+HELDOUT_C = _rows("failure_logs/heldout_c.jsonl")
+DISPUTED_HELDOUT |= {
+    "open-duck-playground-15-cusolver-internal-error": (
+        "cuSolver's internal error names no memory; XLA's preallocation behind it shows only in other threads"
+    ),
+}
+
+
+# failure_logs/heldout_d.jsonl: 52 more from 49 further repositories, weighted to RL and GPU-simulation stacks,
+# gathered after heldout_c.jsonl's misses were fixed and labelled before the classifier saw them
+HELDOUT_D = _rows("failure_logs/heldout_d.jsonl")
+_MUJOCO_ALLOC = (
+    "MuJoCo says 'Could not allocate memory' when malloc fails and when the model's memory size setting is too small; "
+    "no reply in the thread names which"
+)
+_PHYSX_700 = (
+    "the lines say error 700 (an illegal address) and a pinned-memory warning; only the thread ties it to num_envs"
+)
+DISPUTED_HELDOUT |= {
+    "rsl-rl-96-nan-losses-then-found-lost-pairs": (
+        "a capacity overflow is stepped down (with low confidence, so the rung runs again first); the NaN losses "
+        "before it are training output, not a failure line"
+    ),
+    "mppi-isaac-64-anymal-found-lost-pairs-then-illegal-access": (
+        "the excerpt ends in the middle of PhysX's message ('The appli'), before any capacity or memory word"
+    ),
+    "asap-35-isaacgym-hoi-4000-envs-physx-700": _PHYSX_700,
+    "depRL-11-mujoco-could-not-allocate-memory": _MUJOCO_ALLOC,
+    "cpo-pytorch-5-mujoco-loadxml-could-not-allocate": _MUJOCO_ALLOC,
+    "ksim-gym-44-xla-cusolver-internal": (
+        "cuSolver's internal error names no memory; XLA's preallocation behind it shows only in other threads"
+    ),
+}
+
+
+@pytest.mark.parametrize("s", [_param(s, DISPUTED_HELDOUT) for s in HELDOUT + HELDOUT_B + HELDOUT_C + HELDOUT_D])
+def test_heldout_sample(s: dict) -> None:
+    _agrees_with_its_label(s)
+
+
+def test_heldout_rows_are_labelled_sources_from_other_repositories() -> None:
+    shared = {
+        json.loads(line)["source"].split("#")[0].lower()
+        for name in ("failure_logs.jsonl", "failure_logs_more_dev.jsonl", "failure_logs_more_heldout.jsonl")
+        for line in (DATA / name).read_text().splitlines()
+        if line.strip()
+    }
+    assert len(HELDOUT) == 81 and sum(not s["ambiguous"] for s in HELDOUT) == 66
+    assert len(HELDOUT_B) == 46 and sum(not s["ambiguous"] for s in HELDOUT_B) == 39
+    assert len(HELDOUT_C) == 33 and sum(not s["ambiguous"] for s in HELDOUT_C) == 30
+    assert len(HELDOUT_D) == 52 and sum(not s["ambiguous"] for s in HELDOUT_D) == 40
+    every = HELDOUT + HELDOUT_B + HELDOUT_C + HELDOUT_D
+    assert set(DISPUTED_HELDOUT) <= {s["id"] for s in every if s["ambiguous"]}
+    for s in every:
+        assert s["source"].startswith("github.com/") and "#" in s["source"], s["id"]
+        assert s["source"].split("#")[0].lower() not in shared, s["id"]
+    parts = (HELDOUT, HELDOUT_B, HELDOUT_C, HELDOUT_D)
+    repos = [{s["source"].split("#")[0].lower() for s in part} for part in parts]
+    assert not any(repos[i] & repos[j] for i in range(len(parts)) for j in range(i + 1, len(parts)))
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "the **Killed** count went up",
+        "Killed processes: 3",
+        "**Killed",
+        "Killed: 90 of 100",
+        "ld: Killed signal",
+        "Killed process list [done]",
+        " 5/25 [00:05<00:20,  1.02s/it]Killed 3 envs",
+    ],
+)
+def test_killed_in_other_text_is_no_kill(line: str) -> None:
+    assert classify_text(line, 1).reason is Reason.ERROR

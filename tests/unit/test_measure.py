@@ -1,0 +1,86 @@
+"""A fit needs a measurement (`trial.run` on small real programs): the window waits for its points, a trainer that
+prints too rarely is `unmeasured`, one whose lines never match is a setting to fix, and a slow first update that
+visibly works is no hang."""
+
+from __future__ import annotations
+
+import time
+
+from ladder.core.records import Point
+from ladder.core.stats import Window
+from ladder.runner import trial
+from ladder.settings.config import MeasureConf
+
+REGEX = r"step (?P<iter>\d+) samples (?P<samples>\d+)"
+
+# Prints a progress line every `period` seconds (after `first` seconds of work: busy, or asleep), then sleeps.
+TRAINER = """
+import sys, time
+first, period, busy = float(sys.argv[1]), float(sys.argv[2]), sys.argv[3] == "busy"
+grow, held = sys.argv[3] == "grow", []  # idle, but holding 4 MiB more every half second (written: resident)
+jitter = len(sys.argv) > 4  # every other line comes ten times later
+print("starting: building the envs", flush=True)
+end = time.time() + first
+while time.time() < end:
+    if busy:
+        sum(i * i for i in range(20000))
+    elif grow:
+        held.append(b"x" * (4 << 20))
+        time.sleep(0.5)
+    else:
+        time.sleep(0.05)
+i = 0
+while True:
+    i += 1
+    print(f"step {i} samples {i * 1000}", flush=True)
+    time.sleep(period * (10 if jitter and i % 2 else 1))
+"""
+
+
+def conf(**kw: float) -> MeasureConf:
+    base = {
+        "warmup_iters": 1,
+        "stable_k": 2,
+        "stable_tol": 5.0,
+        "warmup_timeout_s": 60.0,
+        "window_s": 1.0,
+        "min_window_iters": 4,
+        "startup_timeout_s": 60.0,
+        "stall_timeout_s": 60.0,
+        "trial_timeout_s": 60.0,
+        "kill_grace_s": 2.0,
+        "sample_hz": 5.0,
+    }
+    return MeasureConf(**{**base, **kw})  # type: ignore[arg-type]
+
+
+HANGS = """
+import signal, sys, time
+def on_term(signum, frame):
+    print(f"SignalException: Process 1 got signal: {signum}", flush=True)
+    sys.exit(1)
+signal.signal(signal.SIGTERM, on_term)
+for i in range(1, 4):
+    print(f"step {i} samples {i * 1000}", flush=True)
+    time.sleep(0.2)
+print("waiting for the other rank", flush=True)
+time.sleep(600)
+"""
+
+
+def test_out_of_trial_time_while_extended_keeps_the_window_it_had() -> None:
+    """A window extended for its wide interval, then the trial's time runs out: it closes at its last point (the
+    figures say `unstable`), where a window that never held its points leaves the trial unmeasured."""
+    pts = [Point(1000.0 + i, i, 100.0 * i) for i in range(1, 8)]
+    now = time.monotonic()
+    extended = trial.Watch(
+        launch_t=990.0,
+        last_progress_mono=now,
+        points=list(pts),
+        extended=True,
+        window=Window(1001.0, 1012.0, gated=True),
+    )
+    assert trial._stop_reason(extended, conf(trial_timeout_s=1.0), started_mono=now - 5.0) == "window_done"
+    assert extended.window == Window(1001.0, 1007.0, gated=True)
+    short = trial.Watch(launch_t=990.0, last_progress_mono=now, points=list(pts), window=Window(1001.0, 1012.0, True))
+    assert trial._stop_reason(short, conf(trial_timeout_s=1.0), started_mono=now - 5.0) == "trial_timeout"

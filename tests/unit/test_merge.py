@@ -1,0 +1,102 @@
+"""Shared results: concurrent writers lose no row, `python -m ladder.merge` merges machines' files by the same rule,
+and trials.tsv is rebuilt from the storage alone."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from ladder.storage import tsv
+from ladder.storage.tsv import read_tsv, write_best
+
+WRITERS, ROWS_EACH = 8, 12
+
+# One sweep's writes: each row its own locked, atomic merge into the shared file, all writers released at once.
+WRITER = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    from ladder.storage.tsv import write_best
+    out, go, who, n = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+    while not go.exists():
+        time.sleep(0.001)
+    for k in range(n):
+        write_best(out, [{"case": f"{who}_{k}", "method": "amp", "variant": "default", "num_envs": "64",
+                          "status": "ok", "min_avg_util": "50", "max_mem0": str(k), "gpu_name": "cpu", "n_gpus": "2",
+                          "host": who, "finished_at": "2026-01-01T00:00:00+00:00"}])
+    """
+)
+
+# A reader beside them: every file it opens is whole (a header and full rows), and rows never go missing.
+READER = textwrap.dedent(
+    """
+    import csv, sys, time
+    from pathlib import Path
+    out, expected = Path(sys.argv[1]), int(sys.argv[2])
+    seen, reads, deadline = 0, 0, time.monotonic() + 120
+    while seen < expected and time.monotonic() < deadline:
+        if not out.exists():
+            continue
+        lines = out.read_text().splitlines()
+        rows = list(csv.reader(lines, delimiter="\\t"))
+        assert rows and rows[0][:2] == ["case", "method"], f"torn header: {lines[:1]}"
+        assert all(len(r) == len(rows[0]) for r in rows), "a torn row"
+        assert len(rows) - 1 >= seen, f"rows lost: {len(rows) - 1} after {seen}"
+        seen, reads = len(rows) - 1, reads + 1
+    print(seen, reads)
+    """
+)
+
+
+def row(case: str, gpu: str, status: str, e: int, at: str, host: str) -> dict[str, str]:
+    mem = {"cpu": "614", "RTX 4090": "24564", "H100": "81559"}[gpu]
+    return {
+        "case": case,
+        "method": "amp",
+        "variant": "hiutil",
+        "num_envs": str(e),
+        "status": status,
+        "min_avg_util": "51.5" if status == "ok" else "",
+        "max_mem0": "20000",
+        "max_mem1": "20100",
+        "gpu_name": gpu,
+        "gpu_mem_total": mem,
+        "n_gpus": "2",
+        "host": host,
+        "sweep": host,
+        "finished_at": at,
+    }
+
+
+# ---------------------------------------------------------------- damaged files, rebuilt from storage
+
+DAMAGE = {
+    "truncated_mid_row": lambda b: b[: len(b) - 30],
+    "random_bytes": lambda b: bytes(range(128, 256)) * 4,
+    "nul": lambda b: b[:40] + b"\x00" + b[40:],
+    "extra_field": lambda b: b[: b.index(b"\n") + 1] + b[b.index(b"\n") + 1 :].replace(b"\n", b"\tx\n"),
+    "no_newline": lambda b: b[:-1],
+}
+
+
+@pytest.mark.parametrize("damage", list(DAMAGE), ids=list(DAMAGE))
+def test_read_tsv_names_a_damaged_file_instead_of_crashing(tmp_path: Path, damage: str) -> None:
+    path = tmp_path / "best_by_case.tsv"
+    write_best(
+        path,
+        [
+            row("amp_pi_plus", "cpu", "ok", 64, "2026-01-01T00:00:00", "a"),
+            row("add_pi_plus", "cpu", "ok", 32, "2026-01-01T00:00:00", "a"),
+        ],
+    )
+    path.write_bytes(DAMAGE[damage](path.read_bytes()))
+    with pytest.raises(tsv.TsvError, match=f"{path} is damaged") as err:
+        read_tsv(path)
+    assert "--best-from-storage" in str(err.value)
+
+
+def test_a_header_alone_reads_as_no_rows(tmp_path: Path) -> None:
+    tsv.write_trials(tmp_path / "trials.tsv", [])
+    assert read_tsv(tmp_path / "trials.tsv") == []

@@ -1,0 +1,299 @@
+"""Samplers: NVML against a stateful stand-in for the driver (no GPU here), host on real process trees."""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import statistics
+import textwrap
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+import pynvml
+import pytest
+
+from ladder.core.records import Sample, Source
+from ladder.core.stats import figures
+from ladder.runner.monitor import (
+    NvmlSampler,
+    nvml_gpu_count,
+    write_samples,
+)
+from tests.helpers import DATA, REPO
+
+ROOT = REPO
+DATA = DATA / "progress"
+MIB = 1024 * 1024
+TICK_S = 0.1  # the trial's sampling period (10 Hz)
+
+
+# ---------------------------------------------------------------- a stand-in for the NVML library
+
+
+class FakeGpu:
+    """One device as the driver sees it: what runs on it now, and the driver's ring buffer of util samples."""
+
+    def __init__(
+        self,
+        name: str = "NVIDIA H100 80GB HBM3",
+        total_mb: float = 81559,
+        gpm: bool = True,
+        buffered: bool = True,
+        period_s: float = 1 / 6,
+    ) -> None:
+        self.name, self.total_mb, self.gpm, self.buffered, self.period_s = name, total_mb, gpm, buffered, period_s
+        self.util = 0.0  # percent of time a kernel runs, now
+        self.sm_util = 0.0  # percent of SMs busy, now
+        self.reserved_mb = 530.0  # driver and other users
+        self.procs: dict[int, float] = {}  # pid -> MiB
+        self.ring: deque[tuple[int, float]] = deque(maxlen=100)  # (µs, util): the driver keeps the newest 100
+        self.sm_integral = 0.0  # percent × seconds, what GPM counters accumulate
+        self.last_window: list[float] = []  # util of the samples in the last 1/6 s, for GetUtilizationRates
+
+
+class FakeNvml:
+    """Stands in for module `pynvml`: same names, structs, constants and errors; the devices are `FakeGpu`s whose
+    clock the test advances. An idle device adds no samples, so `nvmlDeviceGetSamples` raises NOT_FOUND."""
+
+    NVMLError = pynvml.NVMLError
+    NVML_ERROR_NOT_FOUND = pynvml.NVML_ERROR_NOT_FOUND
+    NVML_GPU_UTILIZATION_SAMPLES = pynvml.NVML_GPU_UTILIZATION_SAMPLES
+    NVML_GPM_METRICS_GET_VERSION = pynvml.NVML_GPM_METRICS_GET_VERSION
+    NVML_GPM_METRIC_SM_UTIL = pynvml.NVML_GPM_METRIC_SM_UTIL
+    c_nvmlGpmMetricsGet_t = pynvml.c_nvmlGpmMetricsGet_t
+
+    def __init__(self, *gpus: FakeGpu, now: float = 1_000_000.0) -> None:
+        self.gpus, self.now = list(gpus), now
+        self._next_sample = {id(g): now for g in gpus}
+        self._gpm_samples: dict[int, tuple[float, float]] = {}  # GPM sample address -> (time, sm integral)
+
+    def run(self, seconds: float, step_s: float = 0.01) -> None:
+        """Let the devices run for a while: the driver samples each busy one every `period_s`."""
+        for _ in range(round(seconds / step_s)):
+            self.now += step_s
+            for gpu in self.gpus:
+                gpu.sm_integral += gpu.sm_util * step_s
+                if self.now >= self._next_sample[id(gpu)]:
+                    self._next_sample[id(gpu)] = self.now + gpu.period_s
+                    gpu.last_window = [gpu.util]
+                    if gpu.util > 0:
+                        gpu.ring.append((round(self.now * 1e6), gpu.util))
+
+    # -- the library's functions, as the sampler calls them
+    def nvmlInit(self) -> None: ...
+
+    def nvmlShutdown(self) -> None: ...
+
+    def nvmlDeviceGetCount(self) -> int:
+        return len(self.gpus)
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> FakeGpu:
+        return self.gpus[index]
+
+    def nvmlDeviceGetSamples(self, gpu: FakeGpu, kind: int, last_seen_us: int) -> tuple[int, list[Any]]:
+        assert kind == pynvml.NVML_GPU_UTILIZATION_SAMPLES
+        if not gpu.buffered:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        new = [(ts, u) for ts, u in gpu.ring if ts > last_seen_us]
+        if not new:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_FOUND)
+        return pynvml.NVML_VALUE_TYPE_UNSIGNED_INT, [_sample(ts, u) for ts, u in new]
+
+    def nvmlDeviceGetUtilizationRates(self, gpu: FakeGpu) -> Any:
+        return pynvml.c_nvmlUtilization_t(gpu=round(statistics.fmean(gpu.last_window or [0.0])), memory=0)
+
+    def nvmlDeviceGetMemoryInfo(self, gpu: FakeGpu) -> Any:
+        used = (gpu.reserved_mb + sum(gpu.procs.values())) * MIB
+        return pynvml.c_nvmlMemory_t(total=int(gpu.total_mb * MIB), free=int(gpu.total_mb * MIB - used), used=int(used))
+
+    def nvmlDeviceGetComputeRunningProcesses(self, gpu: FakeGpu) -> list[Any]:
+        return [
+            pynvml.nvmlFriendlyObject({"pid": pid, "usedGpuMemory": int(mb * MIB)}) for pid, mb in gpu.procs.items()
+        ]
+
+    def nvmlDeviceGetName(self, gpu: FakeGpu) -> str:
+        return gpu.name
+
+    def nvmlSystemGetDriverVersion(self) -> str:
+        return "550.54.15"
+
+    def nvmlGpmQueryDeviceSupport(self, gpu: FakeGpu) -> Any:
+        return pynvml.c_nvmlGpmSupport_t(version=pynvml.NVML_GPM_SUPPORT_VERSION, isSupportedDevice=int(gpu.gpm))
+
+    def nvmlGpmSampleAlloc(self) -> Any:
+        return ctypes.pointer(pynvml.struct_c_nvmlGpmSample_t())
+
+    def nvmlGpmSampleFree(self, sample: Any) -> None: ...
+
+    def nvmlGpmSampleGet(self, gpu: FakeGpu, sample: Any) -> Any:
+        self._gpm_samples[_address(sample)] = (self.now, gpu.sm_integral)
+        return sample
+
+    def nvmlGpmMetricsGet(self, get: Any) -> Any:
+        (t1, a1), (t2, a2) = self._gpm_samples[_address(get.sample1)], self._gpm_samples[_address(get.sample2)]
+        for m in get.metrics[: get.numMetrics]:
+            assert m.metricId == pynvml.NVML_GPM_METRIC_SM_UTIL
+            m.value = (a2 - a1) / (t2 - t1)
+        return get
+
+
+def _sample(ts_us: int, util: float) -> Any:
+    s = pynvml.c_nvmlSample_t()
+    s.timeStamp, s.sampleValue.uiVal = ts_us, int(util)
+    return s
+
+
+def _address(pointer: Any) -> int:
+    return int(ctypes.cast(pointer, ctypes.c_void_p).value or 0)
+
+
+def run_ticks(nvml: FakeNvml, sampler: Any, seconds: float) -> list[Sample]:
+    """The monitor's loop, on the stand-in's clock: run a tick's worth, then sample."""
+    out = []
+    for _ in range(round(seconds / TICK_S)):
+        nvml.run(TICK_S)
+        out += sampler.sample(nvml.now)
+    return out
+
+
+# ---------------------------------------------------------------- NVML sampler
+
+
+def test_util_follows_the_driver_samples_and_ignores_what_ran_before_the_trial() -> None:
+    gpu = FakeGpu()
+    nvml = FakeNvml(gpu)
+    gpu.util = 100.0
+    nvml.run(5.0)  # someone else's job filled the buffer
+    gpu.util = 0.0
+    nvml.run(1.0)
+    sampler = NvmlSampler([0], nvml=nvml)
+    idle = run_ticks(nvml, sampler, 2.0)
+    gpu.util = 90.0
+    busy = run_ticks(nvml, sampler, 3.0)
+    gpu.util = 30.0
+    lighter = run_ticks(nvml, sampler, 3.0)
+    assert {s.util for s in idle} == {0.0}
+    assert [s.util for s in busy[3:]] == [90.0] * (len(busy) - 3)  # within 1/6 s of the change
+    assert [s.util for s in lighter[3:]] == [30.0] * (len(lighter) - 3)
+    steps = [b.t - a.t for a, b in zip(busy, busy[1:], strict=False)]
+    assert steps == pytest.approx([TICK_S] * len(steps))  # each tick at the caller's time, one per tick
+
+
+def test_an_idle_gpu_reads_zero_from_the_current_rate_after_the_samples_stop() -> None:
+    gpu = FakeGpu()
+    nvml = FakeNvml(gpu)
+    sampler = NvmlSampler([0], nvml=nvml)
+    gpu.util = 80.0
+    run_ticks(nvml, sampler, 1.0)
+    gpu.util = 0.0
+    after = run_ticks(nvml, sampler, 3.0)
+    assert after[0].util == 80.0  # the driver's last sample is held while it may still come ...
+    assert {s.util for s in after[-15:]} == {0.0}  # ... and once a second passes without one, the GPU is idle
+
+
+def test_a_device_without_the_sample_buffer_reads_the_current_rate() -> None:
+    gpu = FakeGpu(name="Tesla K80", gpm=False, buffered=False)
+    nvml = FakeNvml(gpu)
+    sampler = NvmlSampler([0], nvml=nvml)
+    gpu.util = 55.0
+    series = run_ticks(nvml, sampler, 2.0)
+    assert series[-1].util == 55.0 and statistics.fmean(s.util for s in series[-10:]) == 55.0
+
+
+def test_gpm_sm_util_where_the_device_has_it() -> None:
+    hopper, ada = FakeGpu(), FakeGpu(name="NVIDIA GeForce RTX 4090", total_mb=24564, gpm=False)
+    nvml = FakeNvml(hopper, ada)
+    for gpu in (hopper, ada):
+        gpu.util, gpu.sm_util = 95.0, 40.0  # a kernel always runs, but on 40% of the SMs
+    sampler = NvmlSampler([0, 1], nvml=nvml)
+    series = run_ticks(nvml, sampler, 4.0)
+    sm = {i: [s.sm_util for s in series if s.index == i and s.sm_util is not None] for i in (0, 1)}
+    assert len(sm[0]) >= 3 and all(v == pytest.approx(40.0) for v in sm[0])
+    assert sm[1] == []
+    f = figures(series, [], None, 0.0)
+    assert f["avg_sm_util0"] == pytest.approx(40.0) and "avg_sm_util1" not in f
+    assert f["min_avg_util"] > 90.0  # util says "busy"; SM util says how busy
+
+
+def test_describe_names_the_card_and_driver() -> None:
+    sampler = NvmlSampler([0], nvml=FakeNvml(FakeGpu()))
+    assert sampler.describe() == {
+        "gpu_name": "NVIDIA H100 80GB HBM3",
+        "gpu_mem_total": "81559",
+        "driver": "550.54.15",
+        "gpm": "yes",
+    }
+
+
+NO_DRIVER = pytest.mark.skipif(Path("/proc/driver/nvidia").exists(), reason="this machine has NVIDIA's driver")
+
+
+@NO_DRIVER
+def test_no_driver_is_one_log_line_and_zero_gpus(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO, logger="ladder.runner.monitor"):
+        assert nvml_gpu_count() == 0  # this machine has no NVIDIA driver: the real library says so
+    assert [r.getMessage() for r in caplog.records] == [
+        "no NVIDIA GPU (NVMLError_LibraryNotFound): measuring host CPU% and RSS instead"
+    ]
+
+
+# ---------------------------------------------------------------- host sampler on real processes
+
+# A launcher (like torchrun) starts two ranks; each waits for SIGUSR1 to work (rank 0 also starts a helper that
+# has no LOCAL_RANK of its own), for a second SIGUSR1 to rest again, and reports each phase on stdout.
+RANK = textwrap.dedent(
+    """
+    import os, signal, subprocess, sys, time
+    phase = 0
+    def bump(*_):
+        global phase
+        phase += 1
+    signal.signal(signal.SIGUSR1, bump)
+    rank = os.environ["LOCAL_RANK"]
+    say = lambda line: os.write(1, f"{line}\\n".encode())  # one write: both ranks share the pipe
+    say(f"ready {rank} {os.getpid()}")
+    while phase == 0:
+        time.sleep(0.02)
+    env = {k: v for k, v in os.environ.items() if k != "LOCAL_RANK"}
+    helper = subprocess.Popen([sys.executable, "-c", "import time; x = b'1' * (96 << 20); time.sleep(600)"], env=env)
+    held = b"2" * (256 << 20)
+    say(f"working {rank}")
+    while phase == 1:
+        sum(range(1000))
+    helper.kill()
+    helper.wait()
+    del held
+    say(f"resting {rank}")
+    while phase == 2:
+        time.sleep(0.02)
+    """
+)
+LAUNCHER = textwrap.dedent(
+    """
+    import os, subprocess, sys
+    ranks = [subprocess.Popen([sys.executable, "-c", sys.argv[1]], env={**os.environ, "LOCAL_RANK": str(r)})
+             for r in range(2)]
+    for p in ranks:
+        p.wait()
+    """
+)
+
+
+def test_write_samples_keeps_every_field(tmp_path: Path) -> None:
+    samples = [Sample(1.25, 0, 97.0, 20000.0, Source.NVML, 18000.0, 41.5), Sample(1.25, 1, 130.0, 900.0, Source.HOST)]
+    write_samples(samples, tmp_path / "samples.csv")
+    assert (tmp_path / "samples.csv").read_text().splitlines() == [
+        "t,index,util,mem_mb,source,proc_mem_mb,sm_util",
+        "1.250,0,97.0,20000.0,nvml,18000.0,41.5",
+        "1.250,1,130.0,900.0,host,,",
+    ]
+
+
+# ---------------------------------------------------------------- the scripts
+
+
+# ---------------------------------------------------------------- fixtures
+
+
+ORPHAN_WAIT = "import sys; sys.stdin.read()"

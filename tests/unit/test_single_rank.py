@@ -1,0 +1,64 @@
+"""A one-rank trial started without torchrun's agent (`workload.single_rank=direct`, the default): the trainer gets
+the environment torchrun would give it, runs as one supervised process group, and ends with the same verdicts.
+
+Real processes throughout: torchrun itself tells which variables it sets, the proxy trainer runs out of a real
+memory cgroup, and a gloo trainer initialises torch.distributed from the variables ladder set.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from ladder.core.errors import ConfigError
+from ladder.core.spec import Launcher
+from ladder.settings.config import Profile, WorkloadConf
+from ladder.workloads.builtin import Placement, plan_proxy
+from tests.integration.test_failure_scenarios import CASE
+
+DUMP_ENV = "import json, os, sys; open(sys.argv[1], 'w').write(json.dumps(dict(os.environ)))"
+
+
+def one(single_rank: str = "direct", nproc: int = 1) -> Placement:
+    return Placement("cpu", nproc, 29611, "python", single_rank=single_rank)
+
+
+def test_one_rank_starts_the_trainer_itself_and_several_start_torchrun() -> None:
+    direct = plan_proxy(CASE, Profile("default", {}), 64, WorkloadConf(), one(), "/t", 60.0, {})
+    assert direct.argv[:3] == ("python", "-m", "ladder.workloads.proxy") and direct.launcher is Launcher.DIRECT
+    assert direct.info["launcher"] == "direct"
+    assert {direct.env[k] for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE")} == {"0", "1"}
+    assert direct.env["MASTER_PORT"] == "29611" and direct.env["TORCHELASTIC_USE_AGENT_STORE"] == "False"
+    for place in (one("torchrun"), one(nproc=2)):
+        spec = plan_proxy(CASE, Profile("default", {}), 64, WorkloadConf(), place, "/t", 60.0, {})
+        assert spec.argv[:3] == ("python", "-m", "torch.distributed.run") and spec.launcher is Launcher.TORCHRUN
+        assert "RANK" not in spec.env and spec.info["launcher"] == "torchrun"
+
+
+def test_an_nccl_setting_wins_over_the_contracts_default() -> None:
+    spec = plan_proxy(
+        CASE, Profile("default", {}), 64, WorkloadConf(), one(), "/t", 60.0, {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "3"}
+    )
+    assert spec.env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "3"
+
+
+def test_an_unknown_single_rank_setting_names_the_choices() -> None:
+    with pytest.raises(ConfigError, match="(?s)single_rank 'agent'.*direct, torchrun"):
+        plan_proxy(CASE, Profile("default", {}), 64, WorkloadConf(), one("agent"), "/t", 60.0, {})
+
+
+# A one-rank trainer that needs torch.distributed: gloo from the environment (env://), an all-reduce per step.
+GLOO = textwrap.dedent(
+    """
+    import os, sys, time, torch, torch.distributed as dist
+    envs = int(sys.argv[1])
+    dist.init_process_group("gloo")
+    print("ranks", dist.get_rank(), dist.get_world_size(), os.environ["LOCAL_RANK"], flush=True)
+    for i in range(1, 10**6):
+        x = torch.ones(envs)
+        dist.all_reduce(x)
+        print(f"iter {i} samples {i * envs}", flush=True)
+        time.sleep(0.05)
+    """
+)
