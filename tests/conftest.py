@@ -28,6 +28,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.nvml_fake import FakeGpu, FakeNvml
+
 PG_USER = "ladder"
 
 # Test files by their cost on 2 cores, the longest first (the rest follow in their usual order): a worker that
@@ -205,3 +207,14 @@ def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def four_gpus(monkeypatch: pytest.MonkeyPatch) -> FakeNvml:
+    """Four H100s as NVML sees them (the stand-in), all visible: no CUDA_VISIBLE_DEVICES."""
+    from ladder.runner import monitor
+
+    nvml = FakeNvml(*(FakeGpu() for _ in range(4)))
+    monkeypatch.setattr(monitor, "_nvml", lambda: nvml)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    return nvml

@@ -87,9 +87,10 @@ def start(spec: TrialSpec, trial_dir: Path, trial_id: str, mem_limit_bytes: int 
 
 
 def stop(run: Running, grace_s: float) -> int:
-    """End the trial (if still running) and reap everything; returns the launcher's exit code. The cgroup's figures
-    are read once every process is dead and before the cgroup goes (`run.cgroup_usage`)."""
-    if run.proc.poll() is None:
+    """End the trial (if still running) and reap everything; returns the launcher's exit code. With `grace_s`, the
+    group is asked to end (SIGTERM) and given that long before SIGKILL; with none, it is killed at once. The cgroup's
+    figures are read once every process is dead and before the cgroup goes (`run.cgroup_usage`)."""
+    if grace_s > 0 and run.proc.poll() is None:  # an orderly end first; with no grace, none is asked for
         procs.signal_group(run.proc.pid, signal.SIGTERM)
         with contextlib.suppress(subprocess.TimeoutExpired):
             run.proc.wait(timeout=grace_s)

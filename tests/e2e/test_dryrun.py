@@ -10,9 +10,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from ladder.storage.tsv import read_tsv
 from ladder.ui.report import build, charts
-from tests.e2e.test_sweep_e2e import FAST, GATED, sweep_dir
+from tests.e2e.test_sweep_e2e import FAST, GATED, search, sweep_dir
 
 # ---- pure: what shapes a trial, the estimate's basis ---------------------------------------------------------------
 
@@ -138,3 +140,22 @@ def test_the_report_of_a_real_sweep_explains_its_pick(swept: Path) -> None:
     assert best["variant"] != "default" or "Above it: e256 failed (host_oom)" in why, why
     for png in [folder / "plots" / "amp_pi_plus.png", *(folder / "plots" / charts.trial_plot_name(r) for r in trials)]:
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", png
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real sweep of the proxy: e256 runs out of memory, e64 fits, the descent measures e48 (or cuts it short);
+    hiutil is seeded at e64."""
+    tmp = tmp_path_factory.mktemp("swept")
+    proc = search(
+        tmp,
+        *FAST,
+        *GATED,
+        "profile=[default,hiutil]",
+        "ladder.rungs=[256,64,48]",
+        "sweep=first",
+        "objective=samples_per_s",
+    )
+    out, _ = proc.communicate(timeout=600)
+    assert proc.returncode == 0, out
+    return tmp

@@ -12,13 +12,8 @@ from ladder.core.caseclass import (
     classify_row,
 )
 from ladder.storage.tsv import write_best
-from tests.unit.test_decide import (
-    DATA,
-    ROOT,
-    SEED_ROWS,
-    broken_row,
-    row,
-)
+from tests.helpers import DATA
+from tests.unit.test_decide import ROOT, SEED_ROWS, broken_row, row
 
 
 def seed_rows() -> list[dict[str, str]]:

@@ -1,6 +1,6 @@
 """What the sweep runs on: the GPUs NVML finds, narrowed by CUDA_VISIBLE_DEVICES (a scheduler's allocation).
 
-NVML is the hardware boundary: a stand-in with four H100s replaces the library (tests/test_monitor.py's FakeNvml).
+NVML is the hardware boundary: a stand-in with four H100s replaces the library (tests/nvml_fake.py).
 """
 
 from __future__ import annotations

@@ -24,18 +24,8 @@ from ladder.runner.monitor import (
     process_tree,
     sampler_for,
 )
-from tests.helpers import wait_for
-from tests.unit.test_monitor import (
-    DATA,
-    LAUNCHER,
-    NO_DRIVER,
-    ORPHAN_WAIT,
-    RANK,
-    ROOT,
-    FakeGpu,
-    FakeNvml,
-    run_ticks,
-)
+from tests.helpers import DATA, wait_for
+from tests.unit.test_monitor import LAUNCHER, NO_DRIVER, ORPHAN_WAIT, RANK, ROOT, FakeGpu, FakeNvml, run_ticks
 
 # ---------------------------------------------------------------- a stand-in for the NVML library
 
@@ -172,7 +162,7 @@ def run_script(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_nvsmi_aggregate_per_case_from_a_seed_001_monitor_log() -> None:
-    done = run_script("scripts/nvsmi_aggregate.py", str(DATA / "nvsmi_monitor.log"))
+    done = run_script("scripts/nvsmi_aggregate.py", str(DATA / "progress" / "nvsmi_monitor.log"))
     assert done.returncode == 0, done.stderr
     header, *rows = [line.split("\t") for line in done.stdout.splitlines()]
     table = {row[0]: dict(zip(header, row, strict=True)) for row in rows}

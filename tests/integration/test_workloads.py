@@ -4,10 +4,12 @@ trainer walked by a knob other than num_envs."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from ladder.core import policy
@@ -21,16 +23,8 @@ from ladder.workloads.builtin import Placement
 from ladder.workloads.mimickit import missing_files
 from ladder.workloads.planner import Workload, plan
 from ladder.workloads.progress import MimicKitLogParser
-from tests.unit.test_workloads import (
-    DATA,
-    NCCL,
-    TWO_GPUS,
-    command,
-    mimickit,
-    parser,
-    profile,
-    settings,
-)
+from tests.helpers import DATA
+from tests.unit.test_workloads import NCCL, TWO_GPUS, command, mimickit, parser, profile, settings
 
 register()
 
@@ -156,3 +150,13 @@ def test_dry_run_shows_every_trial_and_each_agent_once() -> None:
     assert "argv: python mimickit/run.py --arg_file args/amp_pi_plus_args.txt --mode train --num_envs 38 " in text
     assert text.count("file agent.yaml (") == 2 and "file agent.yaml: same as hiutil e256" in text
     assert "env: NCCL_P2P_DISABLE=1 PYTHONUNBUFFERED=1" in text and "cwd: /opt/MimicKit" in text
+
+
+@pytest.fixture()
+def fake_mimickit(tmp_path: Path) -> Path:
+    """A MimicKit folder: the real args and configs, and a stand-in mimickit/run.py (tests/data/fake_mimickit)."""
+    root = tmp_path / "MimicKit"
+    shutil.copytree(DATA / "mimickit" / "args", root / "args")
+    shutil.copytree(DATA / "mimickit" / "data", root / "data")
+    shutil.copytree(DATA / "fake_mimickit" / "mimickit", root / "mimickit")
+    return root

@@ -3,14 +3,9 @@ recorded history), the hint for a `${x}` meant for the trainer, and the report d
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
-
 from ladder.core.records import Phase, Reason, Status, TrialRecord
 from ladder.settings.config import MeasureConf
 from ladder.sweep.dryrun import default_durations, from_history, settings_lines
-from tests.e2e.test_sweep_e2e import FAST, GATED, search
 from tests.helpers import REPO
 from tests.unit.test_workloads import settings
 
@@ -80,22 +75,3 @@ def test_the_estimate_takes_medians_of_the_recorded_history_and_says_so() -> Non
 
 
 # ---- one real sweep: the dry run's history, the report ---------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def swept(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A real sweep of the proxy: e256 runs out of memory, e64 fits, the descent measures e48 (or cuts it short);
-    hiutil is seeded at e64."""
-    tmp = tmp_path_factory.mktemp("swept")
-    proc = search(
-        tmp,
-        *FAST,
-        *GATED,
-        "profile=[default,hiutil]",
-        "ladder.rungs=[256,64,48]",
-        "sweep=first",
-        "objective=samples_per_s",
-    )
-    out, _ = proc.communicate(timeout=600)
-    assert proc.returncode == 0, out
-    return tmp

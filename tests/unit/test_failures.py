@@ -31,7 +31,6 @@ from ladder.failures.patterns import PATTERNS, status_of
 from ladder.failures.rules import EVIDENCE_CHARS, as_json, classify, classify_text
 from tests.helpers import DATA
 
-DATA = DATA
 CAPTURED = DATA / "captured"
 
 

@@ -1,6 +1,6 @@
 """What the sweep runs on: the GPUs NVML finds, narrowed by CUDA_VISIBLE_DEVICES (a scheduler's allocation).
 
-NVML is the hardware boundary: a stand-in with four H100s replaces the library (tests/test_monitor.py's FakeNvml).
+NVML is the hardware boundary: a stand-in with four H100s replaces the library (tests/nvml_fake.py).
 """
 
 from __future__ import annotations
@@ -8,18 +8,9 @@ from __future__ import annotations
 import pytest
 
 from ladder.core.errors import LadderError
-from ladder.runner import monitor
 from ladder.runner.machine import find_machine
+from tests.nvml_fake import FakeNvml
 from tests.unit.test_config import settings
-from tests.unit.test_monitor import FakeGpu, FakeNvml
-
-
-@pytest.fixture
-def four_gpus(monkeypatch: pytest.MonkeyPatch) -> FakeNvml:
-    nvml = FakeNvml(*(FakeGpu() for _ in range(4)))
-    monkeypatch.setattr(monitor, "_nvml", lambda: nvml)
-    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    return nvml
 
 
 def test_more_ranks_than_visible_gpus_or_a_gpu_that_is_not_there_is_refused(

@@ -23,7 +23,7 @@ from ladder.workloads.progress import (
 )
 from tests.helpers import DATA
 
-DATA = DATA / "progress"
+PROGRESS = DATA / "progress"
 AGENTS = DATA / "agents"
 MIMICKIT_PER_ITER = 2 * 4096 * 32  # the sample files: 2 processes × 4096 envs × 32 steps per iteration
 SEED_003_RULE = Rule(warmup_iters=120, stable_k=5, stable_tol=0.25, data_time_max_s=0.02)
@@ -31,7 +31,7 @@ SEED_003_RULE = Rule(warmup_iters=120, stable_k=5, stable_tol=0.25, data_time_ma
 
 def copy_with_mtime(name: str, tmp_path: Path, mtime: float) -> Path:
     path = tmp_path / name
-    path.write_bytes((DATA / name).read_bytes())
+    path.write_bytes((PROGRESS / name).read_bytes())
     os.utime(path, (mtime, mtime))
     return path
 
@@ -47,15 +47,15 @@ def append(path: Path, data: bytes, mtime: float) -> None:
 
 
 def test_the_proxys_progress_file() -> None:
-    points = read_all(DATA / "proxy_progress.jsonl")
-    first = json.loads((DATA / "proxy_progress.jsonl").read_text().splitlines()[1])
+    points = read_all(PROGRESS / "proxy_progress.jsonl")
+    first = json.loads((PROGRESS / "proxy_progress.jsonl").read_text().splitlines()[1])
     assert [p.iter for p in points] == list(range(1, 13))
     assert [p.samples for p in points] == [64 * 32 * 2 * i for i in range(1, 13)]
     assert points[0] == Point(first["t"], 1, 4096.0, first["step_time_s"], tuple(first["peak_mem_mb"]))
 
 
 def test_seed_003_metrics_followed_as_the_trainer_writes_them(tmp_path: Path) -> None:
-    rows = (DATA / "metrics_steady.jsonl").read_bytes().splitlines(keepends=True)
+    rows = (PROGRESS / "metrics_steady.jsonl").read_bytes().splitlines(keepends=True)
     path, t0 = tmp_path / "metrics.jsonl", 1_771_500_000.0
     reader, points = JsonlProgress(path), []
     for i, row in enumerate(rows, start=1):
@@ -70,7 +70,7 @@ def test_seed_003_metrics_followed_as_the_trainer_writes_them(tmp_path: Path) ->
 
 
 def test_seed_003_data_stalls_keep_the_window_shut() -> None:
-    points = [parse_line(line, now=float(i)) for i, line in enumerate((DATA / "metrics_data_stalls.jsonl").open())]
+    points = [parse_line(line, now=float(i)) for i, line in enumerate((PROGRESS / "metrics_data_stalls.jsonl").open())]
     steady = [p for p in points if p is not None]
     assert len(steady) == 9 and max(p.data_time_s or 0 for p in steady) == 6.5685
     rule = Rule(warmup_iters=10, stable_k=5, stable_tol=0.25)  # iter_time alone is steady (1.0-1.1 s) ...
@@ -94,7 +94,7 @@ def test_mimickit_log_txt_rows_and_their_times(tmp_path: Path) -> None:
 
 
 def test_mimickit_log_txt_with_a_known_start_and_rows_split_across_reads(tmp_path: Path) -> None:
-    data = (DATA / "mimickit_log.txt").read_bytes()
+    data = (PROGRESS / "mimickit_log.txt").read_bytes()
     path, reader = tmp_path / "log.txt", Follow(tmp_path / "log.txt", MimicKitLogParser(start_t=1000.0))
     got = []
     for cut in range(0, len(data), 997):  # reads that end mid-row
@@ -105,7 +105,7 @@ def test_mimickit_log_txt_with_a_known_start_and_rows_split_across_reads(tmp_pat
 
 
 def test_mimickit_stdout_table() -> None:
-    points = read_all(DATA / "mimickit_stdout.log", "mimickit_stdout")
+    points = read_all(PROGRESS / "mimickit_stdout.log", "mimickit_stdout")
     assert [p.iter for p in points] == list(range(12))
     assert [p.samples for p in points] == [(i + 1) * MIMICKIT_PER_ITER for i in range(12)]
 
@@ -115,7 +115,7 @@ def test_mimickit_stdout_table() -> None:
 
 def test_cleanrl_sps_lines_with_the_batch_size() -> None:
     """CleanRL's ppo.py, run (4 envs x 128 steps): one `SPS:` line per iteration; the batch size counts them."""
-    points = read_all(DATA / "cleanrl_stdout.log", "regex", "cleanrl", samples_per_iter=4 * 128)
+    points = read_all(PROGRESS / "cleanrl_stdout.log", "regex", "cleanrl", samples_per_iter=4 * 128)
     assert [p.iter for p in points] == list(range(1, 21))
     assert [p.samples for p in points] == [512.0 * i for i in range(1, 21)]
     assert points[-1].sps == 281  # CleanRL's own SPS (a mean since its start), kept for reference
@@ -124,7 +124,7 @@ def test_cleanrl_sps_lines_with_the_batch_size() -> None:
 def test_cleanrl_without_a_batch_size_counts_its_global_steps() -> None:
     """No batch size: each SPS line counts the latest `global_step=` printed before it, a lower bound by less than
     one iteration's 512 steps."""
-    points = read_all(DATA / "cleanrl_stdout.log", "regex", "cleanrl")
+    points = read_all(PROGRESS / "cleanrl_stdout.log", "regex", "cleanrl")
     assert len(points) == 20
     assert [p.samples for p in points[:3]] == [484.0, 956.0, 1484.0] and points[-1].samples == 10212.0
     assert all(512.0 * (p.iter - 1) < p.samples <= 512.0 * p.iter for p in points)
@@ -134,7 +134,7 @@ def test_cleanrl_without_a_batch_size_counts_its_global_steps() -> None:
 def test_cleanrl_on_gymnasium_1_prints_only_its_rate() -> None:
     """The same ppo.py on gymnasium 1.x: its `final_info` check never holds, so no `global_step=` line; each SPS
     line is a point with no count, and its rate is the one figure (it stands for samples/s, recorded as such)."""
-    points = read_all(DATA / "cleanrl_gymnasium1_stdout.log", "regex", "cleanrl")
+    points = read_all(PROGRESS / "cleanrl_gymnasium1_stdout.log", "regex", "cleanrl")
     assert [p.iter for p in points] == list(range(1, 21))
     assert all(p.samples == 0.0 for p in points) and points[-1].sps == 334
 
@@ -154,7 +154,7 @@ PRESET_CASES = {
 @pytest.mark.parametrize("preset", list(PRESET_CASES))
 def test_presets_on_real_trainer_output(preset: str) -> None:
     name, iters, samples, last_sps, last_step = PRESET_CASES[preset]
-    points = read_all(DATA / name, "regex", preset)
+    points = read_all(PROGRESS / name, "regex", preset)
     assert [p.iter for p in points] == iters
     assert [p.samples for p in points] == samples
     assert points[-1].sps == last_sps
@@ -164,7 +164,7 @@ def test_presets_on_real_trainer_output(preset: str) -> None:
 def test_sheeprl_preset_counts_policy_steps_at_episode_ends() -> None:
     """sheeprl prints `Rank-0: policy_step=N, reward_env_i=R` as each episode ends (two envs may end on one step);
     its Hydra config dump and warnings before them match nothing."""
-    points = read_all(DATA / "sheeprl_0.8.4_stdout.log", "regex", "sheeprl")
+    points = read_all(PROGRESS / "sheeprl_0.8.4_stdout.log", "regex", "sheeprl")
     assert len(points) == 71 and [p.iter for p in points] == list(range(1, 72))
     samples = [p.samples for p in points]
     assert samples[:3] == [88.0, 112.0, 128.0] and samples[-1] == 4064.0 and samples == sorted(samples)
@@ -172,7 +172,7 @@ def test_sheeprl_preset_counts_policy_steps_at_episode_ends() -> None:
 
 
 def test_tqdm_preset_counts_the_bar_redrawn_with_carriage_returns() -> None:
-    points = read_all(DATA / "tqdm_stderr.log", "regex", "tqdm")
+    points = read_all(PROGRESS / "tqdm_stderr.log", "regex", "tqdm")
     assert [p.iter for p in points] == list(range(41))  # the second bar starts again at 0: not an advance
     assert [p.samples for p in points] == [float(i) for i in range(41)]
     assert all(p.sps is not None and p.sps > 0 for p in points[1:])

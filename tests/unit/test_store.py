@@ -59,16 +59,6 @@ def journal_study(tmp_path: Path, sweep: str = "s") -> store.CaseStudy:
     return store.open_study(store.open_storage(None, tmp_path), "amp_pi_plus", sweep)
 
 
-@pytest.fixture(params=["journal", "postgresql"])
-def where(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """Each storage the sweep supports, for the tests of the storage contract: the journal file in the sweep
-    folder, and a PostgreSQL database (skipped, with the reason, only where no server can be started)."""
-    if request.param == "postgresql":
-        return str(request.getfixturevalue("pg_url"))
-    store.open_storage(None, tmp_path)
-    return str(tmp_path)
-
-
 def study_at(where: str, sweep: str = "s") -> store.CaseStudy:
     return store.open_study(store.open_storage_at(where), "amp_pi_plus", sweep)
 

@@ -22,16 +22,6 @@ from ladder.storage.turns import Turns
 VARIANTS = ("default", "hiutil")
 
 
-@pytest.fixture(params=["journal", "postgresql"])
-def where(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """The journal file in a sweep folder, and a PostgreSQL database (skipped, with the reason, where no server can
-    be started): each storage the sweep supports."""
-    if request.param == "postgresql":
-        return str(request.getfixturevalue("pg_url"))
-    studies.open_storage(None, tmp_path)
-    return str(tmp_path)
-
-
 @pytest.fixture
 def journal(tmp_path: Path) -> str:
     """The journal file in a sweep folder (the rule tables: the storage contract is `where`'s)."""

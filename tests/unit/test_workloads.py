@@ -3,7 +3,6 @@ trainer walked by a knob other than num_envs."""
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import replace
 from pathlib import Path
 
@@ -23,10 +22,9 @@ from ladder.workloads.command import CommandConf
 from ladder.workloads.mimickit import MimicKitConf, missing_files
 from ladder.workloads.planner import Kind, Workload, build, parse_kind, plan, resolve
 from ladder.workloads.progress import MimicKitLogParser, MimicKitStdoutParser, Parser, parser_for
-from tests.helpers import DATA, REPO
+from tests.helpers import REPO
 
 ROOT = REPO
-DATA = DATA
 CONF = str(ROOT / "conf")
 NCCL = {"NCCL_P2P_DISABLE": "1"}
 TWO_GPUS = Placement(device="cuda", nproc=2, port=29517, python="python")
@@ -399,16 +397,6 @@ def test_command_templates_that_cannot_run(workload: Workload, message: str) -> 
 
 
 # ---- MimicKit: running what was planned -------------------------------------------------------------------------
-
-
-@pytest.fixture()
-def fake_mimickit(tmp_path: Path) -> Path:
-    """A MimicKit folder: the real args and configs, and a stand-in mimickit/run.py (tests/data/fake_mimickit)."""
-    root = tmp_path / "MimicKit"
-    shutil.copytree(DATA / "mimickit" / "args", root / "args")
-    shutil.copytree(DATA / "mimickit" / "data", root / "data")
-    shutil.copytree(DATA / "fake_mimickit" / "mimickit", root / "mimickit")
-    return root
 
 
 # ---- parsers ------------------------------------------------------------------------------------------------------
