@@ -7,6 +7,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,50 @@ import pytest
 from ladder.core.errors import ExitCode
 from ladder.storage.tsv import read_tsv
 from tests.helpers import wait_for
-from tests.unit.test_exit_codes import CRASHING, STEP_DOWN, TINY, TRAINER, TWO_CASES
+
+TINY = ["device=cpu", "profile=[default]", "measure.window_s=2", "measure.warmup_iters=2", "measure.stable_tol=0.5"]
+
+
+STEP_DOWN = "step num_envs down"
+
+
+# argparse, as a trainer's own command line: `--num-envz` is a typo of `--num-envs`
+TRAINER = textwrap.dedent(
+    """
+    import argparse
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--num-envs", type=int, default=1)
+    parser.parse_args()
+    """
+)
+
+
+# one trainer for two cases: amp_pi_plus allocates past a data-segment cap (a real allocation failure), add_pi_plus
+# starts a program that is not there
+TWO_CASES = textwrap.dedent(
+    """
+    import os, resource, sys
+    case, num_envs = sys.argv[1], int(sys.argv[2])
+    if case == "add_pi_plus":
+        os.execvp("no_such_trainer_xyz", ["no_such_trainer_xyz", "--num-envs", str(num_envs)])
+    resource.setrlimit(resource.RLIMIT_DATA, (512 * 2**20, 512 * 2**20))
+    import torch
+    print(torch.empty(num_envs * 2**20, 64).sum())
+    """
+)
+
+
+# ladder.search run as `python -m`, with a bug put into the sweep: what a crash inside ladder exits with
+CRASHING = textwrap.dedent(
+    """
+    import runpy, sys
+    import ladder.sweep.loop
+    def broken(*args, **kwargs):
+        raise ZeroDivisionError("a bug inside the sweep")
+    ladder.sweep.loop.run = broken
+    runpy.run_module("ladder.search", run_name="__main__", alter_sys=True)
+    """
+)
 
 
 def search(tmp_path: Path, *overrides: str, timeout_s: float = 300) -> subprocess.CompletedProcess[str]:

@@ -32,7 +32,7 @@ from ladder.storage.tsv import read_tsv
 from ladder.sweep import loop as sweep
 from ladder.sweep import resume
 from ladder.ui.view import PlainView
-from tests.unit.test_store import wait_for
+from tests.helpers import wait_for
 
 FIRST = "amp_pi_plus"
 FAST = [

@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 from ladder.core.records import Status
@@ -20,7 +21,24 @@ from ladder.storage.tsv import read_tsv
 from ladder.workloads.builtin import Placement, rank_env
 from tests.e2e.test_resume import FIRST, finish, search, sweep_dir
 from tests.helpers import need_memory_cgroups
-from tests.unit.test_single_rank import DUMP_ENV, GLOO
+
+DUMP_ENV = "import json, os, sys; open(sys.argv[1], 'w').write(json.dumps(dict(os.environ)))"
+
+
+# A one-rank trainer that needs torch.distributed: gloo from the environment (env://), an all-reduce per step.
+GLOO = textwrap.dedent(
+    """
+    import os, sys, time, torch, torch.distributed as dist
+    envs = int(sys.argv[1])
+    dist.init_process_group("gloo")
+    print("ranks", dist.get_rank(), dist.get_world_size(), os.environ["LOCAL_RANK"], flush=True)
+    for i in range(1, 10**6):
+        x = torch.ones(envs)
+        dist.all_reduce(x)
+        print(f"iter {i} samples {i * envs}", flush=True)
+        time.sleep(0.05)
+    """
+)
 
 
 def test_the_variables_are_those_torchrun_sets_for_one_rank(tmp_path: Path) -> None:

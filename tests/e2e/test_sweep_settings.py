@@ -19,7 +19,14 @@ from ladder.storage import sweeps
 from ladder.storage.tsv import read_tsv
 from ladder.sweep import resume
 from tests.helpers import wait_for
-from tests.unit.test_sweep_settings import CASE, FAST, settings, sweep_dir
+from tests.unit.test_sweep_settings import CASE, settings
+
+FAST = ["profile=[default]", "measure.window_s=3", "measure.warmup_iters=2", "measure.stable_tol=0.5"]
+
+
+def sweep_dir(tmp_path: Path, name: str) -> Path:
+    return tmp_path / "out" / f"case_gpu_bench_{name}"
+
 
 register()
 

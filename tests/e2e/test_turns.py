@@ -22,9 +22,21 @@ from ladder.storage import studies
 from ladder.sweep import loop as sweep
 from ladder.sweep import resume
 from ladder.ui.view import PlainView
-from tests.unit.test_turns import (
-    STEP,
-)
+
+STEP = [
+    "case=amp_pi_plus",
+    "device=cpu",
+    "reuse=false",
+    "profile=[default]",
+    "ladder.rungs=[256,64]",
+    "confirm_s=3",
+    "measure.window_s=3",
+    "measure.warmup_iters=2",
+    "measure.stable_tol=0.5",
+    "measure.stable_k=1",
+    "measure.warmup_timeout_s=150",
+    "measure.extend_unstable=false",
+]
 
 # ---------------------------------------------------------------- a sweep step loads the case's records once
 

@@ -8,7 +8,23 @@ import sys
 from pathlib import Path
 
 from ladder.storage.tsv import read_tsv
-from tests.unit.test_user_cases import TRAIN_PY
+
+# A trainer that writes into its working folder (`runs/`), reports the variable it was given, and runs out of
+# memory the way torch says it above 64 envs.
+TRAIN_PY = """
+import argparse, os, sys, time
+p = argparse.ArgumentParser()
+p.add_argument("--num-envs", type=int)
+a = p.parse_args()
+os.makedirs("runs", exist_ok=True)
+open("runs/where.txt", "w").write(os.getcwd() + "\\n" + os.environ.get("FOO", "") + "\\n")
+if a.num_envs > 64:
+    print("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", flush=True)
+    sys.exit(1)
+for i in range(1, 100000):
+    time.sleep(0.05)
+    print(f"iter {i} samples {i * a.num_envs}", flush=True)
+"""
 
 
 def search(cwd: Path, *overrides: str, flags: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:

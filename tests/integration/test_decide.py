@@ -12,8 +12,10 @@ from ladder.core.caseclass import (
     classify_row,
 )
 from ladder.storage.tsv import write_best
-from tests.helpers import DATA
-from tests.unit.test_decide import ROOT, SEED_ROWS, broken_row, row
+from tests.helpers import DATA, REPO
+from tests.unit.test_decide import SEED_ROWS, broken_row, row
+
+ROOT = REPO
 
 
 def seed_rows() -> list[dict[str, str]]:

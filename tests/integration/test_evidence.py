@@ -11,7 +11,17 @@ from ladder.core.spec import Launcher, TrialSpec
 from ladder.runner import trial
 from ladder.runner.monitor import HostSampler
 from ladder.settings.config import MeasureConf
-from tests.unit.test_evidence import LINGERING_RANK
+from tests.unit.test_evidence import OOM
+
+# A rank that has reported running out of memory while its process lingers (as a rank does while its launcher has
+# not yet torn the group down): the trial must end at that line, not when a stall or time limit runs out.
+LINGERING_RANK = f"""
+import pathlib, sys, time
+log = pathlib.Path(sys.argv[1]) / "ranks" / "none_x" / "attempt_0" / "1" / "stderr.log"
+log.parent.mkdir(parents=True)
+log.write_text({OOM!r})
+time.sleep(600)
+"""
 
 
 def test_a_trial_is_stopped_at_its_first_memory_evidence(tmp_path: Path) -> None:

@@ -7,14 +7,41 @@ import json
 import signal
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
 
 from ladder.runner import lease
 from ladder.runner.lease import DeviceKind, LeaseError
-from tests.helpers import wait_for
-from tests.unit.test_lease import HOLDER, ROOT
+from tests.helpers import REPO, wait_for
+
+ROOT = REPO
+
+
+# An orchestrator stand-in: lease `n` of `slots` CPU slots `rounds` times; each time record (slot, start, end) from
+# inside the lease, then release. With hold=stdin it holds its first lease until its stdin closes.
+HOLDER = textwrap.dedent(
+    """
+    import json, sys, time
+    from pathlib import Path
+    from ladder.runner import lease
+    lease_dir, slots, n, rounds, hold, out = sys.argv[1:]
+    out = Path(out)
+    for _ in range(int(rounds)):
+        with lease.acquire(int(n), range(int(slots)), Path(lease_dir), 60, lease.DeviceKind.CPU, "test") as held:
+            start = time.monotonic()
+            with open(out.with_suffix(".held"), "a") as fh:
+                fh.write(json.dumps(list(held.devices)) + "\\n")
+            if hold == "stdin":
+                sys.stdin.readline()
+            else:
+                time.sleep(float(hold))  # the work done under the lease
+            end = time.monotonic()
+            with open(out, "a") as fh:
+                fh.write(json.dumps({"devices": list(held.devices), "start": start, "end": end}) + "\\n")
+    """
+)
 
 
 def holder(tmp_path: Path, name: str, slots: int, n: int = 1, rounds: int = 1, hold: str = "stdin") -> subprocess.Popen:

@@ -9,8 +9,8 @@ import pytest
 
 from ladder.core.errors import LadderError
 from ladder.runner.machine import find_machine
+from tests.nvml_fake import FakeNvml
 from tests.unit.test_config import settings
-from tests.unit.test_monitor import FakeNvml
 
 
 def test_all_of_the_hosts_gpus_without_an_allocation(four_gpus: FakeNvml) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -12,8 +13,45 @@ import pytest
 from ladder.core.records import Phase, Reason, Status, TrialRecord
 from ladder.storage import studies, tsv
 from ladder.storage.tsv import read_tsv, write_best
-from tests.unit.test_merge import READER, WRITER, row
+from tests.unit.test_merge import row
 from tests.unit.test_results import SEED_ONE_LINER
+
+# One sweep's writes: each row its own locked, atomic merge into the shared file, all writers released at once.
+WRITER = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    from ladder.storage.tsv import write_best
+    out, go, who, n = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+    while not go.exists():
+        time.sleep(0.001)
+    for k in range(n):
+        write_best(out, [{"case": f"{who}_{k}", "method": "amp", "variant": "default", "num_envs": "64",
+                          "status": "ok", "min_avg_util": "50", "max_mem0": str(k), "gpu_name": "cpu", "n_gpus": "2",
+                          "host": who, "finished_at": "2026-01-01T00:00:00+00:00"}])
+    """
+)
+
+
+# A reader beside them: every file it opens is whole (a header and full rows), and rows never go missing.
+READER = textwrap.dedent(
+    """
+    import csv, sys, time
+    from pathlib import Path
+    out, expected = Path(sys.argv[1]), int(sys.argv[2])
+    seen, reads, deadline = 0, 0, time.monotonic() + 120
+    while seen < expected and time.monotonic() < deadline:
+        if not out.exists():
+            continue
+        lines = out.read_text().splitlines()
+        rows = list(csv.reader(lines, delimiter="\\t"))
+        assert rows and rows[0][:2] == ["case", "method"], f"torn header: {lines[:1]}"
+        assert all(len(r) == len(rows[0]) for r in rows), "a torn row"
+        assert len(rows) - 1 >= seen, f"rows lost: {len(rows) - 1} after {seen}"
+        seen, reads = len(rows) - 1, reads + 1
+    print(seen, reads)
+    """
+)
 
 WRITERS, ROWS_EACH = 8, 12
 

@@ -7,6 +7,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import textwrap
 import time
 from collections.abc import Iterator
 
@@ -24,8 +25,56 @@ from ladder.runner.monitor import (
     process_tree,
     sampler_for,
 )
-from tests.helpers import DATA, wait_for
-from tests.unit.test_monitor import LAUNCHER, NO_DRIVER, ORPHAN_WAIT, RANK, ROOT, FakeGpu, FakeNvml, run_ticks
+from tests.helpers import DATA, REPO, wait_for
+from tests.nvml_fake import FakeGpu, FakeNvml
+from tests.unit.test_monitor import NO_DRIVER, run_ticks
+
+ROOT = REPO
+
+
+# A launcher (like torchrun) starts two ranks; each waits for SIGUSR1 to work (rank 0 also starts a helper that
+# has no LOCAL_RANK of its own), for a second SIGUSR1 to rest again, and reports each phase on stdout.
+RANK = textwrap.dedent(
+    """
+    import os, signal, subprocess, sys, time
+    phase = 0
+    def bump(*_):
+        global phase
+        phase += 1
+    signal.signal(signal.SIGUSR1, bump)
+    rank = os.environ["LOCAL_RANK"]
+    say = lambda line: os.write(1, f"{line}\\n".encode())  # one write: both ranks share the pipe
+    say(f"ready {rank} {os.getpid()}")
+    while phase == 0:
+        time.sleep(0.02)
+    env = {k: v for k, v in os.environ.items() if k != "LOCAL_RANK"}
+    helper = subprocess.Popen([sys.executable, "-c", "import time; x = b'1' * (96 << 20); time.sleep(600)"], env=env)
+    held = b"2" * (256 << 20)
+    say(f"working {rank}")
+    while phase == 1:
+        sum(range(1000))
+    helper.kill()
+    helper.wait()
+    del held
+    say(f"resting {rank}")
+    while phase == 2:
+        time.sleep(0.02)
+    """
+)
+
+
+LAUNCHER = textwrap.dedent(
+    """
+    import os, subprocess, sys
+    ranks = [subprocess.Popen([sys.executable, "-c", sys.argv[1]], env={**os.environ, "LOCAL_RANK": str(r)})
+             for r in range(2)]
+    for p in ranks:
+        p.wait()
+    """
+)
+
+
+ORPHAN_WAIT = "import sys; sys.stdin.read()"
 
 # ---------------------------------------------------------------- a stand-in for the NVML library
 

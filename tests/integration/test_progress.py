@@ -16,8 +16,9 @@ from ladder.workloads.progress import (
     JsonlProgress,
     read_all,
 )
-from tests.helpers import wait_for
-from tests.unit.test_progress import AGENTS
+from tests.helpers import DATA, wait_for
+
+AGENTS = DATA / "agents"
 
 # ---------------------------------------------------------------- JSON lines
 

@@ -9,7 +9,24 @@ import sys
 
 import pytest
 
-from tests.unit.test_layers import EFFECTS, PROBE, PURE
+from tests.unit.test_layers import modules
+
+EFFECTS = ("subprocess", "psutil", "pynvml", "filelock", "threading", "optuna", "sqlalchemy")  # none in the core
+
+
+# what importing a module adds to what the interpreter loaded at start-up (site's .pth files may load threading)
+PROBE = (
+    "import importlib, json, sys; before = set(sys.modules); importlib.import_module(sys.argv[1]); "
+    "print(json.dumps(sorted(set(sys.modules) - before)))"
+)
+
+
+# the pure core, and the failure classifier's (its file loading and command line live beside it)
+PURE = sorted(m for m in modules() if m.startswith("ladder.core.")) + [
+    "ladder.failures.patterns",
+    "ladder.failures.rules",
+    "ladder.failures.scoring",
+]
 
 
 @pytest.mark.parametrize("module", PURE)

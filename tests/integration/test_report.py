@@ -8,7 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.test_report import ROOT, write_sweep
+from tests.helpers import REPO
+from tests.unit.test_report import write_sweep
+
+ROOT = REPO
+
 
 # ---------------------------------------------------------------- files
 

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -23,15 +24,41 @@ from ladder.storage import studies as store
 from ladder.storage.heartbeat import HEARTBEAT_ATTR, Owner
 from ladder.sweep.context import end_abandoned
 from tests.helpers import wait_for
-from tests.unit.test_store import (
-    OPENER,
-    OWNER,
-    VARIANTS,
-    _journal_with_trials,
-    _values,
-    record,
-    state,
-    study_at,
+from tests.unit.test_store import VARIANTS, _journal_with_trials, _values, record, state
+
+# An orchestrator stand-in: opens the sweep's journal, leaves a trial RUNNING with a process of its own (in its own
+# session, as torchrun is), and waits to be killed.
+OWNER = textwrap.dedent(
+    """
+    import os, subprocess, sys
+    from ladder.storage import studies as store
+    study = store.open_study(store.open_storage_at(sys.argv[1]), "amp_pi_plus", "s")
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True,
+                             env={**os.environ, "LADDER_TRIAL_ID": sys.argv[2]})
+    store.begin(study, "default", 64, ("default", "hiutil"), {"case": "amp_pi_plus", "trial_id": sys.argv[2]})
+    print("running", child.pid, flush=True)
+    sys.stdin.read()
+    """
+)
+
+
+def study_at(where: str, sweep: str = "s") -> store.CaseStudy:
+    return store.open_study(store.open_storage_at(where), "amp_pi_plus", sweep)
+
+
+# Opens the storage once all openers are released together (the first use of a database creates its tables).
+OPENER = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    from ladder.storage import studies as store
+    go = Path(sys.argv[2])
+    print("ready", flush=True)
+    while not go.exists():
+        time.sleep(0.001)
+    study = store.open_study(store.open_storage(sys.argv[1], Path("unused")), f"case{sys.argv[3]}", "s")
+    print(study.study_name)
+    """
 )
 
 

@@ -3,47 +3,10 @@ kill) gets the verdict and the figures of that cgroup, read before the cgroup is
 
 from __future__ import annotations
 
-import textwrap
-
 import pytest
 
 from ladder.core.records import Phase, Reason, Status, TrialRecord
 from ladder.ui.view import trial_line
-
-CAP_MB = 256
-
-# A trainer shaped like those with env-worker processes: the parent steps a worker through a pipe, and the worker
-# holds `num_envs` x 8 MiB once warmed up (64 MiB at e8, 512 MiB at e64: over the cap). When the kernel kills the
-# worker, the parent sees its pipe close and exits 1 with its own message, as such trainers do.
-WORKER = textwrap.dedent(
-    """
-    import sys
-    envs, held = int(sys.argv[1]), []
-    for line in sys.stdin:
-        if len(held) < 8:
-            held.append(b"x" * (envs << 20))  # written, so every page is charged to the cgroup
-        sys.stdout.write("ok\\n")
-        sys.stdout.flush()
-    """
-)
-TRAINER = textwrap.dedent(
-    """
-    import subprocess, sys, time
-    worker_py, envs = sys.argv[1], int(sys.argv[2])
-    worker = subprocess.Popen([sys.executable, worker_py, str(envs)], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    try:
-        for i in range(1, 10**6):
-            worker.stdin.write(b"step\\n")
-            worker.stdin.flush()
-            if not worker.stdout.readline():
-                raise EOFError("the env worker closed its pipe")
-            print(f"iter {i} samples {i * envs}", flush=True)
-            time.sleep(0.05)
-    except (EOFError, BrokenPipeError) as exc:
-        print(f"env worker lost: {exc!r}", flush=True)
-        sys.exit(1)
-    """
-)
 
 
 def line(source: str, **figures: float) -> str:

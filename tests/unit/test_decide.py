@@ -15,9 +15,7 @@ from ladder.core.caseclass import (
     validate,
 )
 from ladder.core.errors import ConfigError
-from tests.helpers import REPO
 
-ROOT = REPO
 RTX_4090_MIB = 24564  # NVML's memory.total for a 24 GB RTX 4090 (the seeds' card)
 H100_MIB = 81559
 

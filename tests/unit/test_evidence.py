@@ -101,14 +101,3 @@ def test_a_program_that_starts_its_own_ranks_is_watched_through_its_log(tmp_path
     append(tmp_path / "stdout.log", "step 3\n" + OOM)
     verdict = evidence.check()
     assert verdict is not None and verdict.reason is Reason.CUDA_OOM
-
-
-# A rank that has reported running out of memory while its process lingers (as a rank does while its launcher has
-# not yet torn the group down): the trial must end at that line, not when a stall or time limit runs out.
-LINGERING_RANK = f"""
-import pathlib, sys, time
-log = pathlib.Path(sys.argv[1]) / "ranks" / "none_x" / "attempt_0" / "1" / "stderr.log"
-log.parent.mkdir(parents=True)
-log.write_text({OOM!r})
-time.sleep(600)
-"""

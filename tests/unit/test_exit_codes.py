@@ -4,50 +4,10 @@ advice matches: real runs of the proxy demo under its emulated card, a missing p
 
 from __future__ import annotations
 
-import textwrap
-
 import pytest
 
 from ladder.core.errors import ExitCode
 from ladder.core.outcome import WORST_FIRST, worst
-
-TINY = ["device=cpu", "profile=[default]", "measure.window_s=2", "measure.warmup_iters=2", "measure.stable_tol=0.5"]
-STEP_DOWN = "step num_envs down"
-# argparse, as a trainer's own command line: `--num-envz` is a typo of `--num-envs`
-TRAINER = textwrap.dedent(
-    """
-    import argparse
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--num-envs", type=int, default=1)
-    parser.parse_args()
-    """
-)
-# one trainer for two cases: amp_pi_plus allocates past a data-segment cap (a real allocation failure), add_pi_plus
-# starts a program that is not there
-TWO_CASES = textwrap.dedent(
-    """
-    import os, resource, sys
-    case, num_envs = sys.argv[1], int(sys.argv[2])
-    if case == "add_pi_plus":
-        os.execvp("no_such_trainer_xyz", ["no_such_trainer_xyz", "--num-envs", str(num_envs)])
-    resource.setrlimit(resource.RLIMIT_DATA, (512 * 2**20, 512 * 2**20))
-    import torch
-    print(torch.empty(num_envs * 2**20, 64).sum())
-    """
-)
-
-
-# ladder.search run as `python -m`, with a bug put into the sweep: what a crash inside ladder exits with
-CRASHING = textwrap.dedent(
-    """
-    import runpy, sys
-    import ladder.sweep.loop
-    def broken(*args, **kwargs):
-        raise ZeroDivisionError("a bug inside the sweep")
-    ladder.sweep.loop.run = broken
-    runpy.run_module("ladder.search", run_name="__main__", alter_sys=True)
-    """
-)
 
 
 @pytest.mark.parametrize(

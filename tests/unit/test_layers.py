@@ -17,12 +17,6 @@ import ladder
 ROOT = Path(ladder.__file__).parent
 LAYERS = ("core", "failures", "settings", "workloads", "storage", "runner", "sweep", "ui")  # lowest first
 ENTRY = "entry"  # ladder/search.py, merge.py, repair.py, report.py: the commands, above everything
-EFFECTS = ("subprocess", "psutil", "pynvml", "filelock", "threading", "optuna", "sqlalchemy")  # none in the core
-# what importing a module adds to what the interpreter loaded at start-up (site's .pth files may load threading)
-PROBE = (
-    "import importlib, json, sys; before = set(sys.modules); importlib.import_module(sys.argv[1]); "
-    "print(json.dumps(sorted(set(sys.modules) - before)))"
-)
 
 
 def modules(root: Path = ROOT) -> dict[str, Path]:
@@ -135,11 +129,3 @@ def test_the_checks_see_a_cycle_and_an_upward_import(tmp_path: Path) -> None:
     edges = graph(pkg)
     assert cycles(edges) == [["ladder.core.pick", "ladder.sweep.loop"]]
     assert list(upward(edges)) == ["ladder.core.pick (core) imports ladder.sweep.loop (sweep)"]
-
-
-# the pure core, and the failure classifier's (its file loading and command line live beside it)
-PURE = sorted(m for m in modules() if m.startswith("ladder.core.")) + [
-    "ladder.failures.patterns",
-    "ladder.failures.rules",
-    "ladder.failures.scoring",
-]

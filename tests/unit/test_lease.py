@@ -3,7 +3,6 @@ holder's slot comes free."""
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -11,33 +10,6 @@ from filelock import FileLock
 
 from ladder.runner import lease
 from ladder.runner.lease import DeviceKind, Lease, LeaseError
-from tests.helpers import REPO
-
-ROOT = REPO
-
-# An orchestrator stand-in: lease `n` of `slots` CPU slots `rounds` times; each time record (slot, start, end) from
-# inside the lease, then release. With hold=stdin it holds its first lease until its stdin closes.
-HOLDER = textwrap.dedent(
-    """
-    import json, sys, time
-    from pathlib import Path
-    from ladder.runner import lease
-    lease_dir, slots, n, rounds, hold, out = sys.argv[1:]
-    out = Path(out)
-    for _ in range(int(rounds)):
-        with lease.acquire(int(n), range(int(slots)), Path(lease_dir), 60, lease.DeviceKind.CPU, "test") as held:
-            start = time.monotonic()
-            with open(out.with_suffix(".held"), "a") as fh:
-                fh.write(json.dumps(list(held.devices)) + "\\n")
-            if hold == "stdin":
-                sys.stdin.readline()
-            else:
-                time.sleep(float(hold))  # the work done under the lease
-            end = time.monotonic()
-            with open(out, "a") as fh:
-                fh.write(json.dumps({"devices": list(held.devices), "start": start, "end": end}) + "\\n")
-    """
-)
 
 
 def test_a_lease_is_held_for_the_block_and_released_after(tmp_path: Path) -> None:

@@ -11,31 +11,6 @@ from ladder.core.stats import Window
 from ladder.runner import trial
 from ladder.settings.config import MeasureConf
 
-REGEX = r"step (?P<iter>\d+) samples (?P<samples>\d+)"
-
-# Prints a progress line every `period` seconds (after `first` seconds of work: busy, or asleep), then sleeps.
-TRAINER = """
-import sys, time
-first, period, busy = float(sys.argv[1]), float(sys.argv[2]), sys.argv[3] == "busy"
-grow, held = sys.argv[3] == "grow", []  # idle, but holding 4 MiB more every half second (written: resident)
-jitter = len(sys.argv) > 4  # every other line comes ten times later
-print("starting: building the envs", flush=True)
-end = time.time() + first
-while time.time() < end:
-    if busy:
-        sum(i * i for i in range(20000))
-    elif grow:
-        held.append(b"x" * (4 << 20))
-        time.sleep(0.5)
-    else:
-        time.sleep(0.05)
-i = 0
-while True:
-    i += 1
-    print(f"step {i} samples {i * 1000}", flush=True)
-    time.sleep(period * (10 if jitter and i % 2 else 1))
-"""
-
 
 def conf(**kw: float) -> MeasureConf:
     base = {
@@ -52,20 +27,6 @@ def conf(**kw: float) -> MeasureConf:
         "sample_hz": 5.0,
     }
     return MeasureConf(**{**base, **kw})  # type: ignore[arg-type]
-
-
-HANGS = """
-import signal, sys, time
-def on_term(signum, frame):
-    print(f"SignalException: Process 1 got signal: {signum}", flush=True)
-    sys.exit(1)
-signal.signal(signal.SIGTERM, on_term)
-for i in range(1, 4):
-    print(f"step {i} samples {i * 1000}", flush=True)
-    time.sleep(0.2)
-print("waiting for the other rank", flush=True)
-time.sleep(600)
-"""
 
 
 def test_out_of_trial_time_while_extended_keeps_the_window_it_had() -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import statistics
-import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +16,9 @@ from ladder.runner.monitor import (
     nvml_gpu_count,
     write_samples,
 )
-from tests.helpers import DATA, REPO
+from tests.helpers import DATA
 from tests.nvml_fake import FakeGpu, FakeNvml
 
-ROOT = REPO
 PROGRESS = DATA / "progress"
 TICK_S = 0.1  # the trial's sampling period (10 Hz)
 
@@ -117,45 +115,6 @@ def test_no_driver_is_one_log_line_and_zero_gpus(caplog: pytest.LogCaptureFixtur
 
 # ---------------------------------------------------------------- host sampler on real processes
 
-# A launcher (like torchrun) starts two ranks; each waits for SIGUSR1 to work (rank 0 also starts a helper that
-# has no LOCAL_RANK of its own), for a second SIGUSR1 to rest again, and reports each phase on stdout.
-RANK = textwrap.dedent(
-    """
-    import os, signal, subprocess, sys, time
-    phase = 0
-    def bump(*_):
-        global phase
-        phase += 1
-    signal.signal(signal.SIGUSR1, bump)
-    rank = os.environ["LOCAL_RANK"]
-    say = lambda line: os.write(1, f"{line}\\n".encode())  # one write: both ranks share the pipe
-    say(f"ready {rank} {os.getpid()}")
-    while phase == 0:
-        time.sleep(0.02)
-    env = {k: v for k, v in os.environ.items() if k != "LOCAL_RANK"}
-    helper = subprocess.Popen([sys.executable, "-c", "import time; x = b'1' * (96 << 20); time.sleep(600)"], env=env)
-    held = b"2" * (256 << 20)
-    say(f"working {rank}")
-    while phase == 1:
-        sum(range(1000))
-    helper.kill()
-    helper.wait()
-    del held
-    say(f"resting {rank}")
-    while phase == 2:
-        time.sleep(0.02)
-    """
-)
-LAUNCHER = textwrap.dedent(
-    """
-    import os, subprocess, sys
-    ranks = [subprocess.Popen([sys.executable, "-c", sys.argv[1]], env={**os.environ, "LOCAL_RANK": str(r)})
-             for r in range(2)]
-    for p in ranks:
-        p.wait()
-    """
-)
-
 
 def test_write_samples_keeps_every_field(tmp_path: Path) -> None:
     samples = [Sample(1.25, 0, 97.0, 20000.0, Source.NVML, 18000.0, 41.5), Sample(1.25, 1, 130.0, 900.0, Source.HOST)]
@@ -171,6 +130,3 @@ def test_write_samples_keeps_every_field(tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------- fixtures
-
-
-ORPHAN_WAIT = "import sys; sys.stdin.read()"

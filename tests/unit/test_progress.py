@@ -24,7 +24,6 @@ from ladder.workloads.progress import (
 from tests.helpers import DATA
 
 PROGRESS = DATA / "progress"
-AGENTS = DATA / "agents"
 MIMICKIT_PER_ITER = 2 * 4096 * 32  # the sample files: 2 processes × 4096 envs × 32 steps per iteration
 SEED_003_RULE = Rule(warmup_iters=120, stable_k=5, stable_tol=0.25, data_time_max_s=0.02)
 

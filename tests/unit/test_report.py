@@ -9,9 +9,7 @@ from pathlib import Path
 
 from ladder.ui.report import build, charts
 from ladder.ui.report.charts import Series, TrialFiles
-from tests.helpers import REPO
 
-ROOT = REPO
 T0 = 1_800_000_000.0  # the launch, unix time
 HOST = {"source": "host", "gpu_name": "cpu", "gpu_mem_total": "614", "n_gpus": "2", "host": "box", "sweep": "s1"}
 

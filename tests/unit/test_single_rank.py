@@ -7,8 +7,6 @@ memory cgroup, and a gloo trainer initialises torch.distributed from the variabl
 
 from __future__ import annotations
 
-import textwrap
-
 import pytest
 
 from ladder.core.errors import ConfigError
@@ -16,8 +14,6 @@ from ladder.core.spec import Launcher
 from ladder.settings.config import Profile, WorkloadConf
 from ladder.workloads.builtin import Placement, plan_proxy
 from tests.integration.test_failure_scenarios import CASE
-
-DUMP_ENV = "import json, os, sys; open(sys.argv[1], 'w').write(json.dumps(dict(os.environ)))"
 
 
 def one(single_rank: str = "direct", nproc: int = 1) -> Placement:
@@ -46,19 +42,3 @@ def test_an_nccl_setting_wins_over_the_contracts_default() -> None:
 def test_an_unknown_single_rank_setting_names_the_choices() -> None:
     with pytest.raises(ConfigError, match="(?s)single_rank 'agent'.*direct, torchrun"):
         plan_proxy(CASE, Profile("default", {}), 64, WorkloadConf(), one("agent"), "/t", 60.0, {})
-
-
-# A one-rank trainer that needs torch.distributed: gloo from the environment (env://), an all-reduce per step.
-GLOO = textwrap.dedent(
-    """
-    import os, sys, time, torch, torch.distributed as dist
-    envs = int(sys.argv[1])
-    dist.init_process_group("gloo")
-    print("ranks", dist.get_rank(), dist.get_world_size(), os.environ["LOCAL_RANK"], flush=True)
-    for i in range(1, 10**6):
-        x = torch.ones(envs)
-        dist.all_reduce(x)
-        print(f"iter {i} samples {i * envs}", flush=True)
-        time.sleep(0.05)
-    """
-)

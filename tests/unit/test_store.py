@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import textwrap
 import threading
 import time
 from pathlib import Path
@@ -24,21 +23,6 @@ from tests.helpers import wait_for
 
 VARIANTS = ("default", "hiutil")
 
-# An orchestrator stand-in: opens the sweep's journal, leaves a trial RUNNING with a process of its own (in its own
-# session, as torchrun is), and waits to be killed.
-OWNER = textwrap.dedent(
-    """
-    import os, subprocess, sys
-    from ladder.storage import studies as store
-    study = store.open_study(store.open_storage_at(sys.argv[1]), "amp_pi_plus", "s")
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True,
-                             env={**os.environ, "LADDER_TRIAL_ID": sys.argv[2]})
-    store.begin(study, "default", 64, ("default", "hiutil"), {"case": "amp_pi_plus", "trial_id": sys.argv[2]})
-    print("running", child.pid, flush=True)
-    sys.stdin.read()
-    """
-)
-
 
 def record(num_envs: int, status: Status) -> TrialRecord:
     return TrialRecord(
@@ -57,10 +41,6 @@ def record(num_envs: int, status: Status) -> TrialRecord:
 
 def journal_study(tmp_path: Path, sweep: str = "s") -> store.CaseStudy:
     return store.open_study(store.open_storage(None, tmp_path), "amp_pi_plus", sweep)
-
-
-def study_at(where: str, sweep: str = "s") -> store.CaseStudy:
-    return store.open_study(store.open_storage_at(where), "amp_pi_plus", sweep)
 
 
 def state(study: store.CaseStudy, number: int) -> tuple[TrialState, str]:
@@ -171,22 +151,6 @@ def test_a_trial_taken_for_abandoned_while_it_ran_stays_interrupted(tmp_path: Pa
     assert store.mark_abandoned(study, stale_after_s=300) == 1
     store.finish(study, trial, record(64, Status.OK), 40.0)  # the late result does not overwrite the verdict
     assert state(study, trial.number) == (TrialState.FAIL, "interrupted")
-
-
-# Opens the storage once all openers are released together (the first use of a database creates its tables).
-OPENER = textwrap.dedent(
-    """
-    import sys, time
-    from pathlib import Path
-    from ladder.storage import studies as store
-    go = Path(sys.argv[2])
-    print("ready", flush=True)
-    while not go.exists():
-        time.sleep(0.001)
-    study = store.open_study(store.open_storage(sys.argv[1], Path("unused")), f"case{sys.argv[3]}", "s")
-    print(study.study_name)
-    """
-)
 
 
 def test_a_new_profile_in_an_old_sweep_on_a_database_is_a_clear_error(tmp_path: Path) -> None:

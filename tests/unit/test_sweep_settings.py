@@ -20,7 +20,6 @@ from ladder.sweep import dryrun, resume
 
 register()
 CASE = "amp_pi_plus"
-FAST = ["profile=[default]", "measure.window_s=3", "measure.warmup_iters=2", "measure.stable_tol=0.5"]
 
 
 def settings(*overrides: str, given: tuple[str, ...] | None = None) -> Settings:
@@ -129,10 +128,6 @@ def test_a_sweep_not_started_yet_is_left_alone_and_nothing_is_created(tmp_path: 
 
 
 # ---------------------------------------------------------------- end to end
-
-
-def sweep_dir(tmp_path: Path, name: str) -> Path:
-    return tmp_path / "out" / f"case_gpu_bench_{name}"
 
 
 # ---------------------------------------------------------------- the dry run's reuse (pure)

@@ -139,18 +139,3 @@ def test_wait_does_not_wait_where_no_live_owner_runs_a_trial(
 
 
 # ---------------------------------------------------------------- a sweep step loads the case's records once
-
-STEP = [
-    "case=amp_pi_plus",
-    "device=cpu",
-    "reuse=false",
-    "profile=[default]",
-    "ladder.rungs=[256,64]",
-    "confirm_s=3",
-    "measure.window_s=3",
-    "measure.warmup_iters=2",
-    "measure.stable_tol=0.5",
-    "measure.stable_k=1",
-    "measure.warmup_timeout_s=150",
-    "measure.extend_unstable=false",
-]

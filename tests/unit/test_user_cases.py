@@ -25,23 +25,6 @@ ONE = Placement(device="cpu", nproc=1, port=0, python="python")
 CASE = Case("mine", "", "", "", {}, ProxyShape())
 PROFILE = Profile("default", {})
 
-# A trainer that writes into its working folder (`runs/`), reports the variable it was given, and runs out of
-# memory the way torch says it above 64 envs.
-TRAIN_PY = """
-import argparse, os, sys, time
-p = argparse.ArgumentParser()
-p.add_argument("--num-envs", type=int)
-a = p.parse_args()
-os.makedirs("runs", exist_ok=True)
-open("runs/where.txt", "w").write(os.getcwd() + "\\n" + os.environ.get("FOO", "") + "\\n")
-if a.num_envs > 64:
-    print("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", flush=True)
-    sys.exit(1)
-for i in range(1, 100000):
-    time.sleep(0.05)
-    print(f"iter {i} samples {i * a.num_envs}", flush=True)
-"""
-
 
 def workload(launch_dir: Path, **kw: object):  # noqa: ANN201
     inp = WorkloadConf(kind="command", **kw)  # type: ignore[arg-type]
