@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import shlex
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -31,3 +33,16 @@ def need_memory_cgroups() -> None:
 
 REPO = Path(__file__).resolve().parents[1]  # the repository's root
 DATA = REPO / "tests" / "data"  # real captured outputs, trainers and configs the tests read
+RECIPES = REPO / "docs" / "recipes.md"  # every recipe, as a user copies it
+
+
+def recipe(title: str, where: Path = RECIPES) -> tuple[str, list[str]]:
+    """The script ("" where it has none) and the `ladder.search` overrides of the recipe `title` in `where` (its
+    python and bash blocks, before the next recipe or section)."""
+    text = re.split(r"\n\*\*Recipe: |\n## ", where.read_text().split(f"**Recipe: {title}**", 1)[1])[0]
+    script = re.search(r"```python\n(.*?)```", text, re.S)
+    command = re.search(r"```bash\n(.*?)```", text, re.S)
+    assert command, f"the recipe {title!r} in {where.name} has a bash block"
+    argv = shlex.split(command.group(1).replace("\\\n", " "))
+    assert argv[:3] == ["python", "-m", "ladder.search"]
+    return (script.group(1) if script else ""), argv[3:]

@@ -93,7 +93,7 @@ def _row(
 
 _R = Reason
 _CAPTURED = "captured: tests/data/captured/"
-_DEV = "development corpus: "  # the labelled development excerpts (each also quoted in tests/test_failures.py)
+_DEV = "development corpus: "  # the labelled development excerpts (each also quoted in tests/*/test_failures.py)
 _SIMULATOR = "a simulator's contact/pair buffer overflowed: a capacity setting may fix it at this rung"
 _KILL = "a SIGKILL with no kernel OOM line: another killer (a scheduler, a user) ends a process the same way"
 # the shell's word for SIGKILL in other locales (zh_CN, zh_TW, ja, de, fr, ru, pt, it, ko), lower-cased

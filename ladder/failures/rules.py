@@ -3,7 +3,7 @@
 Every way a trial can fail that ladder recognises is a row of `PATTERNS`: a compiled regex, the `Reason` it
 proves and the real output it was written from. Nothing else in ladder matches failure text.
 
-Choosing the root cause among many matched lines (the traps are tested in tests/test_failures.py):
+Choosing the root cause among many matched lines (the traps are tested in tests/integration/test_failures.py):
 
 * Each line is named by the first row that matches it (rows are ordered memory, fatal, port, communication,
   catch-all). A key phrase wrapped onto the next line (``CUDA out of mem`` / ``ory``) still matches.

@@ -14,7 +14,7 @@ import pytest
 
 from ladder.storage.tsv import read_tsv
 from ladder.ui.report import build, charts
-from tests.e2e.test_sweep_e2e import FAST, GATED, search, sweep_dir
+from tests.e2e.test_sweep_e2e import FAST, GATED, ONE, search, sweep_dir
 
 # ---- pure: what shapes a trial, the estimate's basis ---------------------------------------------------------------
 
@@ -151,6 +151,7 @@ def swept(tmp_path_factory: pytest.TempPathFactory) -> Path:
         tmp,
         *FAST,
         *GATED,
+        ONE,
         "profile=[default,hiutil]",
         "ladder.rungs=[256,64,48]",
         "sweep=first",

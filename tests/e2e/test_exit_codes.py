@@ -16,7 +16,14 @@ from ladder.core.errors import ExitCode
 from ladder.storage.tsv import read_tsv
 from tests.helpers import wait_for
 
-TINY = ["device=cpu", "profile=[default]", "measure.window_s=2", "measure.warmup_iters=2", "measure.stable_tol=0.5"]
+TINY = [
+    "device=cpu",
+    "profile=[default]",
+    "measure.window_s=2",
+    "measure.warmup_iters=2",
+    "measure.stable_tol=0.5",
+    "workload.nproc=1",  # one rank, started directly: the ranks are not what these tests are about
+]
 
 
 STEP_DOWN = "step num_envs down"

@@ -36,6 +36,7 @@ FAST = [
     "measure.warmup_iters=2",
     "measure.stable_tol=0.5",
     "device=cpu",
+    "workload.nproc=1",  # one rank, started directly: the ranks are not what these tests are about
 ]
 TRIAL_KEY = ("case", "method", "variant", "num_envs", "phase", "status", "reason")  # not timing or figures
 # not `class` either: it is read from the measured util, which follows the machine's load between the runs

@@ -21,6 +21,7 @@ TINY = [
     "measure.window_s=2",
     "measure.warmup_iters=2",
     "measure.stable_tol=0.5",
+    "workload.nproc=1",  # one rank, started directly: the ranks are not what these tests are about
 ]
 CASES = ("amp_pi_plus", "add_pi_plus")
 

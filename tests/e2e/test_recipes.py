@@ -1,9 +1,8 @@
-"""The README's recipes, as written there, on the real trainers installed from PyPI."""
+"""The recipes of docs/recipes.md, as written there, on the real trainers installed from PyPI."""
 
 from __future__ import annotations
 
 import re
-import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -11,21 +10,7 @@ from pathlib import Path
 import pytest
 
 from ladder.storage.tsv import read_tsv
-from tests.helpers import REPO
-
-README = REPO / "README.md"
-
-
-def recipe(title: str) -> tuple[str, list[str]]:
-    """The script ("" where it has none) and the `ladder.search` overrides of the README's recipe `title` (its
-    python and bash blocks, before the next recipe or section)."""
-    text = re.split(r"\n\*\*Recipe: |\n## ", README.read_text().split(f"**Recipe: {title}**", 1)[1])[0]
-    script = re.search(r"```python\n(.*?)```", text, re.S)
-    command = re.search(r"```bash\n(.*?)```", text, re.S)
-    assert command, f"the README's recipe {title!r} has a bash block"
-    argv = shlex.split(command.group(1).replace("\\\n", " "))
-    assert argv[:3] == ["python", "-m", "ladder.search"]
-    return (script.group(1) if script else ""), argv[3:]
+from tests.helpers import recipe
 
 
 def run_recipe(tmp_path: Path, title: str, *small: str) -> tuple[Path, list[dict[str, str]], str]:

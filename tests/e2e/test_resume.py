@@ -41,6 +41,7 @@ FAST = [
     "measure.window_s=3",
     "measure.warmup_iters=2",
     "measure.stable_tol=0.5",
+    "workload.nproc=1",  # one rank, started directly: the ranks are not what these tests are about
 ]
 
 # The entry point without Hydra's command line, for a case that is not a file in conf/case: the same composition,

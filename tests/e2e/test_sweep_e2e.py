@@ -30,6 +30,9 @@ FAST = [
 # a measured interval, and its measured length is at least its set length. On a loaded machine the demo's 30 s warm-up
 # timeout opened it ungated instead, between two points, and a slow trainer could close it with no interval inside.
 GATED = ["measure.stable_k=1", "measure.warmup_timeout_s=150"]
+# one rank, started directly (the first test walks the two-rank torchrun path): what the tests below check is the
+# sweep around the trials, not their ranks
+ONE = "workload.nproc=1"
 
 
 def search(tmp_path: Path, *overrides: str, **kwargs) -> subprocess.Popen[str]:
@@ -136,7 +139,7 @@ def test_sweep_steps_down_from_a_real_oom_and_records_the_fitting_rung(tmp_path:
 
 
 def test_sigterm_kills_the_trial_and_resume_runs_it_again(tmp_path: Path) -> None:
-    proc = search(tmp_path, *FAST, "ladder.rungs=[64]", "sweep=stop", "measure.window_s=600")
+    proc = search(tmp_path, *FAST, ONE, "ladder.rungs=[64]", "sweep=stop", "measure.window_s=600")
     progress = sweep_dir(tmp_path, "stop") / "trials" / "amp_pi_plus" / "default_e64_probe_1" / "progress.jsonl"
     wait_for(lambda: progress.exists() and b'"iter"' in progress.read_bytes())
     proc.send_signal(signal.SIGTERM)
@@ -148,7 +151,7 @@ def test_sigterm_kills_the_trial_and_resume_runs_it_again(tmp_path: Path) -> Non
     assert trial_processes(tmp_path) == []
 
     # resumed at a 3 s window (the first run's was 600 s): a change of settings, accepted as such
-    resumed = search(tmp_path, *FAST, "ladder.rungs=[64]", "sweep=stop", "settings_change=accept")
+    resumed = search(tmp_path, *FAST, ONE, "ladder.rungs=[64]", "sweep=stop", "settings_change=accept")
     out2 = finish(resumed)
     assert resumed.returncode == 0, out2
     trials = read_tsv(sweep_dir(tmp_path, "stop") / "trials.tsv")
@@ -171,7 +174,7 @@ def test_bad_input_is_a_clear_error_and_launches_nothing(tmp_path: Path, overrid
 
 
 def test_confirm_runs_the_pick_long_and_the_best_row_carries_its_own_figures(tmp_path: Path) -> None:
-    proc = search(tmp_path, *FAST, *GATED, "ladder.rungs=[64]", "sweep=confirm", "confirm_s=10")
+    proc = search(tmp_path, *FAST, *GATED, ONE, "ladder.rungs=[64]", "sweep=confirm", "confirm_s=10")
     out = finish(proc)
     assert proc.returncode == 0, out
     root = sweep_dir(tmp_path, "confirm")
@@ -201,6 +204,7 @@ def test_repeats_measure_a_fitting_rung_again_and_the_best_row_is_their_median(t
         tmp_path,
         *FAST,
         *GATED,
+        ONE,
         "ladder.rungs=[256,64]",
         "sweep=rep",
         "measure.repeats=3",

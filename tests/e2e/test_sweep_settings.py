@@ -21,7 +21,13 @@ from ladder.sweep import resume
 from tests.helpers import wait_for
 from tests.unit.test_sweep_settings import CASE, settings
 
-FAST = ["profile=[default]", "measure.window_s=3", "measure.warmup_iters=2", "measure.stable_tol=0.5"]
+FAST = [
+    "profile=[default]",
+    "measure.window_s=3",
+    "measure.warmup_iters=2",
+    "measure.stable_tol=0.5",
+    "workload.nproc=1",  # one rank, started directly: the ranks are not what these tests are about
+]
 
 
 def sweep_dir(tmp_path: Path, name: str) -> Path:

@@ -36,6 +36,7 @@ STEP = [
     "measure.stable_k=1",
     "measure.warmup_timeout_s=150",
     "measure.extend_unstable=false",
+    "workload.nproc=1",  # one rank, started directly: the ranks are not what these tests are about
 ]
 
 # ---------------------------------------------------------------- a sweep step loads the case's records once

@@ -37,6 +37,10 @@ def alive(trial_id: str) -> list[int]:
     return found
 
 
+# torchrun and two ranks: what outlives a SIGKILLed orchestrator and its supervisor
+TWO_RANKS = [o for o in FAST if not o.startswith("workload.nproc=")] + ["workload.nproc=2"]
+
+
 def running_trial(orchestrator: int) -> tuple[psutil.Process, str] | None:
     """The orchestrator's trial supervisor and the trial's id, once the supervisor, torchrun and both ranks run."""
     for child in psutil.Process(orchestrator).children():
@@ -93,7 +97,7 @@ def test_a_sigkilled_orchestrators_trial_is_ended_by_the_next_one_and_leaves_no_
     """`python -m ladder.search` on the demo case is SIGKILLed mid-trial together with the trial's supervisor (as
     when a machine-wide OOM kill or `kill -9` takes both), so that nothing stops the trial: torchrun and its ranks
     run on in the trial's cgroup. Started again on the same sweep, ladder kills them and removes that cgroup."""
-    cut = search(tmp_path, f"case={FIRST}", *FAST, "sweep=cut")
+    cut = search(tmp_path, f"case={FIRST}", *TWO_RANKS, "sweep=cut")
     progress = str(sweep_dir(tmp_path, "cut") / "trials" / "*" / "default_e64_*" / "progress.jsonl")  # the fit
     wait_for(lambda: any(Path(p).read_text().strip() for p in glob.glob(progress)), timeout_s=180)
     wait_for(lambda: running_trial(cut.pid), timeout_s=60)
@@ -107,7 +111,7 @@ def test_a_sigkilled_orchestrators_trial_is_ended_by_the_next_one_and_leaves_no_
         assert len(alive(trial_id)) >= 3, "torchrun and its two ranks outlive both"
         assert len(cgroups_of(trial_id)) == 1
 
-        again = search(tmp_path, f"case={FIRST}", *FAST, "sweep=cut")
+        again = search(tmp_path, f"case={FIRST}", *TWO_RANKS, "sweep=cut")
         deadline = time.monotonic() + 300
         while again.poll() is None and time.monotonic() < deadline:
             reap_zombies(keep={again.pid})

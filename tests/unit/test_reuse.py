@@ -1,6 +1,6 @@
 """Which trials of earlier sweeps answer for this sweep's: `reuse.pick` and `reuse.identity` (pure).
 
-End to end (a second sweep that launches nothing, another cap that launches again): tests/test_sweep_e2e.py.
+End to end (a second sweep that launches nothing, another cap that launches again): tests/e2e/test_sweep_e2e.py.
 """
 
 from __future__ import annotations
