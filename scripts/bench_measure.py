@@ -118,7 +118,7 @@ def measure_once(args: argparse.Namespace, folder: Path, n: int) -> dict[str, fl
     try:
         while (closed := close_window(window, points) if window is not None else None) is None:
             wait_for_points(reader, points, len(points) + 1, run)
-            window = window or open_window(points, launch_t, time.time(), args.window_s, RULE, timeout_s=120)
+            window = window or open_window(points, time.time(), args.window_s, RULE, timeout_s=120)
     finally:
         launch.stop(run, GRACE_S)
         samples = monitor.stop()

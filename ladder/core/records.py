@@ -41,6 +41,8 @@ class Reason(Word):
     ERROR = "error"
     FEW_POINTS = "few_points"  # unmeasured: its window never held `measure.min_window_iters` progress points
     NO_PROGRESS_MATCH = "no_progress_match"  # error: alive, but no line it printed matched the progress reader
+    NEAR_CAP = "near_cap"  # it survived, but its memory peak came within `measure.cap_headroom_frac` of its cap
+    MEMORY_RISING = "memory_rising"  # it survived its budget, but its memory had not stopped rising (no whole cycle)
 
 
 class StopCause(Word):

@@ -46,4 +46,5 @@ class TrialSpec:
     progress_kind: ProgressKind = ProgressKind.JSONL  # the format of progress_file
     progress_regex: str = ""  # the pattern for ProgressKind.REGEX
     progress_samples_per_iter: float | None = None  # for trainers that print only a rate (CleanRL's SPS)
+    progress_per_iteration: bool = False  # each progress point is a whole iteration, its update included
     cwd: str = ""  # the folder the program starts in; "" = ladder's own working folder

@@ -3,8 +3,10 @@
 The window opens after warm-up (the manual routine's rule, generalised): at the first progress point whose iteration is
 at least `warmup_iters` and whose last `stable_k` step times agree within `stable_tol` (relative spread), with their
 data times, where the trainer reports them, as steady (their spread within `stable_tol` of a step, and each under
-`data_time_max_s` when that is set: e.g. "data_time < 0.02 s for 5 log points"). If that never happens by
-`warmup_timeout_s`, it opens anyway and is marked ungated. It closes `window_s` later.
+`data_time_max_s` when that is set: e.g. "data_time < 0.02 s for 5 log points"). If that never happens within
+`warmup_timeout_s` of the trainer's first progress point (never counted from its launch), it opens anyway once the
+warm-up points are in, and is marked ungated. It closes `window_s` later, and not before the trial's memory has
+outlived its peak (`outlived_peak`): a fit measured before its first update is no fit.
 
 Util figures are over the window, per GPU and per second (as nvidia-smi dmon counts);
 memory peaks are over the whole trial; samples/s is the ratio of samples to seconds between the progress points
@@ -20,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
-from ladder.core.figkeys import AVG_SM_UTIL, AVG_UTIL, MAX_MEM, key
+from ladder.core.figkeys import AVG_SM_UTIL, AVG_UTIL, MAX_MEM, key, values
 from ladder.core.records import Point, Sample, Source
 
 ACTIVE_UTIL = 5.0  # a second counts as active when the mean util over devices exceeds this percent
@@ -86,15 +88,106 @@ def _steady(steps: Sequence[float | None], datas: Sequence[float | None], tol: f
 
 
 def open_window(
-    points: Sequence[Point], launch_t: float, now: float, window_s: float, rule: Rule | tuple, timeout_s: float
+    points: Sequence[Point], now: float, window_s: float, rule: Rule | tuple, timeout_s: float
 ) -> Window | None:
-    """The window, once it can open: gated by the stable rule, or ungated at the warm-up timeout."""
-    start = stable_start(points, *Rule(*rule))
+    """The window, once it can open: gated by the stable rule, or ungated `timeout_s` after the trainer's first
+    progress point, once it has given its warm-up points (`warmup_iters` of them). Never before the first progress: a
+    trainer's start-up (imports, env build, compiling) is not its warm-up."""
+    rule = Rule(*rule)
+    start = stable_start(points, *rule)
     if start is not None:
         return Window(start, start + window_s, gated=True)
-    if now - launch_t >= timeout_s:
+    if points and len(points) >= max(1, rule.warmup_iters) and now - points[0].t >= timeout_s:
         return Window(now, now + window_s, gated=False)
     return None
+
+
+GROWTH_TOL = 0.02  # memory within 2% (and MIN_GROWTH_MB) of the peak before is no new peak
+MIN_GROWTH_MB = 8.0
+SETTLE_FRAC = 0.25  # memory must have set no new peak over this share of the window at least ...
+SETTLE_GAPS = 2.0  # ... and over this many times the longest pause between progress points (an update's length)
+BURST_RATIO = 4.0  # a pause this many times the median interval (and at least MIN_GAP_S) parts two bursts
+MIN_GAP_S = 0.5
+
+
+def intervals_s(points: Sequence[Point]) -> list[float]:
+    """The seconds between consecutive progress points."""
+    return [b.t - a.t for a, b in zip(points, points[1:], strict=False) if b.t > a.t]
+
+
+def cycle_gap_s(points: Sequence[Point]) -> float | None:
+    """Where points come in bursts (a rollout's lines, then silence while the update runs), the longest pause
+    between bursts; None where they come evenly (every point is then a whole iteration, update included)."""
+    gaps = intervals_s(points)
+    if len(gaps) < 3:
+        return None
+    longest = max(gaps)
+    return longest if longest >= max(MIN_GAP_S, BURST_RATIO * statistics.median(gaps)) else None
+
+
+def settle_s(points: Sequence[Point], window_s: float) -> float:
+    """How long memory must have set no new peak before a window may close: a share of the window, and at least
+    twice the longest pause between progress points seen (the trainer's update, where it has one)."""
+    gaps = intervals_s(points)
+    return max(SETTLE_FRAC * window_s, SETTLE_GAPS * max(gaps, default=0.0))
+
+
+def still_rising(samples: Sequence[Sample], end_t: float, span_s: float) -> bool:
+    """Whether any device's memory set a new peak (more than GROWTH_TOL and MIN_GROWTH_MB above its peak before)
+    in the `span_s` before `end_t`; also where nothing was sampled before that span (too young to tell)."""
+    rising = False
+    for index in {s.index for s in samples}:
+        mine = [s for s in samples if s.index == index and s.t <= end_t]
+        before = [s.mem_mb for s in mine if s.t <= end_t - span_s]
+        recent = [s.mem_mb for s in mine if s.t > end_t - span_s]
+        if not before:
+            return True
+        peak, last = max(before), max(recent, default=0.0)
+        rising = rising or (last > peak * (1 + GROWTH_TOL) and last - peak > MIN_GROWTH_MB)
+    return rising
+
+
+LEARN_WINDOWS = 3.0  # a cadence of unknown kind shows itself within this many windows: a pause, or none at all
+
+
+def outlived_peak(
+    samples: Sequence[Sample], points: Sequence[Point], window: Window, window_s: float, per_iteration: bool = True
+) -> str:
+    """Why the window, closed, still cannot stand for a fit ("" when it can). A fit measured only inside a rollout
+    has not met the memory its first update needs, so: where progress comes in bursts (a rollout's lines, then the
+    silent update), the window must hold a pause between two; where its cadence is unknown (a trainer's own regex or
+    JSON lines: `per_iteration` False) and no pause has shown yet, the trial must have printed evenly for
+    `LEARN_WINDOWS` windows first (a rollout longer than that is taken for no rollout); and the trial's memory must
+    have set no new peak in its last `settle_s`."""
+    gap = cycle_gap_s(points)
+    inside = intervals_s([p for p in points if window.start_t <= p.t <= window.end_t])
+    if gap is not None and not any(g >= gap / 2 for g in inside):
+        return f"its progress comes in bursts (pauses of {gap:.1f} s) and the window held no pause: no update yet"
+    printed_s = points[-1].t - points[0].t if points else 0.0
+    if gap is None and not per_iteration and printed_s < LEARN_WINDOWS * window_s:
+        return (
+            f"its cadence is unknown (a regex of its own): no pause in its {printed_s:.1f} s of progress yet, "
+            f"and an update comes only after a whole rollout"
+        )
+    span = settle_s(points, window_s)
+    if samples and still_rising(samples, window.end_t, span):
+        return f"its memory was still rising in the last {span:.1f} s of the window"
+    return ""
+
+
+def near_cap(figures: Mapping[str, float], card_mb: float | None, headroom: float) -> str:
+    """The cap a trial's memory peak came within `headroom` (a share) of, as a person reads it ("" when none did):
+    its memory cgroup (the peak of all its processes against `workload.host_mem_limit_gb`), the emulated card (what
+    the trainer's allocator held against its size) or, on a GPU, the card itself (`card_mb`, NVML's device memory)."""
+    caps = [
+        ("memory cgroup", figures.get("cgroup_peak_mb"), figures.get("cgroup_limit_mb")),
+        ("emulated card", figures.get("cap_used_mb"), figures.get("cap_mb")),
+        ("GPU memory", max(values(figures, MAX_MEM), default=None), card_mb),
+    ]
+    for name, peak, cap in caps:
+        if peak is not None and cap and peak >= (1.0 - headroom) * cap:
+            return f"{peak:.0f}/{cap:.0f} MiB of its {name} ({peak / cap:.0%}, within {headroom:.0%} of it)"
+    return ""
 
 
 def window_points(window: Window, points: Sequence[Point]) -> int:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ladder.core import stats
-from ladder.core.records import Ending, Point, Reason, Sample, Status, StopCause, Verdict
+from ladder.core.records import Confidence, Ending, Point, Reason, Sample, Status, StopCause, Verdict
 from ladder.core.spec import STDOUT_FILE, TrialSpec
 from ladder.failures import files, patterns, rules
 from ladder.runner import launch, procs
@@ -54,6 +54,8 @@ class Watch:
     short_s: float | None = None  # an insurance probe: past this much window, a rate below `beat` ends it
     short: bool = False  # ... and it did
     extended: bool = False  # the window was extended once: its samples/s interval was wider than max_ci_frac
+    unsettled: str = ""  # why the closed window cannot stand for a fit yet (memory still rising, no update in it)
+    per_iteration: bool = True  # each progress point is a whole iteration (`TrialSpec.progress_per_iteration`)
     tail: str = ""  # the progress file's tail when ladder decided to stop it (before its own SIGTERM is echoed)
     samples: Callable[[], list[Sample]] = list  # the monitor's samples so far (is the trainer visibly busy?)
 
@@ -93,14 +95,22 @@ def run(
     on_tick: OnTick | None = None,
     beat: float | None = None,
     short: bool = False,
+    card_mb: float | None = None,
 ) -> Result:
     """Launch, watch, stop and measure one trial. With `beat` (samples/s), the window closes as soon as the
     rate's measured interval lies wholly below it: the trial cannot matter, and its figures say `cut`. A `short`
     one (insurance the evidence says is unlikely to pay, `policy.rising`) closes after `SHORT_FRAC` of its window
-    once its rate is below `beat`, its interval notwithstanding (figures `cut` and `short`)."""
+    once its rate is below `beat`, its interval notwithstanding (figures `cut` and `short`). `card_mb`: the GPU's
+    memory, where the trial runs on a real card (its peak must stay clear of it)."""
     running = launch.start(spec, trial_dir, trial_id, mem_limit_bytes)
     short_s = measure.window_s * SHORT_FRAC if short and beat is not None else None
-    watch = Watch(launch_t=time.time(), last_progress_mono=running.started_mono, beat=beat, short_s=short_s)
+    watch = Watch(
+        launch_t=time.time(),
+        last_progress_mono=running.started_mono,
+        beat=beat,
+        short_s=short_s,
+        per_iteration=spec.progress_per_iteration,
+    )
     monitor = Monitor(make_sampler(running.proc.pid), measure.sample_hz).start()
     watch.samples = lambda: monitor.samples
     progress = reader_for(
@@ -115,7 +125,7 @@ def run(
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM (see search.py): the result says `interrupted`
         watch.stopped_by = StopCause.INTERRUPTED
     finally:  # any other exception still stops and reaps the group before it goes on up
-        result = _finish(running, watch, progress, monitor, trial_dir, measure)
+        result = _finish(running, watch, progress, monitor, trial_dir, measure, card_mb)
         _write_result(trial_dir, result)
     return result
 
@@ -163,9 +173,7 @@ def _stop_reason(watch: Watch, measure: MeasureConf, started_mono: float) -> Sto
     now_mono = time.monotonic()
     if watch.window is None:
         rule = stats.Rule(measure.warmup_iters, measure.stable_k, measure.stable_tol, measure.data_time_max_s)
-        watch.window = stats.open_window(
-            watch.points, watch.launch_t, time.time(), measure.window_s, rule, measure.warmup_timeout_s
-        )
+        watch.window = stats.open_window(watch.points, time.time(), measure.window_s, rule, measure.warmup_timeout_s)
     if watch.window is not None and _window_done(watch, measure):
         return StopCause.WINDOW_DONE
     if watch.window is not None and watch.beat is not None and (_beaten(watch, watch.beat) or _short_lost(watch)):
@@ -174,7 +182,7 @@ def _stop_reason(watch: Watch, measure: MeasureConf, started_mono: float) -> Sto
     if watch.points and silent_s > measure.stall_timeout_s:
         return StopCause.STALLED
     if now_mono - started_mono > measure.trial_timeout_s:
-        if watch.extended and watch.window is not None:  # out of time while extended: the window it had stands
+        if (watch.extended or watch.unsettled) and watch.window is not None:  # out of time: the window it had stands
             watch.window = replace(watch.window, end_t=watch.points[-1].t)
             return StopCause.WINDOW_DONE
         return StopCause.TRIAL_TIMEOUT
@@ -186,11 +194,16 @@ def _stop_reason(watch: Watch, measure: MeasureConf, started_mono: float) -> Sto
 
 
 def _window_done(watch: Watch, measure: MeasureConf) -> bool:
-    """The window holds `min_window_iters` points and `window_s` has passed; once, a rate whose interval is wider
-    than `max_ci_frac` extends it by another `window_s` (`measure.extend_unstable`)."""
+    """The window holds `min_window_iters` points and `window_s` has passed, and the trial's memory has outlived its
+    peak (`stats.outlived_peak`: no new peak for a while, an update inside the window where progress comes in
+    bursts); once, a rate whose interval is wider than `max_ci_frac` extends it by another `window_s`
+    (`measure.extend_unstable`)."""
     assert watch.window is not None
     closed = stats.close_window(watch.window, watch.points, measure.min_window_iters)
     if closed is None:
+        return False
+    watch.unsettled = stats.outlived_peak(watch.samples(), watch.points, closed, measure.window_s, watch.per_iteration)
+    if watch.unsettled:  # it goes on, taking each new point, until its memory outlives its peak (or its budget ends)
         return False
     wide = (stats.window_ci_frac(watch.points, closed) or 0.0) > measure.max_ci_frac
     if wide and measure.extend_unstable and not watch.extended:
@@ -241,6 +254,7 @@ def _finish(
     monitor: Monitor,
     trial_dir: Path,
     measure: MeasureConf,
+    card_mb: float | None = None,
 ) -> Result:
     code = launch.stop(running, 0.0 if watch.stopped_by in KILL_AT_ONCE else measure.kill_grace_s)
     samples: list[Sample] = monitor.stop()
@@ -257,6 +271,7 @@ def _finish(
     )
     verdict = _with_cgroup_oom(verdict, running, watch.stopped_by)
     figures |= cap_figures(progress.path) | cgroup_figures(running.cgroup_usage)
+    verdict = _confident_fit(verdict, figures, watch.unsettled, measure, card_mb)
     figures |= {"sampler_cpu_s": round(monitor.cpu_s, 3)}
     if watch.cut:
         figures["cut"] = 1.0
@@ -265,6 +280,33 @@ def _finish(
     figures |= _interval_verdict(figures, measure, watch.extended)
     duration = round(time.monotonic() - running.started_mono, 2)
     return Result(verdict, figures, code, duration, len(left), stats.source_of(samples), watch.stopped_by)
+
+
+def _confident_fit(
+    verdict: Verdict, figures: dict[str, float], unsettled: str, measure: MeasureConf, card_mb: float | None
+) -> Verdict:
+    """A survivor is a fit only if its window outlived its memory peak and the peak stayed clear of its cap; else it
+    is weak `oom_or_nccl` evidence (`near_cap`, `memory_rising`): the walk runs the rung once more, and a second such
+    outcome steps down. Its figures stay, but no pick is made from them."""
+    if verdict.status is not Status.OK:
+        return verdict
+    if unsettled:
+        return Verdict(
+            Status.OOM_OR_NCCL,
+            Reason.MEMORY_RISING,
+            f"survived its budget (measure.trial_timeout_s={measure.trial_timeout_s:g} s), but {unsettled}",
+            Confidence.LOW,
+            "no whole cycle was measured: its memory may still reach its cap",
+        )
+    if near := stats.near_cap(figures, card_mb, measure.cap_headroom_frac):
+        return Verdict(
+            Status.OOM_OR_NCCL,
+            Reason.NEAR_CAP,
+            f"survived at {near}",
+            Confidence.LOW,
+            "a fit this near its cap is not a confident one (measure.cap_headroom_frac)",
+        )
+    return verdict
 
 
 def cap_figures(progress_file: Path) -> dict[str, float]:

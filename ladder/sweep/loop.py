@@ -161,6 +161,7 @@ def _run_one(
             ctx.view.tick,
             beat,
             decision.short,
+            trials.card_mb(ctx),
         )
     if s.measure.repeats > 1 and result.verdict.status is Status.OK:
         result = trials.with_repeats(result, rates, s.measure)

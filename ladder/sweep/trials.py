@@ -86,6 +86,15 @@ def sampler_factory(machine: Machine, held: Held, trial_id: str) -> Callable[[in
     return lambda pid: sampler_for(gpus, pid, trial_id)
 
 
+def card_mb(run: Run) -> float | None:
+    """The real GPU's memory a trial's peak must stay clear of (MiB), where it runs on one with no emulated card (an
+    emulated card's own use and size come from the trainer's progress lines)."""
+    if run.machine.device != "cuda" or identity.card_gb(run):
+        return None
+    total = run.machine.describe.get("gpu_mem_total", "")
+    return float(total) if total else None
+
+
 def mem_limit(settings: Settings) -> int | None:
     """The whole trial's memory cgroup cap in bytes (`workload.host_mem_limit_gb`), None for none."""
     gb = settings.workload.host_mem_limit_gb

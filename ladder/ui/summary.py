@@ -26,15 +26,17 @@ def trial_line(r: TrialRecord) -> str:
     rung = rung_label(r.info.get("knob", "num_envs"), r.num_envs)
     copy = r.info.get("why") or f"reused from {r.info['reused_from']}" if r.info.get("reused_from") else ""
     took = copy or f"{r.info.get('duration_s', '?')} s"  # a copy says where from (a carried failure: why it holds)
+    noise = " unstable" if f.get("unstable") and r.status is Status.OK else ""  # its interval is wider than allowed
+    label = "rss(sum)" if r.info.get("source") == "host" else "mem"  # a rank's process tree, summed; or NVML's
     return (
-        f"{r.case:<14} {r.profile:<8} {rung:<6} {r.status!s:<12} {r.reason!s:<13} util={util:>6} "
-        f"{'rss' if r.info.get('source') == 'host' else 'mem'}={mems:>11} MiB{capped(f)}  samples/s={sps:>7}  ({took})"
+        f"{r.case:<14} {r.profile:<8} {rung:<6} {r.status!s:<12} {r.reason!s:<13} util={util:>6}{capped(f)} "
+        f"{label}={mems:>11} MiB  samples/s={sps:>7}{noise}  ({took})"
     )
 
 
 def capped(f: dict[str, float]) -> str:
-    """The memory a cap limits, where there is one: the emulated card's use of its size, the memory cgroup's peak of
-    its limit (`workload.host_mem_limit_gb`)."""
+    """The memory a cap limits, where there is one, shown before any other memory figure: the emulated card's use
+    of its size, the memory cgroup's peak of its limit (`workload.host_mem_limit_gb`)."""
     card = f" cap={f['cap_used_mb']:.0f}/{f['cap_mb']:.0f} MiB" if f.get("cap_used_mb") and f.get("cap_mb") else ""
     host = f" cgroup={f['cgroup_peak_mb']:.0f}/{f['cgroup_limit_mb']:.0f} MiB" if f.get("cgroup_limit_mb") else ""
     return card + host

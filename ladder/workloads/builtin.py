@@ -69,6 +69,7 @@ def plan_proxy(
         info={**_info(workload, place), "launcher": str(launcher)},
         launcher=launcher,
         progress_kind=ProgressKind.JSONL,
+        progress_per_iteration=True,  # the proxy writes a line once an iteration, after its update
     )
 
 

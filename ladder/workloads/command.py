@@ -34,7 +34,7 @@ from ladder.core.spec import STDOUT_FILE, Launcher, ProgressKind, TrialSpec
 from ladder.settings.config import Case, Profile
 from ladder.workloads.builtin import Placement, ranks
 from ladder.workloads.profiles import apply_profile
-from ladder.workloads.progress import compile_pattern
+from ladder.workloads.progress import compile_pattern, per_iteration
 
 # `iter 12 ... samples 3072` (or `iteration=12`, `samples: 3072`); ladder/progress.py lists the groups a regex may use
 DEFAULT_REGEX = r"\biter(?:ation)?[\s=:]+(?P<iter>\d+)(?:.*?\bsamples[\s=:]+(?P<samples>[\d.eE+]+))?"
@@ -180,6 +180,7 @@ def plan_command(
         launcher=launcher,
         progress_kind=conf.progress,
         progress_regex=conf.progress_regex if conf.progress is ProgressKind.REGEX else "",
+        progress_per_iteration=per_iteration(conf.progress, conf.progress_regex),
         cwd=conf.cwd.format_map(values),
     )
 

@@ -85,6 +85,7 @@ def plan_mimickit(
         info=_info(case, profile, knob, conf, place) | ({"env_added": ",".join(added)} if added else {}),
         launcher=Launcher.DIRECT,
         progress_kind=conf.progress if conf.progress in PROGRESS_FILES else ProgressKind.MIMICKIT_STDOUT,
+        progress_per_iteration=True,  # MimicKit's table and log come once an iteration
         cwd=conf.root,
     )
 

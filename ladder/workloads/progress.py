@@ -18,6 +18,7 @@ import json
 import logging
 import os
 import re
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +34,7 @@ UNIX_2001 = 1e9  # a "time" above this is a timestamp; below it, mmcv-style seco
 
 
 class Parser(Protocol):
-    def feed(self, chunk: bytes, now: float) -> list[Point]: ...
+    def feed(self, chunk: bytes, now: float, since: float | None = None) -> list[Point]: ...
 
 
 class Follow:
@@ -43,8 +44,10 @@ class Follow:
         self.path = path
         self.parser = parser
         self._offset = 0
+        self._read_t: float | None = None  # when the previous read began: what it gained was written after it
 
     def read_new(self) -> list[Point]:
+        since, self._read_t = self._read_t, time.time()
         try:
             with open(self.path, "rb") as fh:
                 stat = os.fstat(fh.fileno())
@@ -55,7 +58,7 @@ class Follow:
         except FileNotFoundError:
             return []
         self._offset += len(chunk)
-        return self.parser.feed(chunk, stat.st_mtime) if chunk else []
+        return self.parser.feed(chunk, stat.st_mtime, since) if chunk else []
 
 
 # ---------------------------------------------------------------- shared steps
@@ -84,16 +87,20 @@ class _Lines:
 
 
 class _Timeline:
-    """Advancing records → points; those without a time spread between the previous point and `now`."""
+    """Advancing records → points; those without a time spread between the previous point and `now`, or, where the
+    chunk is known to have been written after `since` (the previous read), between that and `now`: lines that came
+    after a pause keep the pause before them, not spread over it."""
 
     def __init__(self) -> None:
         self._last: tuple[float, int] | None = None  # (t, iter) of the last point
 
-    def points(self, raws: Sequence[Raw], now: float) -> list[Point]:
+    def points(self, raws: Sequence[Raw], now: float, since: float | None = None) -> list[Point]:
         raws = self._advancing(raws)
         if not raws:
             return []
         t0, i0 = self._last or (now, raws[0].iter)
+        if since is not None and self._last is not None and since <= now:  # one clock: a read, then the write
+            t0 = max(t0, since)
         span, iters = max(0.0, now - t0), max(1, raws[-1].iter - i0)
         out = [_point(r, r.t if r.t is not None else t0 + span * max(0, r.iter - i0) / iters) for r in raws]
         self._last = (out[-1].t, out[-1].iter)
@@ -164,9 +171,9 @@ class JsonlParser:
         self._lines, self._timeline = _Lines(), _Timeline()
         self._samples_per_iter = samples_per_iter
 
-    def feed(self, chunk: bytes, now: float) -> list[Point]:
+    def feed(self, chunk: bytes, now: float, since: float | None = None) -> list[Point]:
         raws = [parse_record(line, self._samples_per_iter) for line in self._lines.split(chunk)]
-        return self._timeline.points([r for r in raws if r is not None], now)
+        return self._timeline.points([r for r in raws if r is not None], now, since)
 
 
 class JsonlProgress(Follow):
@@ -191,11 +198,11 @@ class MimicKitLogParser:
         self._start_t = start_t
         self._prev: tuple[float, int] | None = None  # (wall s, iter) of the previous row
 
-    def feed(self, chunk: bytes, now: float) -> list[Point]:
+    def feed(self, chunk: bytes, now: float, since: float | None = None) -> list[Point]:
         rows = [row for row in (self._row(line) for line in self._lines.split(chunk)) if row is not None]
         if rows and self._start_t is None:
             self._start_t = now - rows[-1]["Wall_Time"] * 3600.0
-        return self._timeline.points([self._raw(row) for row in rows], now)
+        return self._timeline.points([self._raw(row) for row in rows], now, since)
 
     def _row(self, line: str) -> dict[str, float] | None:
         cells = line.split()
@@ -227,7 +234,7 @@ class MimicKitStdoutParser:
         self._lines, self._timeline = _Lines(), _Timeline()
         self._iter: int | None = None
 
-    def feed(self, chunk: bytes, now: float) -> list[Point]:
+    def feed(self, chunk: bytes, now: float, since: float | None = None) -> list[Point]:
         raws = []
         for line in self._lines.split(chunk):
             m = MIMICKIT_TABLE.match(line.strip())
@@ -235,7 +242,7 @@ class MimicKitStdoutParser:
                 self._iter = int(_float(m["value"]) or 0)
             elif m is not None and m["key"] == "Samples" and self._iter is not None:
                 raws.append(Raw(self._iter, _float(m["value"]) or 0.0))
-        return self._timeline.points(raws, now)
+        return self._timeline.points(raws, now, since)
 
 
 def _float(text: str) -> float | None:
@@ -261,6 +268,7 @@ class Preset:
     fields: tuple[str, ...] = ()
     samples_from_iter: bool = False  # the count is of samples (a tqdm bar over env steps): samples = iter
     source: str = ""
+    per_iteration: bool = False  # it prints once a whole iteration, update included (no window can fall in a rollout)
 
 
 # fmt: off
@@ -269,23 +277,25 @@ PRESETS = {
     # `print(f"global_step={global_step}, episodic_return=...")` at episode ends: the latest global step before an
     # SPS line is its count (a lower bound, by less than one batch); without one, SPS (a mean since start) stands
     "cleanrl": Preset(r"\bSPS:\s*(?P<sps>\d+(?:\.\d+)?)", (r"\bglobal_step=(?P<samples>\d+)",),
-                      source="vwxyzjn/cleanrl cleanrl/ppo.py"),
+                      source="vwxyzjn/cleanrl cleanrl/ppo.py", per_iteration=True),
     # stable_baselines3/common/logger.py HumanOutputFormat: `|    total_timesteps      | 4096 |` in `time/`, keys
     # sorted (fps, iterations, time_elapsed, total_timesteps); fps is a mean since learn() began
     "sb3": Preset(r"^\|\s+total_timesteps\s+\|\s*(?P<samples>\d+)\s*\|",
                   (r"^\|\s+fps\s+\|\s*(?P<sps>\d+)\s*\|", r"^\|\s+iterations\s+\|\s*(?P<iter>\d+)\s*\|"),
-                  source="stable-baselines3 2.x common/logger.py, on_policy_algorithm.py dump_logs"),
+                  source="stable-baselines3 2.x common/logger.py, on_policy_algorithm.py dump_logs",
+                  per_iteration=True),
     # rsl_rl's block per iteration, both generations: 1.x/2.x runners/on_policy_runner.py (legged_gym, Isaac Lab:
     # `Computation: N steps/s (collection: ...)`, `Total timesteps: N`) and 3.x+ utils/logger.py (`Total steps: N`,
     # `Steps per second: N`); every block starts `Learning iteration i/n` and ends `Iteration time: X.XXs`
     "rsl_rl": Preset(rf"^\s*Iteration time:\s*(?P<step_time>{_NUM})s",
                      (r"Learning iteration (?P<iter>\d+)/", r"^\s*Total (?:time)?steps:\s*(?P<samples>\d+)",
                       r"^\s*Computation:\s*(?P<sps>\d+) steps/s", r"^\s*Steps per second:\s*(?P<sps>\d+)"),
-                     source="rsl-rl-lib 2.3.0 runners/on_policy_runner.py log(), 5.5.1 utils/logger.py log()"),
+                     source="rsl-rl-lib 2.3.0 runners/on_policy_runner.py log(), 5.5.1 utils/logger.py log()",
+                     per_iteration=True),
     # rl_games/common/a2c_common.py print_statistics: `fps step: N fps step and policy inference: N fps total: N
     # epoch: E[/M] frames: F[/M]` once an epoch (fps total: this epoch's frames over its time)
     "rl_games": Preset(r"fps total:\s*(?P<sps>\d+)\s+epoch:\s*(?P<iter>\d+)(?:/\d+)?\s+frames:\s*(?P<samples>\d+)",
-                       source="rl-games 1.6.5 common/a2c_common.py print_statistics"),
+                       source="rl-games 1.6.5 common/a2c_common.py print_statistics", per_iteration=True),
     # tqdm's bar, redrawn with \r: ` 45%|####5     | 450/1000 [00:12<00:15, 36.52it/s]` or `450it [00:12, 36.52it/s]`
     "tqdm": Preset(r"(?P<iter>\d+)(?:/\d+|it) \[[\d:]+(?:<[\d:?]+)?(?:,\s*(?P<sps>[\d.]+)it/s)?",
                    samples_from_iter=True, source="tqdm 4.x std.py format_meter"),
@@ -296,7 +306,7 @@ PRESETS = {
     # MimicKit's util/logger.py Logger.print_log table, printed by rank 0 after every iteration
     "mimickit": Preset(r"^\|\s*Samples\s*\|\s*(?P<samples>[\d.eE+]+)\s*\|",
                        (r"^\|\s*Iteration\s*\|\s*(?P<iter>\d+)\s*\|",),
-                       source="xbpeng/MimicKit mimickit/util/logger.py print_log"),
+                       source="xbpeng/MimicKit mimickit/util/logger.py print_log", per_iteration=True),
 }
 # fmt: on
 PRESET_ALIASES = {
@@ -346,7 +356,7 @@ class RegexParser:
         self._count = 0
         self._held: dict[str, str] = {}  # groups of the fields lines since the last record
 
-    def feed(self, chunk: bytes, now: float) -> list[Point]:
+    def feed(self, chunk: bytes, now: float, since: float | None = None) -> list[Point]:
         raws = []
         for line in self._lines.split(chunk):
             for regex in self._fields:
@@ -355,7 +365,7 @@ class RegexParser:
             if (m := self.pattern.search(line)) is not None:
                 raws.append(self._raw(self._held | {k: v for k, v in m.groupdict().items() if v is not None}))
                 self._held = {k: v for k, v in self._held.items() if k == "samples"}
-        return self._timeline.points(raws, now)
+        return self._timeline.points(raws, now, since)
 
     def _raw(self, groups: dict[str, str]) -> Raw:
         def num(name: str) -> float | None:
@@ -398,6 +408,16 @@ def parser_for(kind: str, pattern: str = "", samples_per_iter: float | None = No
     if name == "regex":
         return RegexParser(pattern or "cleanrl", samples_per_iter)
     raise ConfigError(f"unknown progress kind {kind!r}", f"use one of: {', '.join(KINDS)}")
+
+
+def per_iteration(kind: str, pattern: str = "") -> bool:
+    """Whether each progress point of this format is a whole iteration, update included: MimicKit's table and log,
+    and the presets of trainers that print once an iteration. A user's own regex or JSON lines may come from inside
+    a rollout: their cadence is learned from the trial (`ladder.core.stats.outlived_peak`)."""
+    name = ALIASES.get(str(getattr(kind, "value", kind)), str(getattr(kind, "value", kind)))
+    if name in ("mimickit_log", "mimickit_stdout"):
+        return True
+    return name == "regex" and preset_for(pattern or "cleanrl").per_iteration
 
 
 def reader_for(kind: str, path: Path, pattern: str = "", samples_per_iter: float | None = None) -> Follow:

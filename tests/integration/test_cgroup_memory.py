@@ -100,4 +100,4 @@ def test_a_worker_oom_killed_in_the_trials_cgroup_is_host_oom_whatever_its_paren
     best = read_tsv(sweep_dir(tmp_path, "capped") / "best_by_case.tsv")
     assert [r["cgroup_peak_mb"] for r in best] == [fits["cgroup_peak_mb"]]
     assert f"cgroup={round(float(fits['cgroup_peak_mb']))}/{CAP_MB} MiB" in out  # the capped figure on the console
-    assert "rss=" in out and "mem=" not in out  # and the process trees' RSS named as RSS
+    assert "rss(sum)=" in out and "mem=" not in out  # and the process trees' summed RSS named as such

@@ -13,6 +13,7 @@ from ladder.core.spec import STDOUT_FILE, Launcher, ProgressKind, TrialSpec
 from ladder.runner import trial
 from ladder.runner.monitor import HostSampler
 from ladder.settings.config import MeasureConf
+from tests.helpers import DATA, need_memory_cgroups
 from tests.unit.test_measure import conf
 
 REGEX = r"step (?P<iter>\d+) samples (?P<samples>\d+)"
@@ -142,3 +143,71 @@ def test_a_stall_after_progress_is_a_timeout_whose_evidence_is_its_last_progress
     assert (result.verdict.status, result.verdict.reason) == (Status.TIMEOUT, Reason.STALLED)
     assert result.verdict.evidence.endswith("last progress: step 3 samples 3000")
     assert "got signal" in (tmp_path / STDOUT_FILE).read_text()  # it did echo the SIGTERM; the evidence does not
+
+
+# ---------------------------------------------------------------- a fit outlives its memory peak
+
+BURSTY = str(DATA / "trainers" / "bursty_update.py")
+NEAR_CAP = str(DATA / "trainers" / "near_cap.py")
+
+
+def test_a_rung_that_dies_at_its_first_update_is_never_ok_however_short_its_window(tmp_path: Path) -> None:
+    """CleanRL's shape under a 300 MiB memory cgroup: a line per env step for its whole rollout (under a second),
+    then an update that needs `num_envs` MiB more. A 0.3 s window of 4 points closes inside the first rollout; a
+    fit is no fit until its window holds an update, so the trial runs on into it, and the cgroup's OOM kill there is
+    its verdict."""
+    need_memory_cgroups()
+    measure = conf(window_s=0.3, min_window_iters=4, trial_timeout_s=60.0)
+    spec = TrialSpec(
+        argv=(sys.executable, BURSTY, "400"),
+        env={},
+        launcher=Launcher.DIRECT,
+        progress_file=STDOUT_FILE,
+        progress_kind=ProgressKind.REGEX,
+        progress_regex=r"global_step=(?P<samples>\d+)",
+    )
+    result = trial.run(spec, tmp_path, uuid.uuid4().hex[:12], measure, HostSampler, 300 * 2**20)
+    assert (result.verdict.status, result.verdict.reason) == (Status.OOM_OR_NCCL, Reason.HOST_OOM), result
+    assert "samples_per_s" not in result.figures or result.verdict.status is not Status.OK
+
+
+def test_a_rung_whose_update_fits_is_measured_over_a_window_that_holds_an_update(tmp_path: Path) -> None:
+    need_memory_cgroups()
+    measure = conf(window_s=0.3, min_window_iters=4, trial_timeout_s=60.0)
+    spec = TrialSpec(
+        argv=(sys.executable, BURSTY, "16"),
+        env={},
+        launcher=Launcher.DIRECT,
+        progress_file=STDOUT_FILE,
+        progress_kind=ProgressKind.REGEX,
+        progress_regex=r"global_step=(?P<samples>\d+)",
+    )
+    result = trial.run(spec, tmp_path, uuid.uuid4().hex[:12], measure, HostSampler, 300 * 2**20)
+    assert result.verdict.status is Status.OK, result.verdict
+    assert result.figures["window_s"] >= 0.6  # it spans the 0.6 s update, not 0.3 s of one rollout
+    assert result.figures["cgroup_peak_mb"] < 300
+
+
+def test_a_survivor_at_its_cap_is_weak_oom_evidence_naming_the_cap(tmp_path: Path) -> None:
+    """A trainer whose use of its emulated card comes within 2% of it (630 of 640 MiB) survives, but is no
+    confident fit: `oom_or_nccl`/`near_cap`, low confidence (the walk runs the rung once more before it steps down),
+    with the cap and how near in its evidence. At 320 MiB it is an ordinary fit."""
+    measure = conf(window_s=0.5, min_window_iters=4)
+    near, clear = (
+        TrialSpec(
+            argv=(sys.executable, NEAR_CAP, str(n), "progress.jsonl", "--cap-mb", "640", "--mib-per-env", "10"),
+            env={},
+            launcher=Launcher.DIRECT,
+            cwd=str(tmp_path / f"e{n}"),
+            progress_per_iteration=True,
+        )
+        for n in (63, 32)
+    )
+    for spec in (near, clear):
+        Path(spec.cwd).mkdir()
+    got = [trial.run(s, Path(s.cwd), uuid.uuid4().hex[:12], measure, HostSampler) for s in (near, clear)]
+    verdict = got[0].verdict
+    assert (verdict.status, verdict.reason, verdict.confidence) == (Status.OOM_OR_NCCL, Reason.NEAR_CAP, "low")
+    assert "630/640 MiB of its emulated card" in verdict.evidence
+    assert got[0].figures["samples_per_s"] > 0  # its figures stay; no pick is made from them
+    assert got[1].verdict.status is Status.OK

@@ -72,7 +72,7 @@ def test_window_gate_on_a_real_two_rank_proxy_run(tmp_path: Path) -> None:
     def measured() -> bool:
         points.extend(reader.read_new())
         if state["window"] is None:
-            state["window"] = open_window(points, launch_t, time.time(), 2.0, Rule(3, 2, 1.0), timeout_s=600)
+            state["window"] = open_window(points, time.time(), 2.0, Rule(3, 2, 1.0), timeout_s=600)
         window = state["window"]
         state["closed"] = close_window(window, points, min_points=3) if window is not None else None
         return state["closed"] is not None or run.proc.poll() is not None

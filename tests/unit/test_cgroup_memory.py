@@ -19,11 +19,20 @@ def line(source: str, **figures: float) -> str:
 @pytest.mark.parametrize(
     ("source", "figures", "shown"),
     [
-        ("host", {"max_mem0": 810.0, "max_mem1": 811.0}, "rss=    810/811 MiB  samples"),
+        ("host", {"max_mem0": 810.0, "max_mem1": 811.0}, "rss(sum)=    810/811 MiB  samples"),
         ("nvml", {"max_mem0": 810.0}, "mem=        810 MiB  samples"),
-        ("host", {"max_mem0": 810.0, "cap_used_mb": 499.0, "cap_mb": 614.0}, "rss=        810 MiB cap=499/614 MiB  "),
-        ("host", {"max_mem0": 633.0, "cgroup_peak_mb": 500.2, "cgroup_limit_mb": 512.0}, "MiB cgroup=500/512 MiB  "),
-        ("host", {"max_mem0": 633.0, "cgroup_peak_mb": 500.2}, "rss=        633 MiB  samples"),  # no cap: not shown
+        (
+            "host",
+            {"max_mem0": 810.0, "cap_used_mb": 499.0, "cap_mb": 614.0},
+            "cap=499/614 MiB rss(sum)=        810 MiB  ",
+        ),
+        (
+            "host",
+            {"max_mem0": 633.0, "cgroup_peak_mb": 500.2, "cgroup_limit_mb": 512.0},
+            "cgroup=500/512 MiB rss(sum)=        633 MiB  ",
+        ),
+        # a cgroup peak without a cap is not shown
+        ("host", {"max_mem0": 633.0, "cgroup_peak_mb": 500.2}, "rss(sum)=        633 MiB  samples"),
     ],
     ids=["rss", "gpu-mem", "emulated-card", "host-cap", "cgroup-without-cap"],
 )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -232,3 +233,19 @@ def test_parse_line_time_keys(line: str, expected: Point) -> None:
 
 
 # ---------------------------------------------------------------- a real proxy run
+
+
+def test_lines_after_a_pause_keep_the_pause_before_them(tmp_path: Path) -> None:
+    """A trainer that updates in silence, then prints a rollout's lines: a read that found nothing new marks the
+    pause, and the lines read next are placed after it, not spread back over it (a pause is how an update shows)."""
+    path = tmp_path / "stdout.log"
+    reader = reader_for("regex", path, r"global_step=(?P<samples>\d+)")
+    start = time.time()
+    append(path, b"global_step=64\n", start - 10.0)
+    (first,) = reader.read_new()
+    assert reader.read_new() == []  # the update: nothing new
+    quiet = time.time()
+    append(path, b"global_step=128\nglobal_step=192\n", quiet + 0.5)
+    after = reader.read_new()
+    assert first.t == start - 10.0 and [p.iter for p in after] == [2, 3]
+    assert all(p.t >= quiet for p in after)  # both after the read that found nothing

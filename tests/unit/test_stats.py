@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from ladder.core import stats
 from ladder.core.records import Point, Sample, Source
 from ladder.core.stats import (
     Rate,
@@ -40,11 +41,22 @@ def test_window_waits_for_warmup_and_a_stable_step_time() -> None:
     assert stable_start(pts[:6], *RULE) is None
 
 
-def test_window_opens_ungated_at_the_timeout() -> None:
-    pts = points([1.0, 3.0, 1.0, 3.0])
-    assert open_window(pts, launch_t=100.0, now=105.0, window_s=10, rule=RULE, timeout_s=30) is None
-    window = open_window(pts, launch_t=100.0, now=131.0, window_s=10, rule=RULE, timeout_s=30)
+def test_window_opens_ungated_at_the_timeout_counted_from_the_first_progress() -> None:
+    pts = points([1.0, 3.0, 1.0, 3.0, 1.0, 3.0])  # t = 101, 104, ..., 112: never steady
+    assert open_window(pts, now=130.0, window_s=10, rule=RULE, timeout_s=30) is None  # 29 s after the first point
+    window = open_window(pts, now=131.0, window_s=10, rule=RULE, timeout_s=30)
     assert window == Window(131.0, 141.0, gated=False)
+
+
+def test_no_window_opens_before_the_trainers_first_progress_and_its_warm_up_points() -> None:
+    """A trainer that prints its first line 39 s after its launch, under a 30 s warm-up limit: the limit counts from
+    that line, and the window waits for the warm-up points too (`warmup_iters` of them)."""
+    assert open_window([], now=1e9, window_s=10, rule=RULE, timeout_s=30) is None
+    late = points([39.0, 3.0], t0=0.0)  # launched at 0: lines at 39 and 42
+    assert open_window(late, now=60.0, window_s=10, rule=RULE, timeout_s=30) is None  # 60 s after launch
+    assert open_window(late, now=70.0, window_s=10, rule=RULE, timeout_s=30) is None  # 2 points of warmup_iters 3
+    enough = points([39.0, 3.0, 1.0, 3.0, 1.0, 3.0], t0=0.0)
+    assert open_window(enough, now=69.0, window_s=10, rule=RULE, timeout_s=30) == Window(69.0, 79.0, gated=False)
 
 
 def test_window_closes_when_progress_passes_its_end() -> None:
@@ -246,3 +258,78 @@ def test_repeat_verdict(rates: list[Rate], stable: bool, why: str) -> None:
 def test_rate_from_figures() -> None:
     assert Rate.of({"samples_per_s": 5.0, "samples_per_s_lo": 4.0, "samples_per_s_hi": 6.0}) == Rate(5.0, 4.0, 6.0)
     assert Rate.of({"min_avg_util": 50.0}) is None
+
+
+# ---------------------------------------------------------------- a fit outlives its memory peak
+
+
+def mem(ts_mb: list[tuple[float, float]], index: int = 0) -> list[Sample]:
+    return [Sample(t, index, 50.0, mb, Source.HOST) for t, mb in ts_mb]
+
+
+def bursts(rollout: int, step_s: float, pause_s: float, n: int, t0: float = 100.0) -> list[Point]:
+    """`n` rollouts of `rollout` lines `step_s` apart, each followed by a silent update of `pause_s`."""
+    out, t, i = [], t0, 0
+    for _ in range(n):
+        for _ in range(rollout):
+            t, i = t + step_s, i + 1
+            out.append(Point(t=t, iter=i, samples=64.0 * i))
+        t += pause_s
+    return out
+
+
+def test_bursts_are_told_apart_from_an_even_cadence() -> None:
+    assert stats.cycle_gap_s(points([1.0] * 10)) is None  # one point an iteration
+    assert stats.cycle_gap_s(bursts(20, 0.02, 2.0, 2)) == pytest.approx(2.02)  # a rollout's lines, then the update
+    assert stats.cycle_gap_s(points([0.1, 0.1, 0.1, 0.3])) is None  # a slower line is no pause (under 0.5 s)
+
+
+def test_a_window_inside_a_rollout_is_no_fit_until_it_holds_an_update() -> None:
+    """CleanRL's shape: a line per env step, the update in silence. A window that closed inside the second rollout
+    holds no update; one that spans a pause does."""
+    pts = bursts(40, 0.02, 2.0, 3)  # t: 100.02..100.8, pause, 102.82..103.6, pause, ...
+    inside = Window(103.0, 103.4, gated=True)
+    assert "no update yet" in stats.outlived_peak([], pts, inside, window_s=0.4)
+    spanning = Window(100.5, 103.4, gated=True)
+    assert stats.outlived_peak([], pts, spanning, window_s=0.4) == ""
+
+
+def test_an_unknown_cadence_must_show_itself_before_a_window_stands() -> None:
+    """A regex of the user's: even lines for a second may still be a rollout (no pause seen yet); after three
+    windows of even lines the trainer is taken to print once an iteration. A preset that prints once an iteration
+    (`per_iteration`) needs no such wait."""
+    early = points([0.1] * 10)  # 1 s of even lines
+    window = Window(early[5].t, early[-1].t, gated=True)
+    assert "cadence is unknown" in stats.outlived_peak([], early, window, window_s=0.4, per_iteration=False)
+    assert stats.outlived_peak([], early, window, window_s=0.4, per_iteration=True) == ""
+    later = points([0.1] * 20)  # 2 s: five windows of 0.4 s
+    assert stats.outlived_peak([], later, Window(later[15].t, later[-1].t, True), 0.4, per_iteration=False) == ""
+
+
+def test_memory_still_rising_at_the_windows_end_is_no_fit() -> None:
+    pts = points([1.0] * 12)  # t = 101 .. 112
+    window = Window(104.0, 112.0, gated=True)
+    flat = mem([(100.0 + k / 2, 800.0 if k > 4 else 100.0 * k) for k in range(25)])  # peak from t=102.5 on
+    assert stats.outlived_peak(flat, pts, window, window_s=8.0) == ""
+    climbing = mem([(100.0 + k / 2, 400.0 + 20.0 * k) for k in range(25)])  # 40 MiB a second, to the end
+    assert "still rising in the last 2.0 s" in stats.outlived_peak(climbing, pts, window, window_s=8.0)
+    creep = mem([(100.0 + k / 2, 800.0 + 0.5 * k) for k in range(25)])  # 1 MiB a second: within 2% and 8 MiB
+    assert stats.outlived_peak(creep, pts, window, window_s=8.0) == ""
+    young = mem([(111.0, 800.0), (112.0, 800.0)])  # nothing sampled before the last 2 s: too young to tell
+    assert "still rising" in stats.outlived_peak(young, pts, window, window_s=8.0)
+
+
+@pytest.mark.parametrize(
+    ("figures", "card_mb", "said"),
+    [
+        ({"cgroup_peak_mb": 512.0, "cgroup_limit_mb": 512.0}, None, "512/512 MiB of its memory cgroup (100%"),
+        ({"cgroup_peak_mb": 480.0, "cgroup_limit_mb": 512.0}, None, ""),  # 94%: clear of it
+        ({"cap_used_mb": 630.0, "cap_mb": 640.0}, None, "630/640 MiB of its emulated card (98%"),
+        ({"max_mem0": 80000.0, "max_mem1": 20000.0}, 81559.0, "80000/81559 MiB of its GPU memory"),
+        ({"max_mem0": 80000.0}, None, ""),  # on a CPU (no card): RSS is not the card
+    ],
+    ids=["cgroup-full", "cgroup-clear", "emulated-card", "gpu", "host-rss"],
+)
+def test_a_peak_within_the_headroom_of_its_cap_is_named(figures: dict[str, float], card_mb: float | None, said: str):
+    got = stats.near_cap(figures, card_mb, headroom=0.02)
+    assert got.startswith(said) if said else got == ""

@@ -1,0 +1,31 @@
+"""A trainer shaped like CleanRL's PPO: a line per vectorised env step during its rollout (`global_step=N`), then its
+update in silence. The rollout holds little memory; the update holds `num_envs` MiB more (its minibatches and
+gradients), so under a memory cap a rung can run its whole rollout and die at its first update.
+
+    python bursty_update.py NUM_ENVS [--steps 40] [--step-s 0.02] [--update-s 0.6] [--update-mib-per-env 1]
+"""
+
+import argparse
+import time
+
+parser = argparse.ArgumentParser()
+parser.add_argument("num_envs", type=int)
+parser.add_argument("--steps", type=int, default=40)  # env steps per rollout
+parser.add_argument("--step-s", type=float, default=0.02)
+parser.add_argument("--update-s", type=float, default=0.6)
+parser.add_argument("--update-mib-per-env", type=float, default=1.0)
+args = parser.parse_args()
+
+rollout = bytearray(args.steps * args.num_envs * 64)  # observations, written as the envs step
+global_step = 0
+while True:
+    for step in range(args.steps):
+        rollout[step * args.num_envs * 64 : (step + 1) * args.num_envs * 64] = b"\x01" * (args.num_envs * 64)
+        global_step += args.num_envs
+        print(f"global_step={global_step}", flush=True)
+        time.sleep(args.step_s)
+    update = bytearray(int(args.update_mib_per_env * args.num_envs * 2**20))  # zeroed: every page touched
+    for i in range(0, len(update), 4096):
+        update[i] = 1
+    time.sleep(args.update_s)
+    del update

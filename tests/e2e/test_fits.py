@@ -1,0 +1,77 @@
+"""A fit outlives its memory peak, end to end (`python -m ladder.search` on small real trainers): a rung that dies at
+its first update is stepped down from, never picked, however short the window; a rung that survives at its cap runs
+once more, then the walk steps down, and the pick is a rung clear of its cap."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from ladder.core.errors import ExitCode
+from ladder.storage.tsv import read_tsv
+from tests.helpers import DATA, need_memory_cgroups
+
+QUICK = [
+    "profile=[default]",
+    "device=cpu",
+    "measure.window_s=0.3",
+    "measure.min_window_iters=4",
+    "measure.warmup_iters=1",
+    "measure.stable_k=2",
+    "measure.stable_tol=5",
+    "measure.trial_timeout_s=60",
+]
+
+
+def search(tmp_path: Path, sweep: str, *overrides: str) -> tuple[int, str, list[dict[str, str]]]:
+    argv = [
+        sys.executable,
+        "-m",
+        "ladder.search",
+        "workload.kind=command",
+        f"case={sweep}",
+        f"sweep={sweep}",
+        f"output_root={tmp_path}/out",
+        *QUICK,
+        *overrides,
+    ]
+    done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    trials = read_tsv(tmp_path / "out" / f"case_gpu_bench_{sweep}" / "trials.tsv")
+    return done.returncode, done.stdout + done.stderr, trials
+
+
+def test_a_rung_that_fits_its_rollout_but_not_its_first_update_is_stepped_down_from(tmp_path: Path) -> None:
+    need_memory_cgroups()
+    code, out, trials = search(
+        tmp_path,
+        "bursty",
+        f'workload.cmd="python {DATA / "trainers" / "bursty_update.py"} {{num_envs}}"',
+        "workload.progress_regex='global_step=(?P<samples>\\d+)'",
+        "ladder.rungs=[400,16]",
+        "workload.host_mem_limit_gb=0.3",
+    )
+    assert [(t["num_envs"], t["status"], t["reason"]) for t in trials] == [
+        ("400", "oom_or_nccl", "host_oom"),
+        ("16", "ok", ""),
+    ], out
+    assert code == ExitCode.PICK_FOUND and "best: bursty" in out and " e16 " in out.split("best: ")[1], out
+
+
+def test_a_rung_at_its_cap_runs_once_more_then_the_walk_steps_down(tmp_path: Path) -> None:
+    code, out, trials = search(
+        tmp_path,
+        "capped",
+        f'workload.cmd="python {DATA / "trainers" / "near_cap.py"} {{num_envs}} progress.jsonl --cap-mb 640"',
+        "workload.progress=jsonl",
+        "ladder.rungs=[63,32]",
+    )
+    assert [(t["num_envs"], t["status"], t["reason"], t["confidence"]) for t in trials] == [
+        ("63", "oom_or_nccl", "near_cap", "low"),
+        ("63", "oom_or_nccl", "near_cap", "low"),
+        ("32", "ok", "", "high"),
+    ], out
+    assert "630/640 MiB of its emulated card" in trials[0]["evidence"]
+    (best,) = read_tsv(tmp_path / "out" / "case_gpu_bench_capped" / "best_by_case.tsv")
+    assert (best["num_envs"], best["status"]) == ("32", "ok")
+    assert code == ExitCode.PICK_FOUND, out
