@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ladder.core import paths
 from ladder.core.records import Word
-
-STDOUT_FILE = "stdout.log"  # where launch.start writes the trial's combined stdout and stderr
 
 
 class Kind(Word):
@@ -39,7 +38,7 @@ class TrialSpec:
     argv: tuple[str, ...]  # the program and its arguments: never a shell string
     env: dict[str, str]  # variables ladder sets on top of the inherited environment (written to env.txt)
     files: dict[str, str] = field(default_factory=dict)  # name -> text, written into the trial folder first
-    progress_file: str = "progress.jsonl"  # where the trainer reports progress, relative to the trial folder
+    progress_file: str = paths.PROGRESS  # where the trainer reports progress, relative to the trial folder
     nproc: int = 1  # ranks (processes that each own one device)
     info: dict[str, str] = field(default_factory=dict)  # settings recorded with the trial
     launcher: Launcher = Launcher.TORCHRUN  # who starts the ranks (torchrun error files exist only for torchrun)

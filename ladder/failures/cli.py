@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+from ladder.core import paths
 from ladder.core.errors import LadderError
 from ladder.failures import scoring
 from ladder.failures.files import load_ending
@@ -15,7 +16,7 @@ from ladder.failures.rules import as_json, classify
 USAGE = """\
   python -m ladder.failures PATH [--exit-code N] [--reclassify]   the verdict of a log file or a trial folder (JSON)
   python -m ladder.failures --eval FILE.jsonl                     the accuracy table on a labelled corpus"""
-RECORDED = "verdict.json"  # what a trial recorded when it ended (ladder.runner.trial writes it)
+RECORDED = paths.VERDICT  # what a trial recorded when it ended (ladder.runner.trial writes it)
 
 
 def main(argv: list[str] | None = None) -> int:

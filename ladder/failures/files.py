@@ -7,6 +7,7 @@ import logging
 from collections.abc import Iterable
 from pathlib import Path
 
+from ladder.core import paths
 from ladder.core.errors import LadderError
 from ladder.core.records import Ending
 
@@ -20,7 +21,7 @@ def load_ending(path: Path, exit_code: int | None = None) -> Ending:
     if path.is_file():
         return Ending(exit_code=exit_code, log_text=_read_tail(path))
     return Ending(
-        exit_code=exit_code if exit_code is not None else _read_exit_code(path / "exit_code.txt"),
+        exit_code=exit_code if exit_code is not None else _read_exit_code(path / paths.EXIT_CODE),
         log_text="\n".join(_read_tail(p) for p in folder_logs(path)),
         rank_logs={rank: "\n".join(_read_tail(p) for p in paths) for rank, paths in rank_log_paths(path).items()},
         error_files=tuple(read_error_files(path)),
@@ -29,8 +30,8 @@ def load_ending(path: Path, exit_code: int | None = None) -> Ending:
 
 def folder_logs(folder: Path) -> list[Path]:
     """A trial folder's own logs: stdout.log (the launcher's, or the program's), then any other *.log."""
-    others = sorted(p for p in folder.glob("*.log") if p.name != "stdout.log" and p.is_file())
-    return [p for p in (folder / "stdout.log",) if p.is_file()] + others
+    others = sorted(p for p in folder.glob("*.log") if p.name != paths.STDOUT and p.is_file())
+    return [p for p in (folder / paths.STDOUT,) if p.is_file()] + others
 
 
 def rank_log_paths(folder: Path) -> dict[int, list[Path]]:

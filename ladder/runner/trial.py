@@ -14,9 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ladder.core import stats
+from ladder.core import paths, stats
 from ladder.core.records import Confidence, Ending, Point, Reason, Sample, Status, StopCause, Verdict
-from ladder.core.spec import STDOUT_FILE, TrialSpec
+from ladder.core.spec import TrialSpec
 from ladder.failures import files, patterns, rules
 from ladder.runner import launch, procs
 from ladder.runner.cgroup import Usage
@@ -262,7 +262,7 @@ def _finish(
     left = procs.kill_trial(running.trial_id, cgroups=())
     for pid in left:
         log.warning("trial %s left process %d alive after the stop; killed it", running.trial_id, pid)
-    write_samples(samples, trial_dir / "samples.csv")
+    write_samples(samples, trial_dir / paths.SAMPLES)
     ending = _ending(trial_dir, code, watch.stopped_by, running)
     window = watch.window if watch.stopped_by is StopCause.WINDOW_DONE else None
     figures = stats.figures(samples, watch.points, window, watch.launch_t)
@@ -361,7 +361,7 @@ def _settled(verdict: Verdict, watch: Watch, measure: MeasureConf, progress: Fol
     (error, never a step-down); one that survived without enough window points is `unmeasured`, not `ok`."""
     survived = verdict.status is Status.OK or verdict.reason in (Reason.STALLED, Reason.TRIAL_TIMEOUT)
     if not watch.points and survived:
-        printed = _own_lines(_tail(trial_dir / STDOUT_FILE))
+        printed = _own_lines(_tail(trial_dir / paths.STDOUT))
         if printed or verdict.status is Status.OK:
             shown = " | ".join(line[:200] for line in printed[-SHOWN_LINES:]) or "(nothing)"
             return Verdict(
@@ -422,5 +422,5 @@ def _tail(path: Path) -> str:
 
 
 def _write_result(trial_dir: Path, result: Result) -> None:
-    (trial_dir / "exit_code.txt").write_text(f"{result.exit_code}\n")
-    (trial_dir / "verdict.json").write_text(json.dumps(rules.as_json(result.verdict), indent=1) + "\n")
+    (trial_dir / paths.EXIT_CODE).write_text(f"{result.exit_code}\n")
+    (trial_dir / paths.VERDICT).write_text(json.dumps(rules.as_json(result.verdict), indent=1) + "\n")

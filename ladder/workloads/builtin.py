@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import yaml
 
+from ladder.core import paths
 from ladder.core.errors import ConfigError
 from ladder.core.spec import Launcher, ProgressKind, TrialSpec
 from ladder.settings.config import Case, Profile, WorkloadConf
@@ -64,7 +65,7 @@ def plan_proxy(
     return TrialSpec(
         argv=argv,
         env=env,
-        files={"agent.yaml": yaml.safe_dump(agent, sort_keys=False)},
+        files={paths.AGENT: yaml.safe_dump(agent, sort_keys=False)},
         nproc=place.nproc,
         info={**_info(workload, place), "launcher": str(launcher)},
         launcher=launcher,

@@ -29,8 +29,9 @@ from dataclasses import dataclass, field
 
 import yaml
 
+from ladder.core import paths
 from ladder.core.errors import ConfigError
-from ladder.core.spec import STDOUT_FILE, Launcher, ProgressKind, TrialSpec
+from ladder.core.spec import Launcher, ProgressKind, TrialSpec
 from ladder.settings.config import Case, Profile
 from ladder.workloads.builtin import Placement, ranks
 from ladder.workloads.profiles import apply_profile
@@ -52,7 +53,7 @@ FIXED_PLACEHOLDERS = (
 )
 CWD_PLACEHOLDERS = ("trial_dir", "launch_dir")
 DEFAULT_CWD = "{trial_dir}"
-PROGRESS_DEFAULTS = {ProgressKind.REGEX: STDOUT_FILE, ProgressKind.JSONL: "progress.jsonl"}
+PROGRESS_DEFAULTS = {ProgressKind.REGEX: paths.STDOUT, ProgressKind.JSONL: paths.PROGRESS}
 # Inherited variables that change what a Python trainer imports, links or how many threads it runs: recorded (in
 # env.txt and the reuse identity) when set. PATH and the rest are inherited unrecorded: they differ between shells.
 INHERITED = (
@@ -195,7 +196,7 @@ def _agent_file(case: Case, profile: Profile, conf: CommandConf) -> dict[str, st
             f"the command uses {{agent_config}} but case '{case.name}' has no agent config",
             "give the case an `agent:` mapping, or drop {agent_config} from the command",
         )
-    return {"agent.yaml": yaml.safe_dump(agent, sort_keys=False)}
+    return {paths.AGENT: yaml.safe_dump(agent, sort_keys=False)}
 
 
 def _info(conf: CommandConf, knob: str, place: Placement) -> dict[str, str]:

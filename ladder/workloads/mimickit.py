@@ -30,18 +30,18 @@ from typing import Any
 
 import yaml
 
+from ladder.core import paths
 from ladder.core.errors import ConfigError, LadderError
-from ladder.core.spec import STDOUT_FILE, Launcher, ProgressKind, TrialSpec
+from ladder.core.spec import Launcher, ProgressKind, TrialSpec
 from ladder.settings.config import Case, Profile
 from ladder.workloads.builtin import Placement
 from ladder.workloads.profiles import apply_profile, skipped_leaves
 
 RUN_PY = "mimickit/run.py"
 ENV_FILE = "env.yaml"  # the patched env config, in the trial folder
-AGENT_FILE = "agent.yaml"  # the case's agent config with the profile applied, in the trial folder
 LOG_TXT = "log.txt"  # MimicKit's txt logger file in --out_dir
 NUM_ENVS = "num_envs"
-PROGRESS_FILES = {ProgressKind.MIMICKIT_STDOUT: STDOUT_FILE, ProgressKind.MIMICKIT_LOG: LOG_TXT}
+PROGRESS_FILES = {ProgressKind.MIMICKIT_STDOUT: paths.STDOUT, ProgressKind.MIMICKIT_LOG: LOG_TXT}
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ def plan_mimickit(
     _check(case, knob, conf, trial_dir)
     agent = knob_agent(apply_profile(case.agent, profile.agent_patch), knob, rung)
     num_envs = rung if knob == NUM_ENVS else conf.num_envs
-    files = {AGENT_FILE: yaml.safe_dump(agent, sort_keys=False)}
+    files = {paths.AGENT: yaml.safe_dump(agent, sort_keys=False)}
     added: list[str] = []
     if conf.env_patch:
         base = read_env_config(conf.root, case.args_file)
@@ -80,7 +80,7 @@ def plan_mimickit(
         argv=mimickit_argv(case, num_envs, agent, conf, place, trial_dir),
         env={**extra_env, "PYTHONUNBUFFERED": "1"},
         files=files,
-        progress_file=PROGRESS_FILES.get(conf.progress, STDOUT_FILE),
+        progress_file=PROGRESS_FILES.get(conf.progress, paths.STDOUT),
         nproc=place.nproc,
         info=_info(case, profile, knob, conf, place) | ({"env_added": ",".join(added)} if added else {}),
         launcher=Launcher.DIRECT,
@@ -113,7 +113,7 @@ def mimickit_argv(
         "--max_samples",
         str(max_samples(agent, num_envs, place.nproc, conf.max_iters)),
         "--agent_config",
-        f"{trial_dir}/{AGENT_FILE}",
+        f"{trial_dir}/{paths.AGENT}",
         "--master_port",
         str(place.port),
     )

@@ -8,8 +8,9 @@ import sys
 import uuid
 from pathlib import Path
 
+from ladder.core.paths import STDOUT
 from ladder.core.records import Reason, Status
-from ladder.core.spec import STDOUT_FILE, Launcher, ProgressKind, TrialSpec
+from ladder.core.spec import Launcher, ProgressKind, TrialSpec
 from ladder.runner import trial
 from ladder.runner.monitor import HostSampler
 from ladder.settings.config import MeasureConf
@@ -62,7 +63,7 @@ def run(tmp_path: Path, argv: tuple[str, ...], measure: MeasureConf, regex: str 
         argv=(sys.executable, "-c", TRAINER, *argv),
         env={},
         launcher=Launcher.DIRECT,
-        progress_file=STDOUT_FILE,
+        progress_file=STDOUT,
         progress_kind=ProgressKind.REGEX,
         progress_regex=regex,
     )
@@ -135,14 +136,14 @@ def test_a_stall_after_progress_is_a_timeout_whose_evidence_is_its_last_progress
         argv=(sys.executable, "-c", HANGS),
         env={},
         launcher=Launcher.DIRECT,
-        progress_file=STDOUT_FILE,
+        progress_file=STDOUT,
         progress_kind=ProgressKind.REGEX,
         progress_regex=REGEX,
     )
     result = trial.run(spec, tmp_path, uuid.uuid4().hex[:12], conf(stall_timeout_s=2.0, window_s=30.0), HostSampler)
     assert (result.verdict.status, result.verdict.reason) == (Status.TIMEOUT, Reason.STALLED)
     assert result.verdict.evidence.endswith("last progress: step 3 samples 3000")
-    assert "got signal" in (tmp_path / STDOUT_FILE).read_text()  # it did echo the SIGTERM; the evidence does not
+    assert "got signal" in (tmp_path / STDOUT).read_text()  # it did echo the SIGTERM; the evidence does not
 
 
 # ---------------------------------------------------------------- a fit outlives its memory peak
@@ -162,7 +163,7 @@ def test_a_rung_that_dies_at_its_first_update_is_never_ok_however_short_its_wind
         argv=(sys.executable, BURSTY, "400"),
         env={},
         launcher=Launcher.DIRECT,
-        progress_file=STDOUT_FILE,
+        progress_file=STDOUT,
         progress_kind=ProgressKind.REGEX,
         progress_regex=r"global_step=(?P<samples>\d+)",
     )
@@ -178,7 +179,7 @@ def test_a_rung_whose_update_fits_is_measured_over_a_window_that_holds_an_update
         argv=(sys.executable, BURSTY, "16"),
         env={},
         launcher=Launcher.DIRECT,
-        progress_file=STDOUT_FILE,
+        progress_file=STDOUT,
         progress_kind=ProgressKind.REGEX,
         progress_regex=r"global_step=(?P<samples>\d+)",
     )

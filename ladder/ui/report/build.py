@@ -10,6 +10,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from ladder.core import paths
 from ladder.ui.report import charts, draw
 from ladder.ui.report.charts import Row, TrialFiles
 
@@ -27,12 +28,12 @@ def read_tsv(path: Path) -> list[Row]:
 
 def read_trial(trial_dir: Path) -> TrialFiles:
     """A trial folder's samples, progress lines and verdict; missing or broken files read as empty."""
-    samples = list(csv.DictReader(_text(trial_dir / "samples.csv").splitlines()))
+    samples = list(csv.DictReader(_text(trial_dir / paths.SAMPLES).splitlines()))
     try:
-        verdict = json.loads(_text(trial_dir / "verdict.json") or "{}")
+        verdict = json.loads(_text(trial_dir / paths.VERDICT) or "{}")
     except ValueError:
         verdict = {}
-    return TrialFiles(samples, _text(trial_dir / "progress.jsonl").splitlines(), verdict, _mtime(trial_dir / "cmd.txt"))
+    return TrialFiles(samples, _text(trial_dir / paths.PROGRESS).splitlines(), verdict, _mtime(trial_dir / paths.CMD))
 
 
 def _mtime(path: Path) -> float | None:
