@@ -212,9 +212,28 @@ class SweepConf:
     settings_change: str = SettingsChange.REFUSE.value
 
 
+HELP_COLUMN = 26  # `--help`: a setting's `name=value` and the room before its description
+
+
 def register() -> None:
-    """Register the schema so conf/config.yaml can name it in its defaults list."""
+    """Register the schema so conf/config.yaml can name it in its defaults list, and the `${setting:...}` resolver
+    `--help` shows each setting with (its value as the command typed composes it, not a copy that can go stale)."""
     ConfigStore.instance().store(name="ladder_schema", node=SweepConf)
+    OmegaConf.register_new_resolver("setting", shown_setting, replace=True)
+
+
+def shown_setting(key: str, *, _root_: DictConfig) -> str:
+    """`window_s=8` for `measure.window_s`, padded to the help's column (`${setting:measure.window_s}`)."""
+    value = OmegaConf.select(_root_, key, throw_on_missing=False)
+    if isinstance(value, bool):
+        text = str(value).lower()
+    elif value is None:
+        text = "null"
+    elif isinstance(value, float):
+        text = f"{value:g}"
+    else:
+        text = str(value)
+    return f"{key.rsplit('.', 1)[-1]}={text}".ljust(HELP_COLUMN - 1) + " "
 
 
 # ---------------------------------------------------------------- settings (validated, frozen)

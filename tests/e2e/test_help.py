@@ -25,3 +25,20 @@ def test_help_lists_every_setting_and_examples() -> None:
         assert {f.name for f in fields(kind)} - named == set(), kind.__name__
     for group in ("case=", "profile=", "ladder=", "measure=", "preflight.policy=", "decide."):
         assert any(ln.strip().startswith(group) for ln in lines), group
+
+
+def _help(*overrides: str) -> dict[str, str]:
+    """`--help`'s settings as shown: {"window_s": "8", "measure": "demo", ...} (the first `name=value` of a line)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "ladder.search", *overrides, "--help"], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    firsts = [ln.split()[0] for ln in done.stdout.splitlines() if ln.startswith("  ") and ln.split()]
+    return dict(first.split("=", 1) for first in firsts if "=" in first)
+
+
+def test_help_shows_the_values_that_apply_to_the_command_as_typed() -> None:
+    demo, standard, typed = _help(), _help("measure=standard"), _help("measure.window_s=33", "confirm_s=120")
+    assert (demo["measure"], demo["window_s"], demo["trial_timeout_s"]) == ("demo", "8", "180")
+    assert (standard["measure"], standard["window_s"], standard["trial_timeout_s"]) == ("standard", "60", "900")
+    assert (typed["window_s"], typed["confirm_s"], typed["stable_tol"]) == ("33", "120", demo["stable_tol"])
