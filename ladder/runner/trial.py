@@ -55,7 +55,9 @@ class Watch:
     short: bool = False  # ... and it did
     extended: bool = False  # the window was extended once: its samples/s interval was wider than max_ci_frac
     unsettled: str = ""  # why the closed window cannot stand for a fit yet (memory still rising, no update in it)
+    held: bool = False  # the window ran past window_s, held open while its memory was unsettled
     per_iteration: bool = True  # each progress point is a whole iteration (`TrialSpec.progress_per_iteration`)
+    cadence_s: float = 0.0  # the window length cadence and settling are judged on (`run`'s `cadence_s`)
     tail: str = ""  # the progress file's tail when ladder decided to stop it (before its own SIGTERM is echoed)
     samples: Callable[[], list[Sample]] = list  # the monitor's samples so far (is the trainer visibly busy?)
 
@@ -96,12 +98,15 @@ def run(
     beat: float | None = None,
     short: bool = False,
     card_mb: float | None = None,
+    cadence_s: float | None = None,
 ) -> Result:
     """Launch, watch, stop and measure one trial. With `beat` (samples/s), the window closes as soon as the
     rate's measured interval lies wholly below it: the trial cannot matter, and its figures say `cut`. A `short`
     one (insurance the evidence says is unlikely to pay, `policy.rising`) closes after `SHORT_FRAC` of its window
     once its rate is below `beat`, its interval notwithstanding (figures `cut` and `short`). `card_mb`: the GPU's
-    memory, where the trial runs on a real card (its peak must stay clear of it)."""
+    memory, where the trial runs on a real card (its peak must stay clear of it). `cadence_s`: the window length
+    a trainer's cadence is learnt and its memory judged settled on (`stats.outlived_peak`), where it is not this
+    trial's own (a confirmation's long window judges on the probes' one)."""
     running = launch.start(spec, trial_dir, trial_id, mem_limit_bytes)
     short_s = measure.window_s * SHORT_FRAC if short and beat is not None else None
     watch = Watch(
@@ -110,6 +115,7 @@ def run(
         beat=beat,
         short_s=short_s,
         per_iteration=spec.progress_per_iteration,
+        cadence_s=cadence_s or measure.window_s,
     )
     monitor = Monitor(make_sampler(running.proc.pid), measure.sample_hz).start()
     watch.samples = lambda: monitor.samples
@@ -202,8 +208,9 @@ def _window_done(watch: Watch, measure: MeasureConf) -> bool:
     closed = stats.close_window(watch.window, watch.points, measure.min_window_iters)
     if closed is None:
         return False
-    watch.unsettled = stats.outlived_peak(watch.samples(), watch.points, closed, measure.window_s, watch.per_iteration)
+    watch.unsettled = stats.outlived_peak(watch.samples(), watch.points, closed, watch.cadence_s, watch.per_iteration)
     if watch.unsettled:  # it goes on, taking each new point, until its memory outlives its peak (or its budget ends)
+        watch.held = True
         return False
     wide = (stats.window_ci_frac(watch.points, closed) or 0.0) > measure.max_ci_frac
     if wide and measure.extend_unstable and not watch.extended:
@@ -277,6 +284,8 @@ def _finish(
         figures["cut"] = 1.0
     if watch.short:
         figures["short"] = 1.0
+    if watch.held:
+        figures["window_held"] = 1.0
     figures |= _interval_verdict(figures, measure, watch.extended)
     duration = round(time.monotonic() - running.started_mono, 2)
     return Result(verdict, figures, code, duration, len(left), stats.source_of(samples), watch.stopped_by)

@@ -162,6 +162,7 @@ def _run_one(
             beat,
             decision.short,
             trials.card_mb(ctx),
+            cadence_s=s.measure.window_s,  # a confirmation judges its memory on the probes' window
         )
     if s.measure.repeats > 1 and result.verdict.status is Status.OK:
         result = trials.with_repeats(result, rates, s.measure)

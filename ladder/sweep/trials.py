@@ -72,12 +72,16 @@ def gate(settings: Settings, machine: Machine) -> preflight.Preflight | None:
 
 
 def measure_conf(settings: Settings, phase: Phase) -> MeasureConf:
-    """A confirmation's window is `confirm_s` long; its time limit grows to fit it."""
-    m = settings.measure
-    if phase is Phase.PROBE:
-        return m
-    limit = max(m.trial_timeout_s, settings.confirm_s + m.startup_timeout_s + m.warmup_timeout_s)
-    return dataclasses.replace(m, window_s=settings.confirm_s, trial_timeout_s=limit)
+    """A probe measures as `measure.*` say; a confirmation as `confirmation` says."""
+    return settings.measure if phase is Phase.PROBE else confirmation(settings.measure, settings.confirm_s)
+
+
+def confirmation(m: MeasureConf, confirm_s: float) -> MeasureConf:
+    """A confirmation's window is `confirm_s` long, and its time limit grows to fit it. A wide interval does not
+    extend it (`extend_unstable`): the pick is then flagged unstable in `confirm_s`, not confirmed in twice that.
+    Only a memory peak still rising at `confirm_s` holds it open (the record says `window_held`)."""
+    limit = max(m.trial_timeout_s, confirm_s + m.startup_timeout_s + m.warmup_timeout_s)
+    return dataclasses.replace(m, window_s=confirm_s, trial_timeout_s=limit, extend_unstable=False)
 
 
 def sampler_factory(machine: Machine, held: Held, trial_id: str) -> Callable[[int], Sampler]:

@@ -99,6 +99,11 @@ def print_summary(
         print(f"tie: {row['tie']}")
     if row.get("class"):
         print(f"class: {row['class']} -> {row.get('action', '')}")
+    if summary.best is not None and summary.best.figures.get("window_held"):
+        print(
+            f"note: the pick's window ran {summary.best.figures.get('window_s', 0):.0f} s, past its set length "
+            "(measure.window_s, or confirm_s): its memory kept setting new peaks until then"
+        )
     if code is ExitCode.BROKEN_CONFIG and summary.best is not None:
         print("note: a profile stopped on a broken configuration; the pick is among the others (fix it and resume)")
     if summary.resumed:

@@ -14,6 +14,7 @@ from ladder.core.spec import Launcher, ProgressKind, TrialSpec
 from ladder.runner import trial
 from ladder.runner.monitor import HostSampler
 from ladder.settings.config import MeasureConf
+from ladder.sweep.trials import confirmation
 from tests.helpers import DATA, need_memory_cgroups
 from tests.unit.test_measure import conf
 
@@ -58,7 +59,9 @@ time.sleep(600)
 """
 
 
-def run(tmp_path: Path, argv: tuple[str, ...], measure: MeasureConf, regex: str = REGEX) -> trial.Result:
+def run(
+    tmp_path: Path, argv: tuple[str, ...], measure: MeasureConf, regex: str = REGEX, cadence_s: float | None = None
+) -> trial.Result:
     spec = TrialSpec(
         argv=(sys.executable, "-c", TRAINER, *argv),
         env={},
@@ -67,7 +70,7 @@ def run(tmp_path: Path, argv: tuple[str, ...], measure: MeasureConf, regex: str 
         progress_kind=ProgressKind.REGEX,
         progress_regex=regex,
     )
-    return trial.run(spec, tmp_path, uuid.uuid4().hex[:12], measure, HostSampler)
+    return trial.run(spec, tmp_path, uuid.uuid4().hex[:12], measure, HostSampler, cadence_s=cadence_s)
 
 
 def test_the_window_waits_for_its_points_and_counts_the_one_that_closed_it(tmp_path: Path) -> None:
@@ -129,6 +132,17 @@ def test_a_wide_interval_extends_the_window_once_then_says_unstable(tmp_path: Pa
     assert f["window_extended"] == 1.0 and f["unstable"] == 1.0 and f["ci_frac"] > 0.10
     assert f["window_s"] >= 4.0  # the window ran its length twice
     assert 0 <= f["samples_per_s_lo"] < f["samples_per_s"] < f["samples_per_s_hi"]
+
+
+def test_a_confirmation_window_keeps_its_length_and_says_unstable(tmp_path: Path) -> None:
+    """`confirm_s` is honoured: the same jittery trainer, confirmed for 4 s after 2 s probes, is neither extended
+    by another 4 s nor held to learn its cadence over three 4 s windows; its figures say it is unstable instead."""
+    probe = conf(window_s=2.0)
+    confirm = run(tmp_path, ("0", "0.15", "idle", "jitter"), confirmation(probe, confirm_s=4.0), cadence_s=2.0)
+    assert confirm.verdict.status is Status.OK and confirm.stopped_by == "window_done"
+    f = confirm.figures
+    assert "window_extended" not in f and f["unstable"] == 1.0
+    assert 4.0 <= f["window_s"] < 8.0  # its length (and the line that closed it), not twice it
 
 
 def test_a_stall_after_progress_is_a_timeout_whose_evidence_is_its_last_progress_line(tmp_path: Path) -> None:
