@@ -6,6 +6,8 @@ Facts a walk relies on, for one case, profile and card:
   that rung runs once more first;
 * a rung that ran (`ok`) proves every rung below it fits (the *floor*); the largest such rung is the profile's pick;
   one that survived without figures (`unmeasured`) proves the same for memory, but has no value to pick it by;
+* `diverged` (it fits, but trained to NaN or inf) is never an answer: the walk goes on below it as below a
+  failure, while its memory point still counts as a fit;
 * `error` stops the profile (a broken config never steps down); `retry` (port in use) runs the same rung again,
   a bounded number of times; `interrupted` is as if never run.
 Nothing is assumed across profiles (`hiutil` has deeper nets but half the minibatch: neither is known to be
@@ -70,6 +72,8 @@ MAX_RETRIES = 3  # launches of one rung that fail for reasons unrelated to it (p
 STEP_DOWN = frozenset({Status.OOM_OR_NCCL, Status.TIMEOUT})
 # A rung that ran survives for memory reasoning (floor, memory fit); only `ok` carries figures (values, descent)
 FITS = frozenset({Status.OK, Status.UNMEASURED})
+# `diverged` fits (its memory point stands) but is no answer: the walk goes on below it, as below a failure
+WALK_DOWN = STEP_DOWN | {Status.DIVERGED}
 
 
 class Outcome(str, enum.Enum):
@@ -77,6 +81,7 @@ class Outcome(str, enum.Enum):
     FOUND = "found"  # the largest stable rung is known and measured
     ERROR = "error"  # stopped on a broken config
     EXHAUSTED = "exhausted"  # no rung fits
+    DIVERGED = "diverged"  # rungs fit, but each that fits trained to NaN or inf
 
 
 class Step(Word):
@@ -181,8 +186,8 @@ def next_trial(
         mine = _mine(profile, attempts)
         if (floor := _floor(mine)) is not None:
             picks.append(floor)
-        elif _broken(mine) is None:
-            nothing_fits = True
+        elif _broken(mine) is None and not any(a.status is Status.DIVERGED for a in mine):
+            nothing_fits = True  # (a profile whose rungs diverged did fit: no word against memory)
     return None
 
 
@@ -215,6 +220,8 @@ def walk(rungs: Sequence[int], profile: str, attempts: Sequence[Attempt], tuning
     if (broken := _broken(mine)) is not None:
         return Walk(profile, Outcome.ERROR, broken, skipped)
     floor = _floor(mine)
+    if floor is None and (diverged := [a.rung for a in mine if a.status is Status.DIVERGED]):
+        return Walk(profile, Outcome.DIVERGED, min(diverged), skipped)
     return Walk(profile, Outcome.FOUND if floor else Outcome.EXHAUSTED, floor, skipped)
 
 
@@ -524,7 +531,7 @@ def _retry(mine: list[Attempt]) -> Attempt | None:
 
 
 def _ceiling(mine: list[Attempt]) -> int | None:
-    fails = [a.rung for a in mine if a.status in STEP_DOWN and (a.confirmed or _failed_twice(a.rung, mine))]
+    fails = [a.rung for a in mine if a.status in WALK_DOWN and (a.confirmed or _failed_twice(a.rung, mine))]
     return min(fails) if fails else None
 
 
@@ -559,7 +566,7 @@ def _left(rungs: Sequence[int], mine: list[Attempt]) -> list[int]:
 
 
 def _points(mine: list[Attempt]) -> list[tuple[int, float]]:
-    return [(a.rung, a.mem_frac) for a in mine if a.status in FITS and a.mem_frac is not None]
+    return [(a.rung, a.mem_frac) for a in mine if a.status in FITS | {Status.DIVERGED} and a.mem_frac is not None]
 
 
 def _not_descended(

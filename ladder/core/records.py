@@ -23,6 +23,9 @@ class Status(Word):
     INTERRUPTED = "interrupted"  # the sweep was stopped: rerun this trial on resume
     RETRY = "retry"  # launch trouble unrelated to the rung (port in use): run the same rung again
     UNMEASURED = "unmeasured"  # it survived (its memory facts stand: the rungs below fit) but has no figures
+    DIVERGED = (
+        "diverged"  # it ran and fits, but its training went NaN or infinite: never the pick; the walk goes on down
+    )
 
 
 class Reason(Word):

@@ -17,7 +17,7 @@ from pathlib import Path
 from ladder.core import paths, stats
 from ladder.core.records import Confidence, Ending, Point, Reason, Sample, Status, StopCause, Verdict
 from ladder.core.spec import TrialSpec
-from ladder.failures import files, patterns, rules
+from ladder.failures import diverged, files, patterns, rules
 from ladder.runner import launch, procs
 from ladder.runner.cgroup import Usage
 from ladder.runner.evidence import Evidence
@@ -279,6 +279,7 @@ def _finish(
     verdict = _with_cgroup_oom(verdict, running, watch.stopped_by)
     figures |= cap_figures(progress.path) | cgroup_figures(running.cgroup_usage)
     verdict = _confident_fit(verdict, figures, watch.unsettled, measure, card_mb)
+    verdict = _learned(verdict, ending, progress.path)
     figures |= {"sampler_cpu_s": round(monitor.cpu_s, 3)}
     if watch.cut:
         figures["cut"] = 1.0
@@ -289,6 +290,19 @@ def _finish(
     figures |= _interval_verdict(figures, measure, watch.extended)
     duration = round(time.monotonic() - running.started_mono, 2)
     return Result(verdict, figures, code, duration, len(left), stats.source_of(samples), watch.stopped_by)
+
+
+def _learned(verdict: Verdict, ending: Ending, progress_file: Path) -> Verdict:
+    """A fit whose trainer printed its training gone NaN or infinite (`ladder.failures.diverged`) is `diverged`:
+    its memory fits, but it is no setting to train with."""
+    if verdict.status is not Status.OK:
+        return verdict
+    own = progress_file.name == paths.STDOUT or progress_file.suffix == ".log"  # read with the logs already
+    texts = [ending.log_text, *ending.rank_logs.values(), "" if own else _tail(progress_file)]
+    line = next((found for text in texts if (found := diverged.diverged_line(text))), "")
+    if not line:
+        return verdict
+    return Verdict(Status.DIVERGED, Reason.NONE, f"it fits, but its training went NaN or infinite: {line}")
 
 
 def _confident_fit(

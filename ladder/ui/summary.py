@@ -73,9 +73,9 @@ def print_summary(
     ):
         print(f"  {summary.case} {insured}")
     for r in summary.records:
-        if r.status is Status.ERROR:
+        if r.status in (Status.ERROR, Status.DIVERGED):
             where = paths.sweep_dir / r.info.get("trial_dir", "")
-            print(f"  error in {r.profile} {rung_label(knob, r.num_envs)}: {r.evidence}\n    see {where}")
+            print(f"  {r.status} in {r.profile} {rung_label(knob, r.num_envs)}: {r.evidence}\n    see {where}")
     code = sweep_code(summary)
     if summary.best is not None:
         print("best: " + trial_line(summary.best))
@@ -91,6 +91,11 @@ def print_summary(
         print(
             f"best: none measured for {summary.case}: {', '.join(fits)} fit, but no trial that fits gave a figure "
             f"for the objective ({objective}); see its trial folders"
+        )
+    elif diverged := [w.profile for w in summary.walks if w.outcome is Outcome.DIVERGED]:
+        print(
+            f"best: none for {summary.case}: every rung that fits {', '.join(diverged)} trained to NaN or inf "
+            "(diverged, above): no env count fixes that; fix the profile's learning settings"
         )
     else:
         print(f"best: none of the rungs fits for {summary.case}")

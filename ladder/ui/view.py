@@ -34,6 +34,7 @@ STYLE = {
     Status.INTERRUPTED: "magenta",
     Status.RETRY: "yellow",
     Status.UNMEASURED: "cyan",
+    Status.DIVERGED: "bold yellow",
 }
 DEFAULT_TUNING = policy.Tuning()  # the walk's defaults (frozen): a view told nothing else asks the walk with these
 SHORT = {
@@ -44,6 +45,7 @@ SHORT = {
     Status.INTERRUPTED: "interrupted",
     Status.RETRY: "retry",
     Status.UNMEASURED: "unmeasured",
+    Status.DIVERGED: "diverged",
 }
 
 

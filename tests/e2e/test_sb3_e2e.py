@@ -27,8 +27,10 @@ QUICK = [
 ]
 
 
-def search(tmp_path: Path, sweep: str, trainer_args: list[str], *overrides: str) -> tuple[str, list[dict[str, str]]]:
-    command = ",".join(["'{python}'", str(TRAINER), "--n-envs", "'{num_envs}'", *trainer_args])
+def search(
+    tmp_path: Path, sweep: str, trainer_args: list[str], *overrides: str, trainer: Path = TRAINER
+) -> tuple[str, list[dict[str, str]]]:
+    command = ",".join(["'{python}'", str(trainer), "--n-envs", "'{num_envs}'", *trainer_args])
     argv = [
         sys.executable,
         "-m",
@@ -98,3 +100,26 @@ def test_a_trainer_that_prints_rarely_is_unmeasured_or_measured_never_ok_without
         assert "survived but is unmeasured" in out and "none of the rungs fits" not in out
     else:  # not one table in 30 s on a loaded machine: nothing matched, said as such (never a step-down)
         assert row["reason"] == "no_progress_match" and "total_timesteps" in row["evidence"], out
+
+
+def test_a_rung_whose_training_goes_nan_is_diverged_never_the_pick_and_not_a_step_down(tmp_path: Path) -> None:
+    """sb3's DQN keeps running when its loss goes NaN and prints `| loss | nan |` in its table. Above 4 envs it is
+    given a learning rate that sends it there (tests/data/trainers/sb3_dqn.py): 8 envs fits in memory but is
+    `diverged`, shown with its line, and the walk goes on to 2 envs, which trains and is the pick."""
+    out, trials = search(
+        tmp_path,
+        "nan",
+        ["--diverge-above", "4"],
+        "ladder.rungs=[8,2]",
+        "objective=samples_per_s",
+        trainer=DATA / "trainers" / "sb3_dqn.py",
+    )
+    by_rung = {t["num_envs"]: t for t in trials}
+    assert set(by_rung) == {"8", "2"}, out
+    assert by_rung["8"]["status"] == "diverged", out
+    assert "loss" in by_rung["8"]["evidence"] and "nan" in by_rung["8"]["evidence"].lower()
+    assert by_rung["2"]["status"] == "ok", out
+    shown = next(line for line in out.splitlines() if "diverged in default e8" in line)
+    assert "loss" in shown and "nan" in shown, out
+    best = out.split("best: ")[1].splitlines()[0]
+    assert "none" not in best and "e2" in best, out

@@ -580,6 +580,35 @@ def test_an_unmeasured_rung_gives_the_memory_fit_a_point_but_no_value_to_beat() 
     assert decision is not None and decision.beat is not None and decision.beat >= 900.0
 
 
+DIV = Status.DIVERGED
+
+
+@pytest.mark.parametrize("tuning", [WALK, Tuning()], ids=["walk", "model"])
+@pytest.mark.parametrize(
+    ("history", "expected"),
+    [
+        ([(256, DIV)], (Outcome.PENDING, 128)),  # never the answer: the walk goes on below it
+        ([(256, DIV), (128, OK)], (Outcome.FOUND, 128)),
+        ([(256, OOM), (128, DIV), (64, OK)], (Outcome.FOUND, 64)),
+        ([(256, DIV), (128, DIV), (64, DIV), (48, DIV)], (Outcome.DIVERGED, 48)),  # fits, but nothing trains
+    ],
+    ids=["steps-below", "fits-below", "below-a-failure", "all-diverged"],
+)
+def test_a_diverged_rung_is_never_the_answer_and_the_walk_goes_on_below_it(
+    history: list[tuple[int, Status]], expected: tuple[Outcome, int | None], tuning: Tuning
+) -> None:
+    state = walk(RUNGS, "default", attempts("default", *history), tuning)
+    assert (state.outcome, state.rung) == expected
+
+
+def test_a_profile_that_diverged_everywhere_is_no_word_against_memory_for_the_next() -> None:
+    # every rung of `default` that fits diverged: `hiutil` is not seeded at the lowest rung as if none fitted
+    all_diverged = [Attempt("default", r, DIV) for r in RUNGS]
+    decision = next_trial(RUNGS, ["default", "hiutil"], all_diverged, Tuning())
+    assert decision is not None and (decision.profile, decision.rung) == ("hiutil", 256)
+    assert "lowest rung" not in decision.why
+
+
 # ---------------------------------------------------------------- the descent as insurance: short where it rarely pays
 
 
