@@ -51,7 +51,7 @@ def case_outcome(
     if source is None:
         return CaseOutcome(chosen, None)
     measured = {r.profile for r in probes if r.status is Status.OK}
-    row = rows.best_row(source, len(probes)) | ({"tie": tie} if tie else {})
+    row = rows.best_row(source, len(probes)) | {"objective": str(objective)} | ({"tie": tie} if tie else {})
     return CaseOutcome(chosen, classified(row, thresholds, measured))
 
 

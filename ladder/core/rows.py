@@ -34,6 +34,7 @@ SEED_HEAD = ("case", "method", "variant", "num_envs", "status", "min_avg_util")
 BEST_TAIL = (  # knob: what num_envs holds the value of (the leading columns stay as they were)
     "knob",
     "util_spread",
+    "objective",  # the figure the pick maximised (objective=): the report explains the pick on it
     "tie",  # the noise of min_avg_util; the pick's tie within the noise and what broke it
     "samples_per_s",
     "samples_per_s_lo",

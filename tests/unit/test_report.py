@@ -165,11 +165,14 @@ def test_summary_lists_the_best_row_and_every_trial_with_its_plot() -> None:
 def test_why_this_pick_says_what_beat_what() -> None:
     why = charts.why_pick("amp_pi_plus", BEST, TRIALS)
     assert why.startswith(
-        "default e64: 2178 samples/s (95% interval 2100-2250), min avg util 38.6%; the highest "
-        "samples/s and the highest min avg util measured."
+        "default e64: 2178 samples/s (95% interval 2100-2250), min avg util 38.6%; picked on min avg util, the "
+        "highest samples/s and the highest min avg util measured."
     )
     assert "Above it: e256 failed (host_oom), e128 failed (host_oom)." in why
-    assert "hiutil's best, e64: 777 samples/s (95% interval 700-850), min avg util 22.2%, below the pick's" in why
+    assert (
+        "hiutil's best, e64: 777 samples/s (95% interval 700-850), min avg util 22.2%; 16.4 points below the pick on "
+        "the objective (min avg util); below the pick's interval on samples/s." in why
+    )
     cut = {**TRIALS[4], "number": "6", "num_envs": "128", "cut": "1", "samples_per_s": "900"}
     assert charts.case_chart([*TRIALS, cut], "amp_pi_plus").marks[1] == Series(
         "hiutil cut short", (128.0,), (), failed=True
@@ -199,9 +202,34 @@ def test_a_rate_without_an_interval_has_no_bar_and_a_tie_says_what_broke_it() ->
     sps = charts.case_chart(open_rows, "amp_pi_plus", [pick]).sps
     assert sps[0] == Series("default", (64.0,), (2178.0,), lo=(2178.0,), hi=(2178.0,), no_interval=(64.0,))
     why = charts.why_pick("amp_pi_plus", [pick], open_rows)
-    assert why.startswith("hiutil e64: 777 samples/s (no interval), min avg util 22.2%. default's best")
-    assert "default's best, e64: 2178 samples/s (no interval), min avg util 38.6%, with no interval on one side" in why
+    assert why.startswith("hiutil e64: 777 samples/s (no interval), min avg util 22.2%; picked on min avg util. ")
+    assert (
+        "default's best, e64: 2178 samples/s (no interval), min avg util 38.6%; 16.4 points above the pick on the "
+        "objective (min avg util); of unknown noise against the pick (no interval on one side or both) on samples/s."
+    ) in why
     assert why.endswith(" Tied on samples_per_s with default e64 (within the measured noise); broken by min_avg_util.")
+
+
+def test_why_this_pick_compares_on_the_pick_objective_and_says_above_below_or_within() -> None:
+    """Under the util objective a faster profile is no rival: it is said to be below on util and above on samples/s
+    (its interval clear of the pick's), never "within reach"; under samples/s, overlapping intervals are within
+    the noise and clear ones above or below."""
+    pick = {**TRIALS[2], "samples_per_s": "923", "samples_per_s_lo": "753", "samples_per_s_hi": "1093"}
+    faster = {**TRIALS[4], "samples_per_s": "1316", "samples_per_s_lo": "1228", "samples_per_s_hi": "1405"}
+    why = charts.why_pick("amp_pi_plus", [{**pick, "objective": "min_avg_util"}], [pick, faster])
+    assert "picked on min avg util" in why
+    assert "16.4 points below the pick on the objective (min avg util); above the pick's interval on samples/s" in why
+    assert "within" not in why
+    close = {**faster, "samples_per_s": "1000", "samples_per_s_lo": "900", "samples_per_s_hi": "1100"}
+    why = charts.why_pick("amp_pi_plus", [{**pick, "objective": "samples_per_s"}], [pick, close])
+    assert "picked on samples/s" in why
+    assert "within the noise of the pick (the intervals overlap) on the objective (samples/s)" in why
+    slow = {**faster, "samples_per_s": "500", "samples_per_s_lo": "450", "samples_per_s_hi": "550"}
+    why = charts.why_pick("amp_pi_plus", [{**pick, "objective": "samples_per_s"}], [pick, slow])
+    assert "below the pick's interval on the objective (samples/s); 16.4 points below the pick on min avg util" in why
+    nan = {**TRIALS[0], "status": "diverged", "reason": ""}
+    why = charts.why_pick("amp_pi_plus", [pick], [nan, pick])
+    assert "Above it: e256 fits, but its training went NaN or inf (diverged)." in why
 
 
 # ---------------------------------------------------------------- files

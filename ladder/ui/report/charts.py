@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ladder.core import figkeys
+from ladder.core.records import Objective
 from ladder.workloads.progress import parse_line
 
 Row = dict[str, str]
@@ -81,6 +82,10 @@ class TrialFiles:
 
 
 # ---------------------------------------------------------------- pure: rows -> series
+
+
+FIGURES = {"samples_per_s": "samples/s", "min_avg_util": "min avg util"}  # the figures a pick is made on
+DEFAULT_OBJECTIVE = Objective.MIN_AVG_UTIL.value  # objective='s default, for rows written before its column
 
 
 def num(row: Row, key: str) -> float | None:
@@ -370,7 +375,8 @@ def md_table(rows: Sequence[Row], columns: dict[str, str]) -> list[str]:
 
 
 def why_pick(case: str, best: Sequence[Row], trials: Sequence[Row]) -> str:
-    """A short paragraph: the pick and its figures, what happened above it, how the other profiles compare."""
+    """A short paragraph: the pick and its figures, what happened above it, how the other profiles compare on the
+    objective the pick maximised (the best row's `objective`; a file written before that column: the default)."""
     rows = [r for r in trials if r.get("case") == case and r.get("status") != "interrupted"]
     pick = next((r for r in best if r.get("case") == case and r.get("status") == "ok"), None)
     if pick is None:
@@ -379,14 +385,15 @@ def why_pick(case: str, best: Sequence[Row], trials: Sequence[Row]) -> str:
             return f"No pick recorded yet (best_by_case.tsv is written when the sweep ends): {tried}."
         return f"No rung fits: {tried}."
     rung, profile = int(pick["num_envs"]), pick.get("variant", "")
+    objective = pick.get("objective") or DEFAULT_OBJECTIVE
     whole = [r for r in rows if measured(r)]
     leads = [
         name
-        for key, name in (("samples_per_s", "samples/s"), ("min_avg_util", "min avg util"))
+        for key, name in FIGURES.items()
         if (v := num(pick, key)) is not None and all((num(r, key) or 0) <= v for r in whole)
     ]
-    text = f"{profile} {_name(pick)}: {_figures(pick)}"
-    text += f"; the highest {' and the highest '.join(leads)} measured." if leads else "."
+    text = f"{profile} {_name(pick)}: {_figures(pick)}; picked on {FIGURES.get(objective, objective)}"
+    text += f", the highest {' and the highest '.join(leads)} measured." if leads else "."
     above = sorted(
         (r for r in rows if r.get("variant") == profile and int(r["num_envs"]) > rung),
         key=lambda r: -int(r["num_envs"]),
@@ -394,8 +401,8 @@ def why_pick(case: str, best: Sequence[Row], trials: Sequence[Row]) -> str:
     if above:
         text += " Above it: " + ", ".join(f"{_name(r)} {_outcome(r)}" for r in above) + "."
     for other in sorted({r.get("variant", "") for r in whole} - {profile}):
-        top = max((r for r in whole if r.get("variant") == other), key=lambda r: num(r, "samples_per_s") or 0)
-        text += f" {other}'s best, {_name(top)}: {_figures(top)}{_versus(top, pick)}."
+        top = max((r for r in whole if r.get("variant") == other), key=lambda r: num(r, objective) or 0)
+        text += f" {other}'s best, {_name(top)}: {_figures(top)}; {versus(top, pick, objective)}."
     cut = [f"{r.get('variant')} {_name(r)}" for r in rows if r.get("status") == "ok" and num(r, "cut")]
     if cut:
         text += f" Cut short once they could not beat the best so far: {', '.join(cut)}."
@@ -411,6 +418,8 @@ def _name(row: Row) -> str:
 def _outcome(row: Row) -> str:
     if row.get("status") == "ok":
         return "cut short" if num(row, "cut") else f"measured {_figures(row)}"
+    if row.get("status") == "diverged":
+        return "fits, but its training went NaN or inf (diverged)"
     return f"failed ({row.get('reason') or row.get('status')})"
 
 
@@ -423,15 +432,33 @@ def _figures(row: Row) -> str:
     return ", ".join(parts) or "no figures"
 
 
-def _versus(row: Row, pick: Row) -> str:
-    sps, top, low = num(row, "samples_per_s"), num(row, "samples_per_s_hi"), num(pick, "samples_per_s_lo")
-    if sps is None or num(pick, "samples_per_s") is None:
-        return ""
-    if None in (top, low, num(row, "samples_per_s_lo"), num(pick, "samples_per_s_hi")):
-        return ", with no interval on one side or both: the noise between them is unknown"
-    if (top if top is not None else sps) < (low if low is not None else num(pick, "samples_per_s") or 0):
-        return ", below the pick's interval"
-    return ", within reach of the pick's interval"
+def versus(row: Row, pick: Row, objective: str) -> str:
+    """How `row` stands against the pick on the objective: samples/s by their 95% intervals (above or below only
+    where the intervals do not meet), util by its figure; then the other figure, named as not the objective."""
+    words = [_against(row, pick, objective) + f" on the objective ({FIGURES.get(objective, objective)})"]
+    words += [f"{_against(row, pick, key)} on {name}" for key, name in FIGURES.items() if key != objective]
+    return "; ".join(w for w in words if not w.startswith("unknown"))
+
+
+def _against(row: Row, pick: Row, key: str) -> str:
+    value, theirs = num(row, key), num(pick, key)
+    if value is None or theirs is None:
+        return "unknown"
+    if key != "samples_per_s":
+        return (
+            "level with the pick"
+            if value == theirs
+            else f"{abs(value - theirs):.1f} points " + ("above the pick" if value > theirs else "below the pick")
+        )
+    lo, hi, pick_lo, pick_hi = (num(r, k) for r in (row, pick) for k in ("samples_per_s_lo", "samples_per_s_hi"))
+    if None in (lo, hi, pick_lo, pick_hi) or math.isinf(hi or 0) or math.isinf(pick_hi or 0):
+        return "of unknown noise against the pick (no interval on one side or both)"
+    assert lo is not None and hi is not None and pick_lo is not None and pick_hi is not None
+    if hi < pick_lo:
+        return "below the pick's interval"
+    if lo > pick_hi:
+        return "above the pick's interval"
+    return "within the noise of the pick (the intervals overlap)"
 
 
 def _cell(row: Row, key: str) -> str:
