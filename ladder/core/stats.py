@@ -195,6 +195,53 @@ def window_points(window: Window, points: Sequence[Point]) -> int:
     return sum(1 for p in points if p.t >= window.start_t)
 
 
+STALL_GAPS = 3.0  # a trainer silent this many times its longest pause so far (and stall_timeout_s) has stalled
+
+
+def pace_s(points: Sequence[Point]) -> float | None:
+    """The trainer's seconds per progress point so far, over all its points (bursts and the updates between them
+    included); None before two."""
+    if len(points) < 2 or points[-1].t <= points[0].t:
+        return None
+    return (points[-1].t - points[0].t) / (len(points) - 1)
+
+
+def stall_limit_s(points: Sequence[Point], stall_timeout_s: float) -> float:
+    """How long a trainer that has printed may stay silent before it counts as stalled: `stall_timeout_s`, or
+    `STALL_GAPS` times its longest pause so far where that is longer (a slow trainer's iteration is no hang)."""
+    return max(stall_timeout_s, STALL_GAPS * max(intervals_s(points), default=0.0))
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a window needs (`measure.*`), for a projection of when it can close (`close_by`)."""
+
+    warmup_iters: int
+    stable_k: int
+    warmup_timeout_s: float
+    window_s: float
+    min_window_iters: int
+
+
+def close_by(points: Sequence[Point], window: Window | None, now: float, plan: Plan) -> float | None:
+    """When the window can close at the trainer's pace so far (`pace_s`), as a unix time; None before two points.
+    Not yet open, it opens (`open_window`) once its warm-up points and `stable_k` steady ones have come (a steady
+    trainer), or at the latest once its warm-up points have come and `warmup_timeout_s` has passed since the first
+    progress; then it runs `window_s` and holds `min_window_iters` points. Open, its missing points at that pace."""
+    pace = pace_s(points)
+    if pace is None:
+        return None
+    if window is None:
+
+        def at(count: int) -> float:  # when the trainer will have printed `count` points
+            return now + max(0, count - len(points)) * pace
+
+        steady = at(plan.warmup_iters + plan.stable_k)
+        anyway = max(at(plan.warmup_iters), points[0].t + plan.warmup_timeout_s)
+        return max(now, min(steady, anyway)) + max(plan.window_s, plan.min_window_iters * pace)
+    return max(window.end_t, now + max(0, plan.min_window_iters - window_points(window, points)) * pace)
+
+
 def close_window(window: Window, points: Sequence[Point], min_points: int = 1) -> Window | None:
     """The window, closed at the newest point, once `window_s` has passed (the trainer reported past its end) and
     it holds at least `min_points` progress points; None while it goes on. It ends at that newest point, so every

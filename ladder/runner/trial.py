@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import re
 import time
 from collections.abc import Callable
@@ -56,6 +57,8 @@ class Watch:
     extended: bool = False  # the window was extended once: its samples/s interval was wider than max_ci_frac
     unsettled: str = ""  # why the closed window cannot stand for a fit yet (memory still rising, no update in it)
     held: bool = False  # the window ran past window_s, held open while its memory was unsettled
+    overtime: bool = False  # it ran past trial_timeout_s, printing steadily, its window due within budget_s
+    due_s: float | None = None  # when its window could close, seconds from launch at its pace (at the last look)
     per_iteration: bool = True  # each progress point is a whole iteration (`TrialSpec.progress_per_iteration`)
     cadence_s: float = 0.0  # the window length cadence and settling are judged on (`run`'s `cadence_s`)
     tail: str = ""  # the progress file's tail when ladder decided to stop it (before its own SIGTERM is echoed)
@@ -185,18 +188,32 @@ def _stop_reason(watch: Watch, measure: MeasureConf, started_mono: float) -> Sto
     if watch.window is not None and watch.beat is not None and (_beaten(watch, watch.beat) or _short_lost(watch)):
         return StopCause.WINDOW_DONE
     silent_s = now_mono - watch.last_progress_mono
-    if watch.points and silent_s > measure.stall_timeout_s:
+    if watch.points and silent_s > stats.stall_limit_s(watch.points, measure.stall_timeout_s):
         return StopCause.STALLED
     if now_mono - started_mono > measure.trial_timeout_s:
         if (watch.extended or watch.unsettled) and watch.window is not None:  # out of time: the window it had stands
             watch.window = replace(watch.window, end_t=watch.points[-1].t)
             return StopCause.WINDOW_DONE
+        if _within_budget(watch, measure, now_mono - started_mono):
+            watch.overtime = True
+            return StopCause.NONE
         return StopCause.TRIAL_TIMEOUT
     # before the first progress line: a slow first update is not a hang while the trainer visibly works
     if not watch.points and silent_s > max(measure.stall_timeout_s, measure.startup_timeout_s):
         busy = stats.busy(watch.samples(), time.time() - measure.stall_timeout_s)
         return StopCause.NONE if busy else StopCause.STALLED
     return StopCause.NONE
+
+
+def _within_budget(watch: Watch, measure: MeasureConf, elapsed_s: float) -> bool:
+    """Past `trial_timeout_s`: a trainer that prints steadily runs on while, at its pace so far, its window can
+    close within `budget_s` of its launch (`watch.due_s` keeps that projection for the verdict)."""
+    plan = stats.Plan(
+        measure.warmup_iters, measure.stable_k, measure.warmup_timeout_s, measure.window_s, measure.min_window_iters
+    )
+    due = stats.close_by(watch.points, watch.window, time.time(), plan)
+    watch.due_s = None if due is None else due - watch.launch_t
+    return watch.due_s is not None and elapsed_s <= measure.budget_s and watch.due_s <= measure.budget_s
 
 
 def _window_done(watch: Watch, measure: MeasureConf) -> bool:
@@ -287,6 +304,8 @@ def _finish(
         figures["short"] = 1.0
     if watch.held:
         figures["window_held"] = 1.0
+    if watch.overtime:  # a slow but steady trainer, run past trial_timeout_s within its budget
+        figures["overtime"] = 1.0
     figures |= _interval_verdict(figures, measure, watch.extended)
     duration = round(time.monotonic() - running.started_mono, 2)
     return Result(verdict, figures, code, duration, len(left), stats.source_of(samples), watch.stopped_by)
@@ -401,10 +420,25 @@ def _settled(verdict: Verdict, watch: Watch, measure: MeasureConf, progress: Fol
             Status.UNMEASURED,
             Reason.FEW_POINTS,
             f"survived, but its window held {held} progress point(s) of the {measure.min_window_iters} "
-            f"needed: no figures; try a longer measure.trial_timeout_s (now {measure.trial_timeout_s:g} s) "
-            f"or a trainer setting that prints progress more often",
+            f"needed: no figures; {_budget_advice(watch, measure)}",
         )
     return verdict
+
+
+def _budget_advice(watch: Watch, measure: MeasureConf) -> str:
+    """What would measure a trainer that ran out of time: at its pace, the budget its window needs."""
+    pace = stats.pace_s(watch.points)
+    if watch.due_s is None or pace is None:
+        return (
+            f"try a longer measure.budget_s (now {measure.budget_s:g} s; measure.trial_timeout_s "
+            f"{measure.trial_timeout_s:g} s) or a trainer setting that prints progress more often"
+        )
+    need = max(measure.trial_timeout_s, math.ceil(watch.due_s * 1.1 / 60) * 60)  # a tenth more, in whole minutes
+    return (
+        f"at its pace ({pace:.3g} s per progress point) its window would close about {watch.due_s:.0f} s after "
+        f"launch: measure.budget_s={need:g} would measure it (now {measure.budget_s:g} s), or a trainer setting "
+        f"that prints progress more often"
+    )
 
 
 def _interval_verdict(figures: dict[str, float], measure: MeasureConf, extended: bool) -> dict[str, float]:

@@ -142,7 +142,11 @@ class MeasureConf:
     sample_hz: float = 10.0  # sampler rate
     stall_timeout_s: float = 120.0  # no progress for this long: kill the trial, status timeout
     startup_timeout_s: float = 300.0  # ... but before the first progress line, wait this long (env creation)
-    trial_timeout_s: float = 900.0  # hard limit per trial
+    trial_timeout_s: float = 900.0  # limit per trial, but for a trainer still printing steadily then (budget_s)
+    # ... which runs on while, at its pace so far, its window can close within this many seconds of its launch (a
+    # slow trainer is measured, however slow its iterations); past that it is `unmeasured`, saying what budget would do.
+    # At or below trial_timeout_s: no trainer runs past trial_timeout_s
+    budget_s: float = 2700.0
     kill_grace_s: float = 5.0  # SIGTERM to SIGKILL, for a stop that may need an orderly end (stall, time limit)
     repeats: int = 1  # measure each fitting configuration this many times
     max_repeat_spread: float = 0.05  # repeats differing by more (fraction of mean samples/s): unstable
@@ -403,6 +407,7 @@ def _measure(raw: dict[str, Any]) -> MeasureConf:
         "stall_timeout_s",
         "startup_timeout_s",
         "trial_timeout_s",
+        "budget_s",
         "warmup_timeout_s",
     ):
         if getattr(measure, name) <= 0:

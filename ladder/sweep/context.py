@@ -91,6 +91,6 @@ def plan(run: Run, decision: policy.Decision, trial_dir: Path, port: int) -> Tri
         decision.rung,
         place,
         str(trial_dir.absolute()),
-        run.settings.measure.trial_timeout_s,
+        run.settings.measure.budget_s,  # the trainer's own time limit, where it has one: ladder's stops it first
         {**run.settings.nccl_env, **run.machine.env},
     )

@@ -219,7 +219,8 @@ def _measure(m: MeasureConf) -> str:
         f"progress points (95% interval over {m.max_ci_frac:.0%} of samples/s: unstable"
         f"{', window extended once' if m.extend_unstable else ''}); stop on no progress for "
         f"{m.stall_timeout_s:g} s ({m.startup_timeout_s:g} s before the first), a trial at "
-        f"{m.trial_timeout_s:g} s; sampled at {m.sample_hz:g} Hz{repeats}"
+        f"{m.trial_timeout_s:g} s (up to {m.budget_s:g} s for a slow but steady trainer); "
+        f"sampled at {m.sample_hz:g} Hz{repeats}"
     )
 
 

@@ -81,7 +81,8 @@ def confirmation(m: MeasureConf, confirm_s: float) -> MeasureConf:
     extend it (`extend_unstable`): the pick is then flagged unstable in `confirm_s`, not confirmed in twice that.
     Only a memory peak still rising at `confirm_s` holds it open (the record says `window_held`)."""
     limit = max(m.trial_timeout_s, confirm_s + m.startup_timeout_s + m.warmup_timeout_s)
-    return dataclasses.replace(m, window_s=confirm_s, trial_timeout_s=limit, extend_unstable=False)
+    budget = max(m.budget_s, limit)
+    return dataclasses.replace(m, window_s=confirm_s, trial_timeout_s=limit, budget_s=budget, extend_unstable=False)
 
 
 def sampler_factory(machine: Machine, held: Held, trial_id: str) -> Callable[[int], Sampler]:

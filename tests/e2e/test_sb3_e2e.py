@@ -87,6 +87,7 @@ def test_a_trainer_that_prints_rarely_is_unmeasured_or_measured_never_ok_without
         ["--log-interval", "30"],
         "ladder.rungs=[4]",
         "measure.trial_timeout_s=30",
+        "measure.budget_s=30",
         "measure.startup_timeout_s=60",
     )
     assert len(trials) == 1, out
@@ -96,7 +97,7 @@ def test_a_trainer_that_prints_rarely_is_unmeasured_or_measured_never_ok_without
         assert float(row["samples_per_s"]) > 0 and float(row["n_iters"]) >= 4 * 30
     elif row["status"] == "unmeasured":
         assert row["reason"] == "few_points" and row.get("samples_per_s", "") == ""
-        assert "measure.trial_timeout_s" in row["evidence"]
+        assert "measure.budget_s" in row["evidence"]
         assert "survived but is unmeasured" in out and "none of the rungs fits" not in out
     else:  # not one table in 30 s on a loaded machine: nothing matched, said as such (never a step-down)
         assert row["reason"] == "no_progress_match" and "total_timesteps" in row["evidence"], out

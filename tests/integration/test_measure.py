@@ -83,12 +83,29 @@ def test_the_window_waits_for_its_points_and_counts_the_one_that_closed_it(tmp_p
     assert "ci_frac" in f and "unstable" in f
 
 
-def test_a_trainer_that_prints_too_rarely_is_unmeasured_never_ok(tmp_path: Path) -> None:
+def test_a_trainer_that_prints_too_rarely_is_unmeasured_never_ok_and_says_what_budget_would_measure_it(
+    tmp_path: Path,
+) -> None:
+    """A line every 4 s, 5 needed in the window, 7 s to run and no budget past it: `unmeasured`, and the evidence
+    gives its pace and a budget that would measure it (its window is due about 30 s after launch)."""
     result = run(tmp_path, ("0", "4", "idle"), conf(trial_timeout_s=7.0, min_window_iters=5))
     verdict = result.verdict
     assert (verdict.status, verdict.reason) == (Status.UNMEASURED, Reason.FEW_POINTS)
-    assert "measure.trial_timeout_s" in verdict.evidence and "of the 5 needed" in verdict.evidence
-    assert "samples_per_s" not in result.figures
+    assert "of the 5 needed" in verdict.evidence and "s per progress point" in verdict.evidence
+    advice = verdict.evidence.split("measure.budget_s=")[1]
+    assert float(advice.split()[0]) >= 28  # five 4 s points after two steady ones: well past 7 s
+    assert "samples_per_s" not in result.figures and "overtime" not in result.figures
+
+
+def test_a_slow_but_steady_trainer_is_measured_past_its_trial_limit_within_its_budget(tmp_path: Path) -> None:
+    """The same trainer, a line every 4 s, given a budget: it runs past its 7 s trial limit until its window holds
+    its points, and is measured."""
+    measure = conf(trial_timeout_s=7.0, min_window_iters=5, stall_timeout_s=5.0, budget_s=90.0)
+    result = run(tmp_path, ("0", "4", "idle"), measure)
+    assert result.verdict.status is Status.OK and result.stopped_by == "window_done", result.verdict
+    f = result.figures
+    assert f["overtime"] == 1.0 and f["n_iters"] >= 4 and f["samples_per_s"] > 0
+    assert result.duration_s > 7.0
 
 
 def test_a_trainer_whose_lines_never_match_is_a_setting_to_fix(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 
+from ladder.core import stats
 from ladder.core.records import Point
 from ladder.core.stats import Window
 from ladder.runner import trial
@@ -26,6 +27,7 @@ def conf(**kw: float) -> MeasureConf:
         "kill_grace_s": 2.0,
         "sample_hz": 5.0,
     }
+    base["budget_s"] = kw.get("trial_timeout_s", base["trial_timeout_s"])  # no overtime unless a test gives one
     return MeasureConf(**{**base, **kw})  # type: ignore[arg-type]
 
 
@@ -45,3 +47,31 @@ def test_out_of_trial_time_while_extended_keeps_the_window_it_had() -> None:
     assert extended.window == Window(1001.0, 1007.0, gated=True)
     short = trial.Watch(launch_t=990.0, last_progress_mono=now, points=list(pts), window=Window(1001.0, 1012.0, True))
     assert trial._stop_reason(short, conf(trial_timeout_s=1.0), started_mono=now - 5.0) == "trial_timeout"
+
+
+# ---------------------------------------------------------------- a slow trainer's budget
+
+
+def test_pace_and_stall_limit_come_from_the_trainer_s_own_points() -> None:
+    """Seconds per point over all points (an update's pause included); a stall is three of its longest pauses,
+    never less than stall_timeout_s."""
+    pts = [Point(100.0 + t, i, 10.0 * i) for i, t in enumerate([0.0, 1.0, 2.0, 3.0, 43.0, 44.0], start=1)]
+    assert stats.pace_s(pts) == 44.0 / 5
+    assert stats.pace_s(pts[:1]) is None
+    assert stats.stall_limit_s(pts, 60.0) == 120.0  # 3 x the 40 s update
+    assert stats.stall_limit_s(pts[:4], 60.0) == 60.0
+    assert stats.stall_limit_s(pts[:1], 60.0) == 60.0
+
+
+def test_the_window_s_close_is_projected_at_the_trainer_s_pace() -> None:
+    """A point every 10 s: not open yet, it opens after its warm-up and steady points (or its warm-up limit, if
+    sooner) and then needs window_s and min_window_iters points; open, the points it still lacks."""
+    plan = stats.Plan(warmup_iters=3, stable_k=2, warmup_timeout_s=1000.0, window_s=5.0, min_window_iters=4)
+    pts = [Point(100.0 + 10 * i, i, 10.0 * i) for i in range(2)]  # two points: t=100, 110
+    assert stats.close_by(pts, None, 110.0, plan) == 110.0 + 3 * 10 + 4 * 10  # 3 more to open, then 4 in it
+    soon = stats.Plan(warmup_iters=3, stable_k=2, warmup_timeout_s=15.0, window_s=5.0, min_window_iters=4)
+    assert stats.close_by(pts, None, 110.0, soon) == 120.0 + 40.0  # the warm-up limit, once 3 points have come
+    window = stats.Window(start_t=115.0, end_t=120.0, gated=True)
+    pts3 = [*pts, Point(120.0, 2, 20.0)]
+    assert stats.close_by(pts3, window, 120.0, plan) == 120.0 + 3 * 10  # it holds 1 of its 4
+    assert stats.close_by(pts[:1], None, 110.0, plan) is None
