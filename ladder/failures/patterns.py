@@ -128,6 +128,17 @@ PATTERNS: tuple[Pattern, ...] = (
         _DEV + "ray-4877-rllib-impala-rayoutofmemoryerror, search-r1-45-ray-oom-prevention-hint; "
         "github.com/real-stanford/flingbot#11; github.com/flwrlabs/flower#2157",
     ),
+    # a cluster's memory monitor killing a task: SLURM's cgroup OOM handler (counted, in its older and newer
+    # wordings) and srun's report of the task it killed; before the GPU rows, since a node may be named gpu001
+    _row(
+        _R.HOST_OOM,
+        r"Detected \d+ oom[-_]kill events?\b|killed by the cgroup out-of-memory handler|step tasks have been OOM Killed"
+        r"|srun: error: [^\s:]+: tasks? [\d,-]+: Out Of Memory",
+        "github.com/lanl/PyBNF#118; github.com/nextflow-io/nextflow#5932; github.com/hafs-community/HAFS#101; "
+        "github.com/snakemake/snakemake-executor-plugin-slurm#371; github.com/FoNDUE-HTR/Documentation#5",
+    ),
+    # TensorFlow's allocator naming the CPU as the device it could not allocate on (host memory, whatever words follow)
+    _row(_R.HOST_OOM, r"OOM when allocating tensor\b[^\n]*?/device:CPU:\d+", "github.com/thtrieu/darkflow#873"),
     # --- GPU memory ---
     _row(_R.CUDA_OOM, r"CUDA out of memory", "github.com/modelscope/ms-swift#6301; github.com/NVIDIA/nccl#1284"),
     _row(
@@ -253,9 +264,12 @@ PATTERNS: tuple[Pattern, ...] = (
     _row(
         _R.HOST_OOM,
         r"exitcode\s*:\s*-9\b|exit (?:code|status) (?:137|-9)\b|signal 9: SIGKILL|Signal 9 \(SIGKILL\)"
-        r"|<Signals\.SIGKILL: 9>|process \d+ terminated with signal SIGKILL",
+        r"|<Signals\.SIGKILL: 9>|process \d+ terminated with signal SIGKILL"
+        r"|exited on signal 9\b|killed by signal 9\b|EXIT STRING: Killed \(signal 9\)",
         "github.com/lmzpai/roboMamba#10; github.com/NWPUZhoufei/LDP-Net#4; " + _CAPTURED + "torchrun_sigkill.log; "
-        "github.com/bmaltais/kohya_ss#1065; github.com/lyu-yx/ACUMEN#4 (torch.multiprocessing.spawn's wording)",
+        "github.com/bmaltais/kohya_ss#1065; github.com/lyu-yx/ACUMEN#4 (torch.multiprocessing.spawn's wording); "
+        "MPI launchers: github.com/mfem/mfem#3424, github.com/3dem/relion#112 (Open MPI), "
+        "github.com/pmodels/mpich#743, github.com/openai/jukebox#155 (MPICH)",
         weak=_KILL,
     ),
     # --- fatal program or config errors: a smaller rung would fail the same way ---
@@ -272,9 +286,10 @@ PATTERNS: tuple[Pattern, ...] = (
     ),
     _row(
         _R.ERROR,
-        r"Duplicate GPU detected|ncclInvalidUsage|invalid usage\b",
+        r"Duplicate GPU detected|ncclInvalidUsage|invalid usage\b"
+        r"|Bootstrap Root : (?:mismatch in rank count|rank \d+ of \d+ ranks has already checked in)",
         "github.com/horovod/horovod#3929; github.com/Peterande/D-FINE#289; "
-        "github.com/Lightning-AI/pytorch-lightning#8139",
+        "github.com/Lightning-AI/pytorch-lightning#8139, #14986; github.com/pytorch/pytorch#46248",
     ),
     # --- port in use ---
     _row(
@@ -300,6 +315,16 @@ PATTERNS: tuple[Pattern, ...] = (
         "github.com/huggingface/diffusers#12422; github.com/pytorch/pytorch#118369",
     ),
     _row(_R.NCCL_TIMEOUT, r"due to a collective timeout", "github.com/axolotl-ai-cloud/axolotl#3476"),
+    # torch's NCCL watchdog stuck behind a collective or CUDA call that never returns, and the heartbeat monitor that
+    # then ends the process: a hang of the communication, like a collective's timeout (torch only suspects it, so a
+    # run that exits cleanly after it has not failed)
+    _row(
+        _R.NCCL_TIMEOUT,
+        r"ProcessGroupNCCL's watchdog got stuck for \d+ seconds"
+        r"|Heartbeat monitor timed out! Process will be terminated",
+        "github.com/hiyouga/LlamaFactory#8549; github.com/xdit-project/xDiT#147",
+        failing_only=True,
+    ),
     _row(_R.NCCL_TIMEOUT, r"\] Timeout at NCCL work: \d+", "github.com/hiyouga/LlamaFactory#6269"),
     _row(_R.NCCL_TIMEOUT, r"Timed out waiting \d+ms for (?:recv|send) operation", _CAPTURED + "gloo_timeout.log"),
     _row(
@@ -339,9 +364,9 @@ PATTERNS: tuple[Pattern, ...] = (
     _row(
         _R.NCCL_ERROR,
         r"Some NCCL operations have failed or timed out|Exception \(either an error or timeout\) detected by watchdog"
-        r"|NCCL communicator was aborted",
+        r"|NCCL communicator was aborted|failure detected by watchdog at work sequence id",
         "github.com/EvolvingLMMs-Lab/open-r1-multimodal#20; github.com/GAIR-NLP/DeepResearcher#16; "
-        "github.com/TexasInstruments/edgeai-mmdetection#8",
+        "github.com/TexasInstruments/edgeai-mmdetection#8; github.com/modelscope/ms-swift#7104",
     ),
     # an NCCL call that failed, by name (XLA's wording, glog's Check failed), or NCCL's own result strings
     _row(
@@ -359,6 +384,16 @@ PATTERNS: tuple[Pattern, ...] = (
         _R.NCCL_ERROR,
         r"NCCL WARN (?:Error\b|socketStartConnect: .*failed|\[Proxy Service \d+\] Failed)",
         "github.com/pytorch/ci-infra#490; github.com/NVIDIA/nccl-tests#166",
+    ),
+    # NCCL's socket layer failing while the ranks bootstrap or connect: an address or a peer it cannot reach or bind
+    # (NCCL 2.2 wrote "WARN" without "NCCL"). Only the socket calls: the warnings healthy runs print too (an IB device
+    # that will not open, libibverbs missing) name no socket call and count for nothing.
+    _row(
+        _R.NCCL_ERROR,
+        r"\bWARN (?:Connect to \S+ failed|Call to (?:connect|bind|listen|accept)\b[^\n]{0,12}?(?:failed|timeout))"
+        r"|NCCL WARN socketPollConnect: Connect to \S+ returned|NCCL WARN Bootstrap : no socket interface found",
+        "github.com/espnet/espnet#1940; github.com/horovod/horovod#110; github.com/NVIDIA/nccl-tests#15; "
+        "github.com/rwth-i6/returnn#1470; github.com/sgl-project/sglang#3820; github.com/ultralytics/ultralytics#7038",
     ),
     # --- the catch-alls: a CUDA error or a Python exception that no row above names ---
     # c10d's store client seeing its server's socket close (end of file): printed at teardown too, so a symptom only

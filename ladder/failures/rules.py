@@ -6,7 +6,8 @@ proves and the real output it was written from. Nothing else in ladder matches f
 Choosing the root cause among many matched lines (the traps are tested in tests/integration/test_failures.py):
 
 * Each line is named by the first row that matches it (rows are ordered memory, fatal, port, communication,
-  catch-all). A key phrase wrapped onto the next line (``CUDA out of mem`` / ``ory``) still matches.
+  catch-all). A key phrase wrapped onto the next line (``CUDA out of mem`` / ``ory``) still matches; a next line
+  that matches on its own is named by itself, never run together with the line before it.
 * Higher tiers win: memory > fatal program error > port in use > communication failures and unrecognised
   exceptions. One rank's OOM followed by pages of NCCL/gloo errors from the others is an OOM.
 * Order breaks ties (the earliest line wins), and order demotes memory: a memory line after an NCCL timeout or a
@@ -109,9 +110,15 @@ def _line_hit(lines: Sequence[str], i: int, rows: Iterable[Pattern]) -> Hit | No
 
 
 def _wrapped(regex: re.Pattern[str], line: str, nxt: str) -> re.Match[str] | None:
-    """A match that starts on `line` and runs on into `nxt`: a key phrase wrapped by a terminal or a paste."""
+    """A match that starts on `line` and runs on into `nxt`: a key phrase wrapped by a terminal or a paste.
+
+    Not when `nxt` matches by itself: then two separate lines only met when run together (a banner's "CUDA Toolkit
+    12.8, Driver 13.0" and the failure line after it), and `nxt` is named on its own, its evidence its own line.
+    """
     match = regex.search(line + nxt)
-    return match if match is not None and match.start() < len(line) < match.end() else None
+    if match is None or not match.start() < len(line) < match.end():
+        return None
+    return None if regex.search(nxt) else match
 
 
 def _clip(text: str, start: int) -> str:

@@ -12,7 +12,9 @@ has that table: 60/66 unambiguous right); its misses' families were then added, 
 `failure_logs/heldout_b.jsonl` (46, 39 unambiguous, 46 more repositories) was gathered and labelled after that, and
 looked at once (36/39); its misses' families were added in turn. `failure_logs/heldout_c.jsonl` (33, 30 unambiguous,
 33 more repositories) likewise after that: 29/30 at its first look; `failure_logs/heldout_d.jsonl` (52, 40
-unambiguous, 49 more repositories, mostly RL and GPU-simulation stacks) likewise: 39/40 at its first look.
+unambiguous, 49 more repositories, mostly RL and GPU-simulation stacks) likewise: 39/40 at its first look;
+`failure_logs/heldout_e.jsonl` (34, 29 unambiguous, 34 more repositories: collective watchdogs, NCCL's bootstrap,
+launchers' signal 9, XLA and cluster memory monitors, with their traps) likewise: 21/29 in status at its first look.
 `captured/*.log` are real outputs of small torch programs
 run on this CPU machine (torch 2.13), trimmed of unrelated lines but never edited; captured/README.md says how each
 was made. `PUBLIC` below quotes lines from public issue threads for the patterns that neither of those shows.
@@ -28,7 +30,7 @@ import pytest
 from ladder.core.records import Confidence, Ending, Reason, Status
 from ladder.failures import scoring
 from ladder.failures.patterns import PATTERNS, status_of
-from ladder.failures.rules import EVIDENCE_CHARS, as_json, classify, classify_text
+from ladder.failures.rules import EVIDENCE_CHARS, as_json, classify, classify_text, find_hits
 from tests.helpers import DATA
 
 CAPTURED = DATA / "captured"
@@ -347,6 +349,127 @@ PUBLIC = {
         Reason.PEER_LOST,
         "torch.distributed.DistStoreError: Timed out after 6 seconds waiting for workers. 1/2 workers joined.",
     ),
+    # --- the families of failure_logs/heldout_e.jsonl's misses at its first look, from other threads where they could
+    # be found (the rows of that file are development now) ---
+    # torch's NCCL watchdog itself hung (a collective or CUDA call that never returns), and its heartbeat monitor
+    "llamafactory-8549-watchdog-got-stuck": (  # github.com/hiyouga/LlamaFactory#8549
+        Reason.NCCL_TIMEOUT,
+        "[rank2]:[E704 13:48:58.260494728 ProcessGroupNCCL.cpp:1746] [PG ID 0 PG GUID 0(default_pg) Rank 2] "
+        "ProcessGroupNCCL's watchdog got stuck for 480 seconds without making progress in monitoring enqueued "
+        "collectives. This typically indicates a NCCL/CUDA API (e.g., CudaEventDestroy) hang blocking the watchdog, "
+        "and could be triggered by another thread holding the GIL inside a CUDA api (for example, CudaEventDestroy), "
+        "or other deadlock-prone behaviors.If you suspect the watchdog is not actually stuck and a longer timeout "
+        "would help, you can either increase the timeout (TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC) to a larger value or "
+        "disable the heartbeat monitor (TORCH_NCCL_ENABLE_MONITORING=0).If either of aforementioned helps, feel free "
+        "to file an issue to PyTorch about the short timeout or false positive abort; otherwise, please attempt to "
+        "debug the hang. ",
+    ),
+    "xdit-147-heartbeat-monitor-timed-out": (  # github.com/xdit-project/xDiT#147
+        Reason.NCCL_TIMEOUT,
+        "[rank0]:[E ProcessGroupNCCL.cpp:1316] [PG 5 Rank 0] Heartbeat monitor timed out! Process will be terminated "
+        "after dumping debug info. workMetaList_.size()=3",
+    ),
+    "ms-swift-7104-failure-detected-by-watchdog": (  # github.com/modelscope/ms-swift#7104
+        Reason.NCCL_ERROR,
+        "[rank1]:[E1218 01:59:12.853182951 ProcessGroupNCCL.cpp:2252] [PG ID 5 PG GUID 15 Rank 1]  failure detected by "
+        "watchdog at work sequence id: 943 PG status: last enqueued work: 943, last completed work: 942",
+    ),
+    # NCCL's socket layer failing while the ranks bootstrap (NCCL 2.2 wrote "WARN" without "NCCL")
+    "espnet-1940-nccl-warn-connect-failed-refused": (  # github.com/espnet/espnet#1940
+        Reason.NCCL_ERROR,
+        "tj1-asr-train-v100-13:941227:943077 [0] include/socket.h:390 NCCL WARN Connect to 10.38.10.112<21724> failed "
+        ": Connection refused",
+    ),
+    "horovod-110-nccl-warn-call-to-connect-timed-out": (  # github.com/horovod/horovod#110
+        Reason.NCCL_ERROR,
+        "lf-solar-gpu9-pm:285594:285607 [0] include/socket.h:361 NCCL WARN Call to connect failed : Connection timed "
+        "out",
+    ),
+    "nccl-tests-15-warn-call-to-connect-failed-nccl-2-2": (  # github.com/NVIDIA/nccl-tests#15
+        Reason.NCCL_ERROR,
+        "gpu-bql-144-103:18553:18611 [0] include/socket.h:360 WARN Call to connect failed : Connection timed out",
+    ),
+    "returnn-1470-nccl-warn-call-to-bind-failed": (  # github.com/rwth-i6/returnn#1470
+        Reason.NCCL_ERROR,
+        "nd20-01:275975:275975 [0] misc/socket.cc:379 NCCL WARN Call to bind failed : Cannot assign requested address"
+        "                                   ",
+    ),
+    "sglang-3820-nccl-warn-socket-poll-connect-no-route": (  # github.com/sgl-project/sglang#3820
+        Reason.NCCL_ERROR,
+        "node5:240:240 [6] misc/socket.cc:533 NCCL WARN socketPollConnect: Connect to 10.0.0.4<56849> returned 113(No "
+        "route to host) errno 115(Operation now in progress)",
+    ),
+    "ultralytics-7038-nccl-warn-bootstrap-no-socket-interface": (  # github.com/ultralytics/ultralytics#7038
+        Reason.NCCL_ERROR,
+        "SGES-DT279:22220:22220 [0] bootstrap.cc:48 NCCL WARN Bootstrap : no socket interface found",
+    ),
+    # a launch that gives NCCL's bootstrap the wrong ranks: the same at every rung, so no step-down
+    "pytorch-46248-bootstrap-root-rank-count-mismatch": (  # github.com/pytorch/pytorch#46248
+        Reason.ERROR,
+        'Tracing that down via ` NCCL_DEBUG=INFO` reveals a warning "bootstrap.cc:190 NCCL WARN Bootstrap Root : '
+        'mismatch in rank count from procs 6 : 3", which hints that 6 GPUs are available and hence expected but only 3 '
+        "processes are started which is indeed what happens. See "
+        "https://github.com/pytorch/pytorch/blob/v1.7.0-rc1/test/run_test.py#L181",
+    ),
+    "lightning-14986-bootstrap-root-rank-already-checked-in": (  # github.com/Lightning-AI/pytorch-lightning#14986
+        Reason.ERROR,
+        "hpc-25-14:18569:18835 [0] bootstrap.cc:131 NCCL WARN Bootstrap Root : rank 1 of 8 ranks has already checked "
+        "in",
+    ),
+    # an MPI launcher reporting a rank ended by SIGKILL (Open MPI, MPICH's hydra, MPICH's mpd)
+    "mfem-3424-mpirun-exited-on-signal-9": (  # github.com/mfem/mfem#3424 (its title)
+        Reason.HOST_OOM,
+        "mpirun noticed that process rank 10 with PID 0 on node yosibash-pc exited on signal 9 (Killed).",
+    ),
+    "relion-112-mpirun-exited-on-signal-9": (  # github.com/3dem/relion#112
+        Reason.HOST_OOM,
+        "-------------------------------------\n"
+        "mpirun noticed that process rank 4 with PID 0 on node localhost exited on signal 9 (Killed).\n"
+        "-------------------------------------",
+    ),
+    "jukebox-155-mpich-exit-string-killed-signal-9": (  # github.com/openai/jukebox#155
+        Reason.HOST_OOM,
+        "=   EXIT CODE: 9\n=   CLEANING UP REMAINING PROCESSES\n=   YOU CAN IGNORE THE BELOW CLEANUP MESSAGES\n"
+        "===================================================================================\n"
+        "YOUR APPLICATION TERMINATED WITH THE EXIT STRING: Killed (signal 9)",
+    ),
+    "mpich-743-exit-status-killed-by-signal-9": (  # github.com/pmodels/mpich#743
+        Reason.HOST_OOM,
+        "Rank 0 in job 1 <system name>_65327  caused collective abort of all ranks\n\n"
+        "            Exit status of rank 0: killed by signal 9",
+    ),
+    # TensorFlow's allocator naming the CPU as the device it could not allocate on: host memory
+    "darkflow-873-tf-oom-on-the-cpu-device": (  # github.com/thtrieu/darkflow#873
+        Reason.HOST_OOM,
+        "tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor with "
+        "shape[16,19,19,1024] and type float on /job:localhost/replica:0/task:0/device:CPU:0 by allocator cpu",
+    ),
+    # SLURM's cgroup OOM handler killing a task, in its older and newer wordings, and srun's report of it
+    "pybnf-118-slurm-oom-kill-events": (  # github.com/lanl/PyBNF#118
+        Reason.HOST_OOM,
+        "slurmstepd: error: Detected 2 oom-kill event(s) in step 3756240.batch cgroup.",
+    ),
+    "nextflow-5932-slurm-oom-kill-event-new-wording": (  # github.com/nextflow-io/nextflow#5932 (its title)
+        Reason.HOST_OOM,
+        "slurmstepd: error: Detected 1 oom_kill event in StepId=11300781.0.",
+    ),
+    "hafs-101-slurm-cgroup-handler-and-srun-task-out-of-memory": (  # github.com/hafs-community/HAFS#101
+        Reason.HOST_OOM,
+        "slurmstepd: error: Detected 1 oom-kill event(s) in step 3495064.0 cgroup. Some of your processes may have "
+        "been killed by the cgroup out-of-memory handler.\nsrun: error: Orion-01-01: task 4: Out Of Memory\n"
+        "srun: Terminating job step 3495064.0\n"
+        "slurmstepd: error: *** STEP 3495064.0 ON orion-01-01 CANCELLED AT 2021-10-27T19:35:36 ***",
+    ),
+    "snakemake-slurm-371-step-tasks-oom-killed": (  # github.com/snakemake/snakemake-executor-plugin-slurm#371
+        Reason.HOST_OOM,
+        "slurmstepd: error: Detected 2 oom_kill events in StepId=JOBID.13. Some of the step tasks have been OOM "
+        "Killed.\n"
+        "srun: error: NODE: task 0: Out Of Memory",
+    ),
+    "fondue-htr-5-srun-task-out-of-memory-on-a-gpu-node": (  # github.com/FoNDUE-HTR/Documentation#5 (its title)
+        Reason.HOST_OOM,
+        "`srun: error: gpu001: task 0: Out Of Memory`",
+    ),
 }
 
 # Each captured log, the launcher's exit code that went with it, and the reason it proves.
@@ -588,6 +711,92 @@ def test_memory_line_after_a_fatal_error_is_its_consequence() -> None:
     assert classify_text(oom_only).reason is Reason.CUDA_OOM
 
 
+# --- lines stay separate; launch faults and healthy warnings never step down ---
+
+# github.com/NVIDIA/warp#960: the second line of Warp's banner at init
+WARP_BANNER = "   CUDA Toolkit 12.8, Driver 13.0"
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        (WARP_BANNER, sample("isaacsim-555-warp-oom-symptom-egl-root-cause").splitlines()[3]),
+        (PUBLIC["iim-28-cuda-error-oom"][1].splitlines()[1], OOM_LINE),
+    ],
+    ids=["warp-banner-then-warp-oom", "cuda-kernel-errors-note-then-torch-oom"],
+)
+def test_evidence_never_glues_a_line_to_the_next(first: str, second: str) -> None:
+    """A line with a GPU word and the failure line after it are two lines, not one phrase wrapped by a terminal: the
+    evidence is the failure's own line, never both run together ("...Driver 13.0Warp CUDA error 2: out of memory")."""
+    text = f"{first}\n{second}\n"
+    verdict = classify_text(text, 1)
+    assert (verdict.status, verdict.reason) == (Status.OOM_OR_NCCL, Reason.CUDA_OOM)
+    assert verdict.evidence in second
+    assert all(hit.evidence in text.splitlines()[hit.line] for hit in find_hits(text))
+
+
+# github.com/zai-org/ImageReward#65 (NCCL then uses the other devices), github.com/NVIDIA/nccl#444
+HEALTHY_NCCL_WARN = (
+    "65826-86bd789679-2dxbs:80744:80744 [1] misc/ibvwrap.cc:212 NCCL WARN Call to ibv_open_device failed\n"
+    "65826-86bd789679-2dxbs:80746:80746 [3] transport/net_ib.cc:149 NCCL WARN NET/IB : Unable to open device mlx5_59\n"
+    "[1] misc/ibvwrap.cc:63 NCCL WARN Failed to open libibverbs.so[.1]"
+)
+
+
+def test_nccl_warn_lines_that_healthy_runs_print_are_no_step_down() -> None:
+    assert classify_text(HEALTHY_NCCL_WARN, 1).status is Status.ERROR
+    then_oom = classify_text(f"{HEALTHY_NCCL_WARN}\n{OOM_LINE}", 1)
+    assert (then_oom.status, then_oom.reason) == (Status.OOM_OR_NCCL, Reason.CUDA_OOM)
+
+
+def test_a_launch_with_the_wrong_ranks_stops_the_profile_before_its_refused_connections() -> None:
+    """NCCL's bootstrap root seeing more or fewer ranks than it was told (or one rank twice) is a launch fault that
+    fails alike at every rung; the refused connections that follow are its consequence."""
+    refused = [
+        PUBLIC[case][1]
+        for case in ("wenet-959-nccl-connect-refused-retrying", "espnet-1940-nccl-warn-connect-failed-refused")
+    ]
+    for case in (
+        "pytorch-46248-bootstrap-root-rank-count-mismatch",
+        "lightning-14986-bootstrap-root-rank-already-checked-in",
+    ):
+        verdict = classify_text("\n".join([PUBLIC[case][1], *refused]), 1)
+        assert (verdict.status, verdict.reason) == (Status.ERROR, Reason.ERROR)
+        assert "Bootstrap Root" in verdict.evidence
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # github.com/FedML-AI/FedML#588 (its title)
+        "mpirun noticed that process rank 0 with PID 636815 on node fl98 exited on signal 11 (Segmentation fault)",
+        # github.com/adda-team/adda#151, as pasted (wrapped)
+        "mpiexec noticed that process rank 0 with PID 10313 on node proton exited on \nsignal 6 (Aborted).",
+    ],
+    ids=["signal-11", "signal-6-wrapped"],
+)
+def test_a_launcher_reporting_another_signal_is_no_kill(text: str) -> None:
+    assert classify_text(text, 1).status is Status.ERROR
+
+
+def test_a_stuck_watchdog_in_a_run_that_then_exits_cleanly_is_no_failure() -> None:
+    """torch prints it when it only suspects a hang ("If you suspect the watchdog is not actually stuck"): it names the
+    failure of a run that failed, and nothing in one that exited 0."""
+    stuck = PUBLIC["llamafactory-8549-watchdog-got-stuck"][1]
+    assert (classify_text(stuck, 1).status, classify_text(stuck, 0).status) == (Status.OOM_OR_NCCL, Status.OK)
+
+
+def test_a_watchdog_ending_a_rank_for_an_illegal_access_stays_an_error() -> None:
+    """The watchdog's hang and timeout lines are a communication failure; the same watchdog ending the process for a
+    broken kernel names the kernel."""
+    hang, broken = (
+        PUBLIC["xdit-147-heartbeat-monitor-timed-out"][1],
+        PUBLIC["vllm-6042-illegal-memory-access-in-watchdog"][1],
+    )
+    text = f"{hang}\n{broken}"
+    assert classify_text(text, 1).status is Status.ERROR
+
+
 # --- classify() on whole endings ---
 
 
@@ -792,6 +1001,7 @@ def more(sample_id: str) -> str:
         (PUBLIC["kohya-ss-1065-python-names-sigkill"][1], 1, Reason.HOST_OOM),
         (PUBLIC["landmark-65-killed-after-a-progress-bar"][1], None, Reason.HOST_OOM),
         (PUBLIC["acumen-4-spawn-process-terminated-with-sigkill"][1], 1, Reason.HOST_OOM),
+        (PUBLIC["mfem-3424-mpirun-exited-on-signal-9"][1], 1, Reason.HOST_OOM),
         ("", -9, Reason.HOST_OOM),
         ("", 137, Reason.HOST_OOM),
     ],
@@ -805,6 +1015,7 @@ def more(sample_id: str) -> str:
         "python-signals-sigkill",
         "killed-after-progress-bar",
         "spawn-child-sigkill",
+        "mpirun-rank-exited-on-signal-9",
         "exit-minus-9",
         "exit-137",
     ],
@@ -833,6 +1044,8 @@ def test_the_kernels_own_evidence_makes_a_bare_kill_certain() -> None:
         sample("stanford-alpaca-207-ncclremoteerror-net-ib"),
         captured("gloo_peer_closed.log"),
         PUBLIC["openbmc-1887-kernel-killed-process-and-reaper"][1],
+        PUBLIC["hafs-101-slurm-cgroup-handler-and-srun-task-out-of-memory"][1],
+        PUBLIC["llamafactory-8549-watchdog-got-stuck"][1],
     ],
 )
 def test_named_failures_are_certain(text: str) -> None:
@@ -873,8 +1086,9 @@ def test_the_acceptance_bar_on_every_labelled_unambiguous_row() -> None:
     careful reader labels one way: the 134 shared rows and failure_logs/heldout*.jsonl (all of them measured once
     already, so here they guard against regressions)."""
     rows = SAMPLES + MORE_DEV + _rows("failure_logs_more_heldout.jsonl") + HELDOUT + HELDOUT_B + HELDOUT_C + HELDOUT_D
+    rows += HELDOUT_E
     scored = [s for s in scoring.score(rows) if not s.ambiguous]
-    assert len(rows) == 134 + 81 + 46 + 33 + 52 and len(scored) == 100 + 66 + 39 + 30 + 40
+    assert len(rows) == 134 + 81 + 46 + 33 + 52 + 34 and len(scored) == 100 + 66 + 39 + 30 + 40 + 29
     assert sum(s.status_right for s in scored) >= 0.98 * len(scored)
     assert sum(s.reason_right for s in scored) >= 0.90 * len(scored)
     assert not any(s.false_step_down for s in scoring.score(rows) if not s.ambiguous)
@@ -951,7 +1165,15 @@ DISPUTED_HELDOUT |= {
 }
 
 
-@pytest.mark.parametrize("s", [_param(s, DISPUTED_HELDOUT) for s in HELDOUT + HELDOUT_B + HELDOUT_C + HELDOUT_D])
+# failure_logs/heldout_e.jsonl: 34 more from 34 further repositories, gathered for the families that still missed on
+# RL, GPU-simulation and multi-GPU logs, and labelled before the classifier saw them (README there: 21/29 unambiguous
+# right in status at its first look)
+HELDOUT_E = _rows("failure_logs/heldout_e.jsonl")
+
+
+@pytest.mark.parametrize(
+    "s", [_param(s, DISPUTED_HELDOUT) for s in HELDOUT + HELDOUT_B + HELDOUT_C + HELDOUT_D + HELDOUT_E]
+)
 def test_heldout_sample(s: dict) -> None:
     _agrees_with_its_label(s)
 
@@ -967,12 +1189,13 @@ def test_heldout_rows_are_labelled_sources_from_other_repositories() -> None:
     assert len(HELDOUT_B) == 46 and sum(not s["ambiguous"] for s in HELDOUT_B) == 39
     assert len(HELDOUT_C) == 33 and sum(not s["ambiguous"] for s in HELDOUT_C) == 30
     assert len(HELDOUT_D) == 52 and sum(not s["ambiguous"] for s in HELDOUT_D) == 40
-    every = HELDOUT + HELDOUT_B + HELDOUT_C + HELDOUT_D
+    assert len(HELDOUT_E) == 34 and sum(not s["ambiguous"] for s in HELDOUT_E) == 29
+    every = HELDOUT + HELDOUT_B + HELDOUT_C + HELDOUT_D + HELDOUT_E
     assert set(DISPUTED_HELDOUT) <= {s["id"] for s in every if s["ambiguous"]}
     for s in every:
         assert s["source"].startswith("github.com/") and "#" in s["source"], s["id"]
         assert s["source"].split("#")[0].lower() not in shared, s["id"]
-    parts = (HELDOUT, HELDOUT_B, HELDOUT_C, HELDOUT_D)
+    parts = (HELDOUT, HELDOUT_B, HELDOUT_C, HELDOUT_D, HELDOUT_E)
     repos = [{s["source"].split("#")[0].lower() for s in part} for part in parts]
     assert not any(repos[i] & repos[j] for i in range(len(parts)) for j in range(i + 1, len(parts)))
 
