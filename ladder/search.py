@@ -28,7 +28,7 @@ from omegaconf.errors import InterpolationKeyError
 
 from ladder.core.errors import ExitCode, LadderError
 from ladder.core.outcome import worst
-from ladder.runner import procs
+from ladder.runner import procs, suspend
 from ladder.runner.machine import emulated_card_gb, find_machine
 from ladder.settings import argv
 from ladder.settings.catalog import CONF_DIR
@@ -56,6 +56,7 @@ def execute(settings: Settings) -> int:
     procs.remove_stale()
     for sig in (signal.SIGTERM, signal.SIGHUP):  # a closed terminal stops the sweep as cleanly as Ctrl-C
         signal.signal(sig, _raise_interrupt)
+    suspend.install()  # Ctrl-Z stops the running trial with the sweep; `fg` continues both
     view = make_view()
     view.sweep_started(
         banner(settings, paths, machine, emulated_card_gb(settings)),

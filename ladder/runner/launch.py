@@ -26,7 +26,7 @@ from typing import IO
 
 from ladder.core import paths
 from ladder.core.spec import TrialSpec
-from ladder.runner import procs
+from ladder.runner import procs, suspend
 from ladder.runner.cgroup import MemCgroup, Usage
 from ladder.runner.procs import TRIAL_ID_VAR, become_subreaper, reap_orphans
 
@@ -84,6 +84,7 @@ def start(spec: TrialSpec, trial_dir: Path, trial_id: str, mem_limit_bytes: int 
         cwd=spec.cwd or None,
         start_new_session=True,
     )
+    suspend.track(trial_id, cgroup)
     return Running(trial_id, proc, cgroup, out, time.monotonic())
 
 
@@ -98,6 +99,7 @@ def stop(run: Running, grace_s: float) -> int:
     procs.signal_group(run.proc.pid, signal.SIGKILL)
     code = run.proc.wait()  # reap the leader through Popen before any orphan reaping, to keep its code
     groups = [run.cgroup] if run.cgroup is not None else []
+    suspend.untrack(run.trial_id)
     procs.kill_trial(run.trial_id, groups, remove=False)
     if run.cgroup is not None:
         run.cgroup_usage = run.cgroup.usage()

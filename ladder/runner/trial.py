@@ -19,7 +19,7 @@ from ladder.core import paths, stats
 from ladder.core.records import Confidence, Ending, Point, Reason, Sample, Status, StopCause, Verdict
 from ladder.core.spec import TrialSpec
 from ladder.failures import diverged, files, patterns, rules
-from ladder.runner import launch, procs
+from ladder.runner import launch, procs, suspend
 from ladder.runner.cgroup import Usage
 from ladder.runner.evidence import Evidence
 from ladder.runner.monitor import Monitor, Sampler, write_samples
@@ -59,10 +59,18 @@ class Watch:
     held: bool = False  # the window ran past window_s, held open while its memory was unsettled
     overtime: bool = False  # it ran past trial_timeout_s, printing steadily, its window due within budget_s
     due_s: float | None = None  # when its window could close, seconds from launch at its pace (at the last look)
+    pauses: tuple[int, float] = (0, 0.0)  # `suspend.PAUSES` (count, total) at launch: the pauses before it
+    paused_s: float = 0.0  # how long the sweep and this trial were suspended together (Ctrl-Z): out of every limit
+    since_t: float = 0.0  # the window opens on points from here on: after the last pause, measured afresh
+    restarted: bool = False  # a pause came while its window was open: the window started again after it
     per_iteration: bool = True  # each progress point is a whole iteration (`TrialSpec.progress_per_iteration`)
     cadence_s: float = 0.0  # the window length cadence and settling are judged on (`run`'s `cadence_s`)
     tail: str = ""  # the progress file's tail when ladder decided to stop it (before its own SIGTERM is echoed)
     samples: Callable[[], list[Sample]] = list  # the monitor's samples so far (is the trainer visibly busy?)
+
+    def fresh(self) -> list[Point]:
+        """The points since the last pause (all of them where there was none): its pace and its window's."""
+        return [p for p in self.points if p.t >= self.since_t] if self.since_t else self.points
 
 
 @dataclass(frozen=True)
@@ -119,6 +127,7 @@ def run(
         short_s=short_s,
         per_iteration=spec.progress_per_iteration,
         cadence_s=cadence_s or measure.window_s,
+        pauses=(suspend.PAUSES.count, suspend.PAUSES.total_s),
     )
     monitor = Monitor(make_sampler(running.proc.pid), measure.sample_hz).start()
     watch.samples = lambda: monitor.samples
@@ -148,13 +157,28 @@ def _watch(
     tick: Callable[[], object],
 ) -> None:
     while running.proc.poll() is None:
+        _after_pause(watch)
         _take_progress(watch, progress)
-        watch.stopped_by = _stop_reason(watch, measure, running.started_mono) or _out_of_memory(evidence, running)
+        started_mono = running.started_mono + watch.paused_s  # a pause is not the trial's time
+        watch.stopped_by = _stop_reason(watch, measure, started_mono) or _out_of_memory(evidence, running)
         if watch.stopped_by:
             watch.tail = _tail(progress.path)
             return
         tick()
         time.sleep(TICK_S)
+
+
+def _after_pause(watch: Watch) -> None:
+    """After the sweep was suspended with this trial (`ladder.runner.suspend`): the pause counts toward no limit,
+    and the window, open or not, is measured afresh on the points after it (a window across a pause would measure
+    the pause)."""
+    count, total = suspend.PAUSES.count - watch.pauses[0], suspend.PAUSES.total_s - watch.pauses[1]
+    if total <= watch.paused_s or not count:
+        return
+    watch.last_progress_mono += total - watch.paused_s
+    watch.paused_s, watch.since_t = total, suspend.PAUSES.last_end_t
+    if watch.window is not None:
+        watch.window, watch.restarted, watch.extended, watch.unsettled = None, True, False, ""
 
 
 def _tick(watch: Watch, monitor: Monitor, running: launch.Running) -> Tick:
@@ -182,13 +206,13 @@ def _stop_reason(watch: Watch, measure: MeasureConf, started_mono: float) -> Sto
     now_mono = time.monotonic()
     if watch.window is None:
         rule = stats.Rule(measure.warmup_iters, measure.stable_k, measure.stable_tol, measure.data_time_max_s)
-        watch.window = stats.open_window(watch.points, time.time(), measure.window_s, rule, measure.warmup_timeout_s)
+        watch.window = stats.open_window(watch.fresh(), time.time(), measure.window_s, rule, measure.warmup_timeout_s)
     if watch.window is not None and _window_done(watch, measure):
         return StopCause.WINDOW_DONE
     if watch.window is not None and watch.beat is not None and (_beaten(watch, watch.beat) or _short_lost(watch)):
         return StopCause.WINDOW_DONE
     silent_s = now_mono - watch.last_progress_mono
-    if watch.points and silent_s > stats.stall_limit_s(watch.points, measure.stall_timeout_s):
+    if watch.points and silent_s > stats.stall_limit_s(watch.fresh(), measure.stall_timeout_s):
         return StopCause.STALLED
     if now_mono - started_mono > measure.trial_timeout_s:
         if (watch.extended or watch.unsettled) and watch.window is not None:  # out of time: the window it had stands
@@ -211,8 +235,8 @@ def _within_budget(watch: Watch, measure: MeasureConf, elapsed_s: float) -> bool
     plan = stats.Plan(
         measure.warmup_iters, measure.stable_k, measure.warmup_timeout_s, measure.window_s, measure.min_window_iters
     )
-    due = stats.close_by(watch.points, watch.window, time.time(), plan)
-    watch.due_s = None if due is None else due - watch.launch_t
+    due = stats.close_by(watch.fresh(), watch.window, time.time(), plan)
+    watch.due_s = None if due is None else due - watch.launch_t - watch.paused_s
     return watch.due_s is not None and elapsed_s <= measure.budget_s and watch.due_s <= measure.budget_s
 
 
@@ -225,7 +249,7 @@ def _window_done(watch: Watch, measure: MeasureConf) -> bool:
     closed = stats.close_window(watch.window, watch.points, measure.min_window_iters)
     if closed is None:
         return False
-    watch.unsettled = stats.outlived_peak(watch.samples(), watch.points, closed, watch.cadence_s, watch.per_iteration)
+    watch.unsettled = stats.outlived_peak(watch.samples(), watch.fresh(), closed, watch.cadence_s, watch.per_iteration)
     if watch.unsettled:  # it goes on, taking each new point, until its memory outlives its peak (or its budget ends)
         watch.held = True
         return False
@@ -306,6 +330,8 @@ def _finish(
         figures["window_held"] = 1.0
     if watch.overtime:  # a slow but steady trainer, run past trial_timeout_s within its budget
         figures["overtime"] = 1.0
+    if watch.paused_s:  # suspended with the sweep: out of its limits; a window it interrupted started again
+        figures |= {"paused_s": round(watch.paused_s, 2), "window_restarted": float(watch.restarted)}
     figures |= _interval_verdict(figures, measure, watch.extended)
     duration = round(time.monotonic() - running.started_mono, 2)
     return Result(verdict, figures, code, duration, len(left), stats.source_of(samples), watch.stopped_by)
@@ -427,7 +453,7 @@ def _settled(verdict: Verdict, watch: Watch, measure: MeasureConf, progress: Fol
 
 def _budget_advice(watch: Watch, measure: MeasureConf) -> str:
     """What would measure a trainer that ran out of time: at its pace, the budget its window needs."""
-    pace = stats.pace_s(watch.points)
+    pace = stats.pace_s(watch.fresh())
     if watch.due_s is None or pace is None:
         return (
             f"try a longer measure.budget_s (now {measure.budget_s:g} s; measure.trial_timeout_s "

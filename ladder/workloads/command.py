@@ -6,8 +6,10 @@ placeholders: the walked knob (`{num_envs}`, `{update_interval}`, ...), `{trial_
 was started), `{nproc}`, `{port}`, `{python}`, `{device}`, `{case}`, `{profile}` (or `{variant}`) and `{agent_config}`
 (the case's agent config with the profile applied, written into the trial folder only when the template uses it).
 Hydra-style overrides are plain strings: `worker.multitask.num_envs={num_envs}`. A literal brace is
-written twice (`{{`). With the `torchrun` launcher the template is what follows torchrun's own options (a script and its
-arguments, or `-m module ...`); with `direct` it is the whole command. Progress: a regex over the trial's stdout, or a
+written twice (`{{`). With the `torchrun` launcher the template is what follows torchrun's own options: a script and
+its arguments or `-m module ...` (torchrun runs them with ladder's interpreter), or a command as the user runs it
+alone, `python train.py ...` (torchrun runs it as written, with `--no-python`); with `direct` it is the whole command.
+Progress: a regex over the trial's stdout, or a
 JSON-lines file the trainer writes.
 
 Where it runs: `workload.cwd` ("" = `{trial_dir}`, so a trainer's own outputs such as `runs/...` stay in its trial
@@ -168,7 +170,7 @@ def plan_command(
     values = placeholders(case, profile, rung, knob, place, trial_dir, conf.launch_dir)
     body = tuple(arg.format_map(values) for arg in conf.argv)
     prefix, rank_vars, launcher = (
-        ranks(place, trial_dir) if conf.launcher is Launcher.TORCHRUN else ((), {}, conf.launcher)
+        _rank_prefix(body, place, trial_dir) if conf.launcher is Launcher.TORCHRUN else ((), {}, conf.launcher)
     )
     env = {k: v.format_map(values) for k, v in conf.env.items()}
     return TrialSpec(
@@ -184,6 +186,27 @@ def plan_command(
         progress_per_iteration=per_iteration(conf.progress, conf.progress_regex),
         cwd=conf.cwd.format_map(values),
     )
+
+
+def python_program(body: Sequence[str]) -> bool:
+    """Whether a torchrun template names a Python program for torchrun's interpreter to run (`train.py ...`,
+    `-m pkg.train ...`), rather than a command of its own (`python train.py ...`, `/venv/bin/python ...`, a
+    launcher script): torchrun runs the former as `<python> <template>`, the latter only with `--no-python`."""
+    return bool(body) and (body[0] == "-m" or body[0].endswith(".py"))
+
+
+def _rank_prefix(
+    body: Sequence[str], place: Placement, trial_dir: str
+) -> tuple[tuple[str, ...], dict[str, str], Launcher]:
+    """What goes before the template under the torchrun launcher (`ladder.workloads.builtin.ranks`). A template
+    that is a command of its own (`python train.py ...`, as a user runs it alone) runs as written: torchrun gets
+    `--no-python`, and a one-rank trial started directly gets no interpreter of ladder's before it."""
+    prefix, rank_vars, launcher = ranks(place, trial_dir)
+    if python_program(body):
+        return prefix, rank_vars, launcher
+    if launcher is Launcher.TORCHRUN:
+        return (*prefix, "--no-python"), rank_vars, launcher
+    return (), rank_vars, launcher
 
 
 def _agent_file(case: Case, profile: Profile, conf: CommandConf) -> dict[str, str]:

@@ -90,3 +90,19 @@ def test_stable_baselines3_recipe(tmp_path: Path) -> None:
     assert float(fit["samples_per_s"]) > 0 and fit["rate_reported"] == "0"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "train_sb3.py"]  # nothing written beside it
     assert "total_timesteps" in (sweep / fit["trial_dir"] / "stdout.log").read_text()
+
+
+def test_torchrun_lightning_recipe_as_users_write_it_steps_down_on_its_own_oom(tmp_path: Path) -> None:
+    """Lightning's DDP over two gloo ranks under torchrun, the command written `python train_lightning.py ...` as a
+    user runs it alone: under a 1.5 GiB memory cgroup the top rung runs out of memory at its first update and is
+    stepped down from; the rung below is measured from rank 0's lines."""
+    pytest.importorskip("lightning")
+    sweep, rows, out = run_recipe(tmp_path, "torchrun DDP with Lightning", "workload.host_mem_limit_gb=1.5", *SHORT)
+    by_rung = {r["num_envs"]: r for r in rows}
+    assert list(by_rung) == ["16384", "256"], out
+    top, fit = by_rung["16384"], by_rung["256"]
+    assert (top["status"], top["launcher"]) == ("oom_or_nccl", "torchrun"), out
+    assert fit["status"] == "ok" and float(fit["samples_per_s"]) > 0 and fit["n_gpus"] == "2", out
+    cmd = (sweep / fit["trial_dir"] / "cmd.txt").read_text()
+    assert "--no-python" in cmd and "train_lightning.py" in cmd
+    assert "can't open file" not in (sweep / top["trial_dir"] / "stdout.log").read_text()

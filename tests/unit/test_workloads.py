@@ -375,7 +375,32 @@ def test_command_under_torchrun() -> None:
     spec = plan(work, s.case, s.profiles[0], 10, TWO_GPUS, "/o/t", 1.0, {})
     assert spec.argv[:3] == ("python", "-m", "torch.distributed.run")
     assert spec.argv[-3:] == ("rl_trainer/main_ddp.py", "--update_interval", "10")
-    assert spec.info["knob"] == "update_interval"
+    assert spec.info["knob"] == "update_interval" and "--no-python" not in spec.argv
+
+
+def test_a_command_under_torchrun_written_as_users_run_it_alone_runs_as_written() -> None:
+    """`python train.py ...` (an interpreter, or any program, first): torchrun runs it with `--no-python`, each
+    rank with the user's own interpreter; one rank started directly gets no interpreter of ladder's before it."""
+    s = settings("amp_pi_plus")
+    work = command(("/venv/bin/python", "train.py", "--num-envs", "{num_envs}"), launcher=Launcher.TORCHRUN)
+    spec = plan(work, s.case, s.profiles[0], 16, TWO_GPUS, "/o/t", 1.0, {})
+    at = spec.argv.index("--no-python")
+    assert spec.argv[:3] == ("python", "-m", "torch.distributed.run") and spec.launcher is Launcher.TORCHRUN
+    assert spec.argv[at + 1 :] == ("/venv/bin/python", "train.py", "--num-envs", "16")
+    one = plan(work, s.case, s.profiles[0], 16, replace(TWO_GPUS, nproc=1), "/o/t", 1.0, {})
+    assert one.argv == ("/venv/bin/python", "train.py", "--num-envs", "16") and one.launcher is Launcher.DIRECT
+    assert one.env["WORLD_SIZE"] == "1"
+    script = plan(
+        command(("train.py", "{num_envs}"), launcher=Launcher.TORCHRUN),
+        s.case,
+        s.profiles[0],
+        16,
+        replace(TWO_GPUS, nproc=1),
+        "/o/t",
+        1.0,
+        {},
+    )
+    assert script.argv == ("python", "train.py", "16")
 
 
 @pytest.mark.parametrize(

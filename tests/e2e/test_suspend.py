@@ -1,0 +1,68 @@
+"""Ctrl-Z on a sweep (SIGTSTP): the running trial (torchrun and its workers, in sessions of their own) stops with
+the sweep and goes on with it at SIGCONT; its window is measured after the pause, never across it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+
+import psutil
+
+from ladder.storage.tsv import read_tsv
+from tests.helpers import wait_for
+
+OBSERVE_S = 3.0  # how long the test watches the stopped trial for any progress (an observation, not a wait)
+
+
+def progress_lines(root: Path) -> int:
+    logs = list((root / "out").glob("case_gpu_bench_s/trials/*/*/progress.jsonl"))
+    return sum(log.read_text(errors="replace").count('"samples"') for log in logs)
+
+
+def test_sigtstp_suspends_the_running_trial_with_the_sweep_and_its_window_follows_the_pause(tmp_path: Path) -> None:
+    argv = [
+        sys.executable,
+        "-m",
+        "ladder.search",
+        "case=amp_pi_plus",
+        "profile=[default]",
+        "ladder.rungs=[64]",
+        "measure.window_s=20",
+        "measure.warmup_iters=2",
+        "measure.stable_tol=0.5",
+        "device=cpu",
+        "workload.nproc=2",
+        "sweep=s",
+        f"output_root={tmp_path}/out",
+    ]
+    with open(tmp_path / "console.txt", "w") as console:
+        sweep = subprocess.Popen(argv, cwd=tmp_path, stdout=console, stderr=subprocess.STDOUT)
+    try:
+        wait_for(lambda: progress_lines(tmp_path) >= 2, timeout_s=240)
+        trial = [p for p in psutil.Process(sweep.pid).children(recursive=True) if p.is_running()]
+        assert len(trial) >= 3  # the supervisor, torchrun, its two workers (each in a session of its own)
+        os.kill(sweep.pid, signal.SIGTSTP)
+        everyone = [psutil.Process(sweep.pid), *trial]
+        wait_for(lambda: all(p.status() == psutil.STATUS_STOPPED for p in everyone), timeout_s=30)
+        before = progress_lines(tmp_path)
+        time.sleep(OBSERVE_S)
+        assert all(p.status() == psutil.STATUS_STOPPED for p in everyone)
+        assert progress_lines(tmp_path) == before  # nothing of the trial ran while the sweep was stopped
+        resumed_t = time.time()
+        os.kill(sweep.pid, signal.SIGCONT)
+        assert sweep.wait(timeout=300) == 0, (tmp_path / "console.txt").read_text()
+    finally:
+        if sweep.poll() is None:
+            sweep.kill()
+            sweep.wait()
+    (row,) = read_tsv(tmp_path / "out" / "case_gpu_bench_s" / "trials.tsv")
+    assert row["status"] == "ok" and float(row["paused_s"]) >= OBSERVE_S
+    window_start_t = datetime.fromisoformat(row["started_at"]).timestamp() + float(row["window_start_s"])
+    assert window_start_t >= resumed_t - 1.0  # measured after the pause (started_at has whole seconds)
+    assert "suspended with" in (tmp_path / "console.txt").read_text()
+    assert not [p for p in psutil.process_iter(["environ"]) if "LADDER_TRIAL_ID" in (p.info["environ"] or {})]
