@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import errno
 import os
+import shutil
 import signal
 import sys
 from datetime import datetime, timezone
@@ -26,7 +27,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 from omegaconf.errors import InterpolationKeyError
 
-from ladder.core.errors import ExitCode, LadderError
+from ladder.core.errors import ExitCode, LadderError, disk_full
 from ladder.core.outcome import worst
 from ladder.runner import procs, suspend
 from ladder.runner.machine import emulated_card_gb, find_machine
@@ -77,12 +78,36 @@ def execute(settings: Settings) -> int:
             file=sys.stderr,
         )
         return ExitCode.INTERRUPTED
+    except OSError as exc:
+        view.close()
+        if (full := disk_full(exc)) is None:
+            raise
+        print(f"ladder: {no_space(full, paths.sweep_dir, resume.command(settings, paths))}", file=sys.stderr)
+        return ExitCode.NO_SPACE
     except BaseException:
         view.close()
         raise
     view.close()
     print_summary(summary, paths, settings.knob, settings.objective)
     return sweep_code(summary)
+
+
+NEED_MB = 64.0  # the least space a sweep asks for: a journal line, the TSVs, a trial's logs and samples
+
+
+def no_space(exc: OSError, sweep_dir: Path, command: str) -> str:
+    """What to do when the disk of the sweep folder is full: where, how much is free, how much to free (twice its
+    largest trial folder, and `NEED_MB` at least), and the command that resumes."""
+    there = next((p for p in (sweep_dir, *sweep_dir.parents) if p.exists()), Path("/"))
+    free_mb = shutil.disk_usage(there).free / 2**20
+    trials = [d for d in sweep_dir.glob("trials/*/*") if d.is_dir()]
+    largest = max((sum(f.stat().st_size for f in d.rglob("*") if f.is_file()) for d in trials), default=0) / 2**20
+    what = f" writing {exc.filename}" if exc.filename else ""
+    return (
+        f"no space left on the disk of {sweep_dir} ({exc.strerror or 'no space left on device'}{what}; "
+        f"{free_mb:.0f} MiB free). Nothing recorded is lost, and a trial cut short runs again. Free at least "
+        f"{max(NEED_MB, 2 * largest):.0f} MiB there, then resume with `{command}`"
+    )
 
 
 def _one_sweep_per_multirun(settings: Settings) -> Settings:

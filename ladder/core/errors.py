@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 from enum import IntEnum
+
+FULL = (errno.ENOSPC, errno.EDQUOT)  # no space left on the device; the user's disk quota used up
 
 
 class LadderError(Exception):
@@ -34,4 +37,16 @@ class ExitCode(IntEnum):
     BAD_SETTINGS = 2  # the settings are invalid (unknown case, bad override, unwritable output_root, ...)
     NO_RUNG_FITS = 3  # the sweep finished, but for some case no rung fitted
     BROKEN_CONFIG = 4  # a trial failed with `error` (a broken trainer configuration): fix it, stepping down won't
+    NO_SPACE = 5  # the disk (or quota) of the sweep folder was full: free space there, then run the same command
     INTERRUPTED = 130  # Ctrl-C, SIGTERM or a closed terminal; the printed command resumes the sweep
+
+
+def disk_full(exc: BaseException | None) -> OSError | None:
+    """The no-space error behind `exc` (itself, or one it was raised from or while handling), or None."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, OSError) and exc.errno in FULL:
+            return exc
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return None

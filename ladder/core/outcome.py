@@ -19,6 +19,7 @@ from ladder.core.records import Objective, Phase, Status, TrialRecord
 # job that could not start, or a broken configuration, must be fixed before any case's answer can be trusted
 WORST_FIRST = (
     ExitCode.INTERRUPTED,
+    ExitCode.NO_SPACE,
     ExitCode.CRASH,
     ExitCode.BAD_SETTINGS,
     ExitCode.BROKEN_CONFIG,

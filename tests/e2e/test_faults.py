@@ -293,3 +293,62 @@ def test_a_damaged_tsv_is_set_aside_and_rebuilt_before_any_trial(
     assert len(list(here.glob("best_by_case.tsv.damaged-*"))) == 1
     assert len(list(here.glob("trials.tsv.damaged-*"))) == 1
     assert_like_clean(tmp_path, "ref", clean)
+
+
+# ---------------------------------------------------------------- a full disk at points of a sweep
+
+# each run of the chain fills the disk at its point and must stop with one line and code 5; the ballast is then
+# removed, and the next run resumes the same sweep (the last one while its trial writes, filled from here)
+FULL_AT = ["journal.before_append:3", "tsv.before_rename:1", "trial.before_finish:1", "journal.after_append:2"]
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Any:
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=96m", "tmpfs", str(disk)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here (needs root): {mounted.stderr.decode().strip()}")
+    try:
+        yield disk
+    finally:
+        wait_for(lambda: not left_over(disk), timeout_s=60)
+        subprocess.run(["umount", str(disk)], check=True)
+
+
+def stopped_for_space(code: int, out: str, disk: Path) -> bool:
+    """The run stopped on the full disk as it should: code 5, one line naming the folder and the resume command,
+    no traceback. False where it finished before it got there (code 0)."""
+    if code == 0:
+        return False
+    assert code == 5, out
+    assert "Traceback" not in out, out
+    (line,) = [line for line in out.splitlines() if "no space left" in line]
+    assert line.startswith(f"ladder: no space left on the disk of {disk}") and "resume with `" in line, out
+    (disk / fault.BALLAST).unlink()
+    return True
+
+
+def test_a_full_disk_at_each_write_stops_with_one_line_and_the_same_command_resumes_exactly(
+    clean: Clean, small_disk: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(fault.FILL_VAR, str(small_disk))
+    stopped = []
+    for point in FULL_AT:
+        code, out = run(small_disk, "full", fault_at=f"{point}:fill")
+        stopped.append((point, stopped_for_space(code, out, small_disk)))
+    print("stopped for space at", stopped)
+    assert sum(hit for _, hit in stopped) >= len(FULL_AT) - 1, stopped
+    # the disk fills while the trainer writes: its own ENOSPC is no broken configuration, and nothing is recorded
+    sweep_dir = folder(small_disk, "full")
+    proc = search(small_disk, "full")
+    before = len(list(sweep_dir.glob("trials/*/*/progress.jsonl")))
+    wait_for(lambda: len(list(sweep_dir.glob("trials/*/*/progress.jsonl"))) > before, timeout_s=120)
+    fault.fill(small_disk)
+    out, _ = proc.communicate(timeout=400)
+    if proc.returncode != 0:  # 0: its trial ended before the disk filled (a loaded machine)
+        assert stopped_for_space(proc.returncode, out, small_disk)
+    code, out = run(small_disk, "full")
+    assert code == 0, out
+    assert "error" not in {r["status"] for r in read_tsv(sweep_dir / "trials.tsv")}
+    assert_like_clean(small_disk, "full", clean)

@@ -30,3 +30,23 @@ def test_worst_of_a_multiruns_codes(codes: list[int], expected: int) -> None:
 
 def test_every_exit_code_has_a_place_in_the_order() -> None:
     assert sorted(WORST_FIRST) == sorted(ExitCode)
+
+
+def test_a_full_disk_is_found_behind_the_errors_raised_from_it() -> None:
+    """The TSV writer's ENOSPC reaches the sweep chained (raised while handling it, or from it): it is found there;
+    another OSError is not a full disk."""
+    import errno
+
+    from ladder.core.errors import disk_full
+
+    full = OSError(errno.ENOSPC, "No space left on device")
+    try:
+        try:
+            raise full
+        except OSError as exc:
+            raise RuntimeError("while writing trials.tsv") from exc
+    except RuntimeError as outer:
+        assert disk_full(outer) is full
+    assert disk_full(OSError(errno.EDQUOT, "Disk quota exceeded")) is not None
+    assert disk_full(OSError(errno.EACCES, "Permission denied")) is None
+    assert disk_full(None) is None
