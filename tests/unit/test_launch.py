@@ -21,6 +21,19 @@ def test_free_port_is_bindable() -> None:
         sock.bind(("127.0.0.1", port))
 
 
-def test_no_orphans_left_by_this_module() -> None:
-    mine = [p for p in psutil.Process().children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE]
+def test_no_trial_process_is_left_behind_in_this_worker() -> None:
+    """No process of a trial (one carrying its id) outlives the tests that ran before in this worker; a server a
+    fixture keeps for the session (PostgreSQL, re-parented to this subreaper) is none of them."""
+    mine = [
+        p
+        for p in psutil.Process().children(recursive=True)
+        if p.status() != psutil.STATUS_ZOMBIE and launch.TRIAL_ID_VAR in _environ(p)
+    ]
     assert mine == []
+
+
+def _environ(proc: psutil.Process) -> dict[str, str]:
+    try:
+        return proc.environ()
+    except psutil.Error:
+        return {}
