@@ -138,6 +138,19 @@ def _busy(gpu: GpuState, baseline_mb: float | None, slack_mb: float, own_pids: C
     return Busy(gpu.index, foreign, gpu.used_mb, baseline_mb, excess)
 
 
+REMIND_S = 30.0  # a wait for busy GPUs says again what it waits for this often
+
+
+def waiting_line(decision: Clearance, waited_s: float, rules: Rules) -> str:
+    """What a wait for busy GPUs is for, who holds them (pid, name, memory), and what the policy does when."""
+    left = max(0.0, rules.timeout_s - waited_s)
+    so_far = f" ({waited_s:.0f} s so far)" if waited_s else ""
+    return (
+        f"waiting for busy GPU(s){so_far}: {decision.describe()}; preflight.policy=wait launches once they are clear "
+        f"(checked every {rules.poll_s:g} s) and refuses in {left:.0f} s (preflight.timeout_s={rules.timeout_s:g})"
+    )
+
+
 def refusal(decision: Clearance, waited_s: float | None) -> LaunchError:
     """The error that names the processes and the fix."""
     when = f" after waiting {waited_s:.0f} s" if waited_s is not None else ""
@@ -223,17 +236,21 @@ class Preflight:
         """Returns once the GPUs are clear (or the policy is ignore); raises LaunchError when it refuses."""
         started = self._clock()
         decision = self.look(indices)
+        said = None  # when the console was last told what the wait is for
         while not decision.clear:
             if self._rules.policy is Policy.IGNORE:
-                log.warning("launching on busy GPUs (preflight policy ignore): %s", decision.describe())
+                log.warning("launching on busy GPUs (preflight.policy=ignore): %s", decision.describe())
                 return decision
             waited = self._clock() - started
             if self._rules.policy is Policy.REFUSE or waited >= self._rules.timeout_s:
                 raise refusal(decision, waited if self._rules.policy is Policy.WAIT else None)
-            level = logging.INFO if waited == 0 else logging.DEBUG  # one INFO line, then polling at DEBUG
-            log.log(level, "waiting for busy GPUs (%.0f s so far): %s", waited, decision.describe())
+            if said is None or waited - said >= REMIND_S:  # at once, then every REMIND_S: never a silent wait
+                log.warning("%s", waiting_line(decision, waited, self._rules))
+                said = waited
             self._sleep(self._rules.poll_s)
             decision = self.look(indices)
+        if said is not None:
+            log.warning("GPU(s) clear after %.0f s: launching", self._clock() - started)
         return decision
 
 

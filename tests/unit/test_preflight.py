@@ -209,3 +209,20 @@ def test_own_processes_do_not_block() -> None:
 @pytest.fixture(scope="module", autouse=True)
 def subreaper() -> None:
     launch.become_subreaper()
+
+
+def test_a_wait_names_who_holds_the_gpu_and_what_the_policy_will_do_at_once_and_again(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Never a silent wait: the first reading names the foreign process (pid, name, memory) and when the policy
+    refuses; the line comes again every REMIND_S while it waits, and once more when the GPU is clear."""
+    ends = int(preflight.REMIND_S / RULES.poll_s) + 2  # clear a little after the first reminder
+    nvml = StandInNvml({0: Gpu(used_mb=4500.0, procs={NO_SUCH_PID: 4000.0}, ends_after={NO_SUCH_PID: ends})})
+    caplog.set_level("WARNING", logger="ladder.runner.preflight")
+    assert gate(nvml, Policy.WAIT, Clock()).before_launch([0]).clear
+    lines = [r.getMessage() for r in caplog.records]
+    first = lines[0]
+    assert f"GPU 0: compute process(es) {NO_SUCH_PID} (?, 4000 MiB)" in first
+    assert "preflight.policy=wait" in first and f"refuses in {RULES.timeout_s:.0f} s" in first
+    assert sum(line.startswith("waiting for busy GPU(s)") for line in lines) == 2  # at once, and after REMIND_S
+    assert lines[-1].startswith("GPU(s) clear after")
