@@ -35,6 +35,7 @@ from ladder.settings import argv
 from ladder.settings.catalog import CONF_DIR
 from ladder.settings.config import Settings, register, settings_from
 from ladder.storage import sweeps
+from ladder.storage.outage import StorageUnavailable
 from ladder.sweep import dryrun, loop, resume
 from ladder.sweep.context import tuning
 from ladder.ui.summary import banner, print_summary, sweep_code
@@ -134,6 +135,9 @@ def main(cfg: DictConfig) -> int:
     it was interrupted, which stops the multirun at once."""
     try:
         code = execute(_one_sweep_per_multirun(settings_from(cfg, argv.known_cases(_user_conf_dirs()), given_keys())))
+    except StorageUnavailable as exc:
+        print(f"ladder: {exc}", file=sys.stderr)
+        code = ExitCode.STORAGE
     except LadderError as exc:
         print(f"ladder: {exc}", file=sys.stderr)
         code = ExitCode.BAD_SETTINGS

@@ -38,6 +38,7 @@ class ExitCode(IntEnum):
     NO_RUNG_FITS = 3  # the sweep finished, but for some case no rung fitted
     BROKEN_CONFIG = 4  # a trial failed with `error` (a broken trainer configuration): fix it, stepping down won't
     NO_SPACE = 5  # the disk (or quota) of the sweep folder was full: free space there, then run the same command
+    STORAGE = 6  # the storage server stayed unreachable past the wait for it: bring it back, run the same command
     INTERRUPTED = 130  # Ctrl-C, SIGTERM or a closed terminal; the printed command resumes the sweep
 
 

@@ -20,6 +20,7 @@ from ladder.core.records import Objective, Phase, Status, TrialRecord
 WORST_FIRST = (
     ExitCode.INTERRUPTED,
     ExitCode.NO_SPACE,
+    ExitCode.STORAGE,
     ExitCode.CRASH,
     ExitCode.BAD_SETTINGS,
     ExitCode.BROKEN_CONFIG,

@@ -36,7 +36,7 @@ from ladder.core.errors import StorageError
 from ladder.core.paths import JOURNAL
 from ladder.core.records import Phase, Reason, Status, TrialRecord
 from ladder.settings.credentials import redact, scrub, with_password
-from ladder.storage import fault
+from ladder.storage import fault, outage
 from ladder.storage import heartbeat as hb
 from ladder.storage.journal import SafeJournal
 
@@ -301,7 +301,7 @@ def _open_url(url: str) -> BaseStorage:
     url = with_password(url)
     for attempt in range(1, SCHEMA_RACE_TRIES + 1):
         try:
-            return optuna.storages.get_storage(url)
+            return outage.Waiting(optuna.storages.get_storage(url), redact(url))  # type: ignore[abstract]  # methods set below its class
         except (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.ProgrammingError) as exc:
             if attempt == SCHEMA_RACE_TRIES:
                 raise _storage_error(url, exc) from None

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -32,6 +33,7 @@ from ladder.storage.tsv import read_tsv
 from ladder.sweep import loop as sweep
 from ladder.sweep import resume
 from ladder.ui.view import PlainView
+from tests.conftest import PgServer
 from tests.helpers import wait_for
 
 FIRST = "amp_pi_plus"
@@ -325,3 +327,38 @@ def test_hydra_never_prints_a_storage_password(tmp_path: Path) -> None:
         assert done.returncode == 0, done.stderr
         assert "storage: postgresql://u@db.example/ladder" in done.stdout
         assert "s3kr1t" not in done.stdout + done.stderr
+
+
+OUTAGE_S = 5.0
+
+
+def test_a_storage_server_restarted_mid_sweep_is_waited_for_and_nothing_is_lost_or_twice(
+    tmp_path: Path, pg_server: PgServer, pg_url: str
+) -> None:
+    """The PostgreSQL server stops while a trial runs and starts again a few seconds later: the sweep says the storage
+    is unreachable, waits, says it is back, and finishes with the records of a sweep never interrupted."""
+    proc = search(tmp_path, f"case={FIRST}", *FAST, "sweep=outage", f"storage={pg_url}", "heartbeat_s=1")
+    progress = str(sweep_dir(tmp_path, "outage") / "trials" / "*" / "*" / "progress.jsonl")
+    try:
+        wait_for(lambda: any(Path(p).read_text().strip() for p in glob.glob(progress)), timeout_s=180)
+        pg_server.stop()
+        try:
+            wait_for(lambda: "unreachable" in "".join(_logged(tmp_path)), timeout_s=60)
+            time.sleep(OUTAGE_S)  # the outage's length, as injected: the sweep waits it out
+        finally:
+            pg_server.start()
+        out = finish(proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert "storage postgresql://ladder@" in out and "unreachable" in out and "back after" in out, out
+    records = studies.sweep_records(studies.open_storage(pg_url, tmp_path), "outage")
+    assert outcome(records) == [(FIRST, "default", "256", "oom_or_nccl"), (FIRST, "default", "64", "ok")], out
+    assert tsv_outcome(sweep_dir(tmp_path, "outage") / "trials.tsv") == outcome(records)
+    assert pg_url.split(":")[2].split("@")[0] not in out  # the password is never printed
+
+
+def _logged(root: Path) -> list[str]:
+    """What the sweeps under `root` logged so far (Hydra's job log of each run)."""
+    return [p.read_text(errors="replace") for p in (root / "output" / "train" / "hydra").glob("*/*.log")]
