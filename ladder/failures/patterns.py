@@ -7,10 +7,17 @@ matches failure text; the rules that choose among matched lines live in `ladder.
 from __future__ import annotations
 
 import enum
+import os
 import re
 from dataclasses import dataclass, field
 
+from ladder.core.errors import FULL
 from ladder.core.records import Reason, Status
+
+# A trainer's own write that found its disk full (`ladder.core.errors.FULL`), in libc's words or Python's
+# `[Errno N]`: an `error` that says nothing about the rung or the configuration (`ladder.runner.trial` raises it, so
+# the sweep stops for space and the trial runs again). Not a row: NCCL's /dev/shm says the same words for memory.
+NO_SPACE = re.compile("|".join([*(re.escape(os.strerror(e)) for e in FULL), *(rf"\[Errno {e}\]" for e in FULL)]))
 
 
 class Tier(enum.IntEnum):

@@ -39,7 +39,6 @@ LOG_TAIL_BYTES = 256 * 1024
 MIB = 1024 * 1024
 SHOWN_LINES = 3  # lines of the trainer's own output a "no progress matched" verdict shows
 # ladder's own SIGTERM, echoed back by torchrun or the trainer: never the trainer's evidence
-NO_SPACE = re.compile(r"No space left on device|Disk quota exceeded|\[Errno (?:28|122)\]")  # ENOSPC, EDQUOT
 OWN_SIGNAL = re.compile(r"SignalException|got signal: 15\b|Received Signals\.SIGTERM|signal SIGTERM|Terminated$")
 
 
@@ -147,7 +146,7 @@ def run(
     finally:  # any other exception still stops and reaps the group before it goes on up
         result = _finish(running, watch, progress, monitor, trial_dir, measure, card_mb)
         _write_result(trial_dir, result)
-    if result.verdict.status is Status.ERROR and NO_SPACE.search(result.verdict.evidence):
+    if result.verdict.status is Status.ERROR and patterns.NO_SPACE.search(result.verdict.evidence):
         # the disk was full, not the configuration broken: not recorded, so that it runs again once there is room
         raise OSError(errno.ENOSPC, f"the trainer ran out of disk space: {result.verdict.evidence}", str(trial_dir))
     return result

@@ -183,38 +183,34 @@ BURSTY = str(DATA / "trainers" / "bursty_update.py")
 NEAR_CAP = str(DATA / "trainers" / "near_cap.py")
 
 
+def run_bursty(tmp_path: Path, num_envs: int) -> trial.Result:
+    """The CleanRL-shaped trainer (a line per env step, then an update holding `num_envs` MiB more) under a
+    300 MiB memory cgroup, with a 0.3 s window of 4 points: shorter than one rollout."""
+    need_memory_cgroups()
+    measure = conf(window_s=0.3, min_window_iters=4, trial_timeout_s=60.0)
+    spec = TrialSpec(
+        argv=(sys.executable, BURSTY, str(num_envs)),
+        env={},
+        launcher=Launcher.DIRECT,
+        progress_file=STDOUT,
+        progress_kind=ProgressKind.REGEX,
+        progress_regex=r"global_step=(?P<samples>\d+)",
+    )
+    return trial.run(spec, tmp_path, uuid.uuid4().hex[:12], measure, HostSampler, 300 * 2**20)
+
+
 def test_a_rung_that_dies_at_its_first_update_is_never_ok_however_short_its_window(tmp_path: Path) -> None:
     """CleanRL's shape under a 300 MiB memory cgroup: a line per env step for its whole rollout (under a second),
     then an update that needs `num_envs` MiB more. A 0.3 s window of 4 points closes inside the first rollout; a
     fit is no fit until its window holds an update, so the trial runs on into it, and the cgroup's OOM kill there is
     its verdict."""
-    need_memory_cgroups()
-    measure = conf(window_s=0.3, min_window_iters=4, trial_timeout_s=60.0)
-    spec = TrialSpec(
-        argv=(sys.executable, BURSTY, "400"),
-        env={},
-        launcher=Launcher.DIRECT,
-        progress_file=STDOUT,
-        progress_kind=ProgressKind.REGEX,
-        progress_regex=r"global_step=(?P<samples>\d+)",
-    )
-    result = trial.run(spec, tmp_path, uuid.uuid4().hex[:12], measure, HostSampler, 300 * 2**20)
+    result = run_bursty(tmp_path, 400)
     assert (result.verdict.status, result.verdict.reason) == (Status.OOM_OR_NCCL, Reason.HOST_OOM), result
     assert "samples_per_s" not in result.figures or result.verdict.status is not Status.OK
 
 
 def test_a_rung_whose_update_fits_is_measured_over_a_window_that_holds_an_update(tmp_path: Path) -> None:
-    need_memory_cgroups()
-    measure = conf(window_s=0.3, min_window_iters=4, trial_timeout_s=60.0)
-    spec = TrialSpec(
-        argv=(sys.executable, BURSTY, "16"),
-        env={},
-        launcher=Launcher.DIRECT,
-        progress_file=STDOUT,
-        progress_kind=ProgressKind.REGEX,
-        progress_regex=r"global_step=(?P<samples>\d+)",
-    )
-    result = trial.run(spec, tmp_path, uuid.uuid4().hex[:12], measure, HostSampler, 300 * 2**20)
+    result = run_bursty(tmp_path, 16)
     assert result.verdict.status is Status.OK, result.verdict
     assert result.figures["window_s"] >= 0.6  # it spans the 0.6 s update, not 0.3 s of one rollout
     assert result.figures["cgroup_peak_mb"] < 300
