@@ -1,8 +1,9 @@
 """`python -m ladder.search case=<name> [key=value ...]`: the Hydra entry point.
 
 Composes conf/ into typed settings, finds the machine (GPUs through NVML, else CPU ranks), runs the sweep,
-and prints one line per trial and the case's best row. Ctrl-C or SIGTERM stops the running trial's whole
-process group, records it `interrupted`, and exits non-zero; the same command with `sweep=<name>` resumes.
+and prints one line per trial and the case's best row. Ctrl-C, SIGTERM or a launcher's preemption stops the running
+trial's whole process group, records it `interrupted`, and exits non-zero (`ladder.runner.stop`); the same command
+with `sweep=<name>` resumes, and a requeued job does.
 The exit code says how the sweep ended (`ExitCode`; README "Exit codes"); a multirun exits with its worst job's.
 """
 
@@ -12,11 +13,9 @@ import dataclasses
 import errno
 import os
 import shutil
-import signal
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
-from types import FrameType
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -29,7 +28,7 @@ from omegaconf.errors import InterpolationKeyError
 
 from ladder.core.errors import ExitCode, LadderError, disk_full
 from ladder.core.outcome import worst
-from ladder.runner import procs, suspend
+from ladder.runner import procs, stop, suspend
 from ladder.runner.machine import emulated_card_gb, find_machine
 from ladder.settings import argv
 from ladder.settings.catalog import CONF_DIR
@@ -56,8 +55,7 @@ def execute(settings: Settings) -> int:
     sweeps.note_latest(Path(settings.output_root), paths.sweep)
     procs.become_subreaper()
     procs.remove_stale()
-    for sig in (signal.SIGTERM, signal.SIGHUP):  # a closed terminal stops the sweep as cleanly as Ctrl-C
-        signal.signal(sig, _raise_interrupt)
+    stop.install()  # SIGTERM, a closed terminal, a launcher's preemption: as cleanly as Ctrl-C
     suspend.install()  # Ctrl-Z stops the running trial with the sweep; `fg` continues both
     view = make_view()
     view.sweep_started(
@@ -74,11 +72,12 @@ def execute(settings: Settings) -> int:
     except KeyboardInterrupt:
         view.close()
         print(
-            f"interrupted: nothing of this sweep is left running (a trial cut short is recorded `interrupted` and "
-            f"runs again); resume with `{resume.command(settings, paths)}`",
+            f"{stop.described()}: nothing of this sweep is left running (a trial cut short is recorded `interrupted` "
+            f"and runs again); resume with `{resume.command(settings, paths)}`",
             file=sys.stderr,
         )
-        return ExitCode.INTERRUPTED
+        stop.hand_over()  # a requeueing launcher's own handler (submitit's) takes it from here
+        return stop.exit_code()
     except OSError as exc:
         view.close()
         if (full := disk_full(exc)) is None:
@@ -118,10 +117,6 @@ def _one_sweep_per_multirun(settings: Settings) -> Settings:
     return settings
 
 
-def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt
-
-
 def given_keys() -> tuple[str, ...] | None:
     """The keys this run's command line sets (`profile`, `workload.emulate_gpu_mem_gb`, ...); None outside Hydra."""
     if not HydraConfig.initialized():
@@ -154,7 +149,7 @@ def main(cfg: DictConfig) -> int:
         )
         code = ExitCode.BAD_SETTINGS
     multirun = HydraConfig.initialized() and HydraConfig.get().mode is RunMode.MULTIRUN
-    if code and (not multirun or code == ExitCode.INTERRUPTED):
+    if code and (not multirun or code in (ExitCode.INTERRUPTED, ExitCode.TERMINATED)):
         sys.exit(code)
     return int(code)
 

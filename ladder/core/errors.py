@@ -39,7 +39,8 @@ class ExitCode(IntEnum):
     BROKEN_CONFIG = 4  # a trial failed with `error` (a broken trainer configuration): fix it, stepping down won't
     NO_SPACE = 5  # the disk (or quota) of the sweep folder was full: free space there, then run the same command
     STORAGE = 6  # the storage server stayed unreachable past the wait for it: bring it back, run the same command
-    INTERRUPTED = 130  # Ctrl-C, SIGTERM or a closed terminal; the printed command resumes the sweep
+    INTERRUPTED = 130  # Ctrl-C or a closed terminal; the printed command resumes the sweep
+    TERMINATED = 143  # SIGTERM (a scheduler's preemption, a kill): requeue the job, or run the same command; it resumes
 
 
 def disk_full(exc: BaseException | None) -> OSError | None:

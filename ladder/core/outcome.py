@@ -18,6 +18,7 @@ from ladder.core.records import Objective, Phase, Status, TrialRecord
 # the order in which a multirun's codes win, worst first: a sweep cut short or a bug says more than any answer; a
 # job that could not start, or a broken configuration, must be fixed before any case's answer can be trusted
 WORST_FIRST = (
+    ExitCode.TERMINATED,
     ExitCode.INTERRUPTED,
     ExitCode.NO_SPACE,
     ExitCode.STORAGE,

@@ -20,9 +20,20 @@ from ladder.core.outcome import WORST_FIRST, worst
         ([4, 2], ExitCode.BAD_SETTINGS),
         ([2, 1], ExitCode.CRASH),
         ([1, 130, 4], ExitCode.INTERRUPTED),
+        ([130, 143, 0], ExitCode.TERMINATED),
         ([0, 77], ExitCode.CRASH),  # a code ladder does not define counts as a crash
     ],
-    ids=["none", "all-found", "one-no-fit", "broken-beats-no-fit", "bad-settings", "crash", "interrupted", "unknown"],
+    ids=[
+        "none",
+        "all-found",
+        "one-no-fit",
+        "broken-beats-no-fit",
+        "bad-settings",
+        "crash",
+        "interrupted",
+        "terminated",
+        "unknown",
+    ],
 )
 def test_worst_of_a_multiruns_codes(codes: list[int], expected: int) -> None:
     assert worst(codes) == expected
