@@ -207,6 +207,7 @@ class SweepConf:
     sweep: str | None = None  # sweep name: resume it when it exists; null = a new one named by the time
     output_root: str = "output/train"  # sweeps live in <output_root>/case_gpu_bench_<sweep>/
     storage: str | None = None  # Optuna storage URL; null = journal file in the sweep folder
+    storage_wait_s: float = 300.0  # how long an unreachable storage server is waited for before the sweep stops (6)
     resume: str | None = None  # latest: resume the most recently active sweep under output_root (with no sweep=)
     heartbeat_s: float = 30.0  # a running trial's heartbeat is written this often
     stale_after_s: float = 300.0  # a running trial of another host whose heartbeat is older is taken as abandoned
@@ -282,6 +283,7 @@ class Settings:
     sweep: str | None
     output_root: str
     storage: str | None
+    storage_wait_s: float
     resume: str | None
     heartbeat_s: float
     stale_after_s: float
@@ -327,6 +329,7 @@ def settings_from(cfg: DictConfig, known_cases: tuple[str, ...] = (), given: tup
         sweep=_opt_str(top.sweep),
         output_root=str(top.output_root),
         storage=_opt_str(top.storage),
+        storage_wait_s=_positive("storage_wait_s", top.storage_wait_s),
         resume=_resume(top.resume),
         heartbeat_s=_positive("heartbeat_s", top.heartbeat_s),
         stale_after_s=_positive("stale_after_s", top.stale_after_s),

@@ -94,9 +94,11 @@ class Abandoned:
     why: str
 
 
-def open_storage(url: str | None, sweep_dir: Path) -> BaseStorage:
+def open_storage(url: str | None, sweep_dir: Path, wait_s: float = outage.RETRY_S) -> BaseStorage:
+    """The sweep's storage: the server at `url` (its outages waited out for up to `wait_s`), else the journal in
+    the sweep folder."""
     if url:
-        return _open_url(url)
+        return _open_url(url, wait_s)
     sweep_dir.mkdir(parents=True, exist_ok=True)
     return JournalStorage(SafeJournal(str(sweep_dir / JOURNAL)))
 
@@ -295,13 +297,13 @@ def mark_abandoned(
     return count
 
 
-def _open_url(url: str) -> BaseStorage:
+def _open_url(url: str, wait_s: float = outage.RETRY_S) -> BaseStorage:
     """Optuna's RDB storage creates its tables on first use; on PostgreSQL two processes doing so at once can fail
     with a unique violation (CREATE TABLE is not safe against itself), so that error is retried a few times."""
     url = with_password(url)
     for attempt in range(1, SCHEMA_RACE_TRIES + 1):
         try:
-            return outage.Waiting(optuna.storages.get_storage(url), redact(url))  # type: ignore[abstract]  # methods set below its class
+            return outage.Waiting(optuna.storages.get_storage(url), redact(url), wait_s)  # type: ignore[abstract]  # methods set below its class
         except (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.ProgrammingError) as exc:
             if attempt == SCHEMA_RACE_TRIES:
                 raise _storage_error(url, exc) from None

@@ -331,7 +331,7 @@ def show(
 def _existing_storage(settings: Settings, paths: SweepPaths) -> BaseStorage | None:
     """The sweep's storage where it exists already (a dry run creates nothing)."""
     if settings.storage:
-        return studies.open_storage(settings.storage, paths.sweep_dir)
+        return studies.open_storage(settings.storage, paths.sweep_dir, settings.storage_wait_s)
     return studies.open_storage(None, paths.sweep_dir) if paths.journal.is_file() else None
 
 

@@ -42,7 +42,7 @@ class Summary:
 
 
 def run(settings: Settings, paths: SweepPaths, machine: Machine, view: View) -> Summary:
-    storage = studies.open_storage(settings.storage, paths.sweep_dir)
+    storage = studies.open_storage(settings.storage, paths.sweep_dir, settings.storage_wait_s)
     study = studies.open_study(storage, settings.case.name, paths.sweep)
     merge.check_best(paths.best_tsv, storage, lambda every: case_outcome(every, settings).row)  # before any trial
     merge.check_trials(paths.trials_tsv, lambda: studies.sweep_records(storage, paths.sweep))

@@ -53,7 +53,7 @@ def recorded_for(s: Settings, paths: SweepPaths) -> Settings:
     """The settings a run of the sweep goes on with: the recorded ones where the command line is silent; a
     `SettingsChanged` where it sets an outcome setting to another value (unless settings_change=accept). Reads
     only: a sweep that does not exist yet is left to `ladder.sweep.loop` to create."""
-    records = _sweep_records(s.storage, paths)
+    records = _sweep_records(s.storage, paths, s.storage_wait_s)
     found = records.get(s.case.name)
     if found is None and records and not recorded.is_given("case", s.given):
         if len(records) > 1:
@@ -71,10 +71,10 @@ def recorded_for(s: Settings, paths: SweepPaths) -> Settings:
     return recorded.adopt(s, found, s.given)
 
 
-def _sweep_records(url: str | None, paths: SweepPaths) -> dict[str, recorded.Record]:
+def _sweep_records(url: str | None, paths: SweepPaths, wait_s: float) -> dict[str, recorded.Record]:
     if not url and not paths.journal.is_file():
         return {}
-    return studies.sweep_settings(studies.open_storage(url, paths.sweep_dir), paths.sweep)
+    return studies.sweep_settings(studies.open_storage(url, paths.sweep_dir, wait_s), paths.sweep)
 
 
 def settle(run: Run) -> None:

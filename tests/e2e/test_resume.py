@@ -22,6 +22,7 @@ import psutil
 import pytest
 from hydra import compose, initialize_config_dir
 
+from ladder.core.errors import ExitCode
 from ladder.core.records import Phase, Reason, Status, TrialRecord
 from ladder.runner import launch
 from ladder.runner.machine import find_machine
@@ -362,3 +363,34 @@ def test_a_storage_server_restarted_mid_sweep_is_waited_for_and_nothing_is_lost_
 def _logged(root: Path) -> list[str]:
     """What the sweeps under `root` logged so far (Hydra's job log of each run)."""
     return [p.read_text(errors="replace") for p in (root / "output" / "train" / "hydra").glob("*/*.log")]
+
+
+def test_a_storage_server_down_past_the_wait_stops_the_sweep_with_code_6_and_the_same_command_resumes(
+    tmp_path: Path, pg_server: PgServer, pg_url: str
+) -> None:
+    """The server stops while a trial runs and stays down past `storage_wait_s`: the sweep stops with exit code 6
+    and a line that says so, nothing of it left running; once the server is back the same command resumes to the
+    records of a sweep never interrupted."""
+    argv = (f"case={FIRST}", *FAST, "sweep=down", f"storage={pg_url}", "heartbeat_s=1", "storage_wait_s=3")
+    proc = search(tmp_path, *argv)
+    progress = str(sweep_dir(tmp_path, "down") / "trials" / "*" / "*" / "progress.jsonl")
+    try:
+        wait_for(lambda: any(Path(p).read_text().strip() for p in glob.glob(progress)), timeout_s=180)
+        everyone = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
+        pg_server.stop()
+        try:
+            out, _ = proc.communicate(timeout=300)  # the server stays down until the sweep has ended
+        finally:
+            pg_server.start()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == ExitCode.STORAGE, out
+    assert "unreachable" in out and "run the same command" in out and "Traceback" not in out, out
+    assert not [p for p in everyone if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+
+    out2 = finish(search(tmp_path, *argv))
+    records = studies.sweep_records(studies.open_storage(pg_url, tmp_path), "down")
+    assert outcome(records) == [(FIRST, "default", "256", "oom_or_nccl"), (FIRST, "default", "64", "ok")], out2
+    assert tsv_outcome(sweep_dir(tmp_path, "down") / "trials.tsv") == outcome(records, interrupted=True)
