@@ -219,6 +219,18 @@ def to_confirm(records: Sequence[TrialRecord], objective: str) -> TrialRecord | 
     return chosen
 
 
+def to_recheck(records: Sequence[TrialRecord], objective: str) -> TrialRecord | None:
+    """The probes' pick where its figure is unstable (its window's interval wide, after any extension) and it was
+    measured once: it gets a second window before it counts, and then stands as its repeats' median with their
+    pooled verdict (`median_repeats`, `stats.repeat_verdict`). None otherwise: a pick measured twice stands as it is,
+    unstable or not, and says so."""
+    chosen = best(usable(records), objective)
+    if chosen is None or not chosen.figures.get("unstable"):
+        return None
+    measured = [r for r in records if same(r, chosen) and r.phase is Phase.PROBE and r.status is Status.OK]
+    return chosen if len(measured) == 1 else None
+
+
 def confirmed(records: Sequence[TrialRecord], objective: str) -> TrialRecord | None:
     """The pick's passed confirmation (its last): its long window's figures, never mixed with the probe's."""
     chosen = best(usable(records), objective)

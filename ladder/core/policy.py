@@ -91,6 +91,7 @@ class Step(Word):
     DESCENT = "descent"  # below the largest fit: measured while fewer envs do better (the insurance)
     RETRY = "retry"  # the same rung again: its launch failed for a reason unrelated to it
     AGAIN = "again"  # the same rung once more: its failure was weak evidence
+    RECHECK = "recheck"  # the pick once more: its figure was unstable (a second window before it counts)
     CONFIRM = "confirm"  # the pick, run for confirm_s
 
 

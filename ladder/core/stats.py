@@ -517,11 +517,25 @@ class Rate(NamedTuple):
         return Rate(value, figures.get("samples_per_s_lo", -math.inf), figures.get("samples_per_s_hi", math.inf))
 
 
+def pooled_ci_frac(rates: Sequence[Rate]) -> float:
+    """The 95% interval of several windows' samples/s pooled (each weighted by its inverse variance, its half-width
+    squared), as a fraction of the pooled rate; one window's own interval where there is one. A window without an
+    interval (too few points) adds nothing; inf where none has one."""
+    halves = [((r.hi - r.lo) / 2, r.value) for r in rates if math.isfinite(r.hi - r.lo) and r.value > 0]
+    if not halves:
+        return math.inf
+    if any(h <= 0 for h, _ in halves):
+        return 0.0
+    weights = [1 / h**2 for h, _ in halves]
+    rate = sum(w * v for w, (_, v) in zip(weights, halves, strict=True)) / sum(weights)
+    return 2 / math.sqrt(sum(weights)) / rate if rate > 0 else math.inf
+
+
 @dataclass(frozen=True)
 class Repeatability:
     stable: bool
     spread: float  # (max - min) / mean of the repeats' samples/s; 0 for one
-    ci_frac: float  # the widest 95% interval, as a fraction of its samples/s
+    ci_frac: float  # the repeats' pooled 95% interval (`pooled_ci_frac`), as a fraction of their samples/s
     why: str  # "" when stable
 
     def figures(self) -> dict[str, float]:
@@ -535,14 +549,15 @@ class Repeatability:
 def repeat_verdict(
     rates: Sequence[Rate], max_spread: float = MAX_SPREAD, max_ci_frac: float = MAX_CI_FRAC
 ) -> Repeatability:
-    """Is one configuration's samples/s reproducible? Unstable when any repeat's interval is wider than
-    max_ci_frac of its rate, or the repeats differ by more than max_spread of their mean."""
+    """Is one configuration's samples/s reproducible? Unstable when the repeats' pooled interval
+    (`pooled_ci_frac`) is wider than max_ci_frac of their rate, or the repeats differ by more than max_spread of
+    their mean: one wide window is unstable; a second that agrees with it and is narrow makes it stable."""
     if not rates:
         return Repeatability(False, math.inf, math.inf, "no repeat measured a rate")
     values = [r.value for r in rates]
     mean = statistics.fmean(values)
     spread = (max(values) - min(values)) / mean if mean > 0 else math.inf
-    ci = max((r.hi - r.lo) / r.value if r.value > 0 else math.inf for r in rates)
+    ci = pooled_ci_frac(rates)
     why = []
     if ci > max_ci_frac:
         why.append(f"95% interval {ci:.1%} of samples/s (over {max_ci_frac:.0%})")

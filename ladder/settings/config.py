@@ -152,6 +152,7 @@ class MeasureConf:
     max_repeat_spread: float = 0.05  # repeats differing by more (fraction of mean samples/s): unstable
     max_ci_frac: float = 0.10  # a 95% interval wider than this fraction of samples/s: unstable
     extend_unstable: bool = True  # ... and such a window is first extended once by window_s
+    recheck_unstable: bool = True  # a pick still unstable then is launched once more before it counts (its median)
     # a fit's memory peak must stay this share of its cap below it (memory cgroup, emulated card, the GPU's memory);
     # nearer, it survived but is no confident fit: `oom_or_nccl`/`near_cap`, weak evidence (the rung runs once more)
     cap_headroom_frac: float = 0.02

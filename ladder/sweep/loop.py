@@ -98,6 +98,9 @@ def _decide(ctx: Run, records: list[TrialRecord]) -> tuple[policy.Decision, Phas
     attempts = walk_facts(records, ctx.settings.objective)
     if (decision := policy.next_trial(ctx.settings.rungs, profiles, attempts, tuning(ctx.settings))) is not None:
         return decision, Phase.PROBE
+    if ctx.settings.measure.recheck_unstable and (again := pick.to_recheck(records, ctx.settings.objective)):
+        why = "the pick's figure is unstable: a second window before it counts"
+        return policy.Decision(again.profile, again.num_envs, why, step=policy.Step.RECHECK), Phase.PROBE
     if ctx.settings.confirm_s and (chosen := pick.to_confirm(records, ctx.settings.objective)) is not None:
         why = f"confirm the pick for {ctx.settings.confirm_s:.0f} s"
         return policy.Decision(chosen.profile, chosen.num_envs, why, step=policy.Step.CONFIRM), Phase.CONFIRM
@@ -109,7 +112,8 @@ def _measure(ctx: Run, decision: policy.Decision, phase: Phase, records: list[Tr
     each carries the repeat verdict over the rates so far (unstable: repeats disagree, or an interval is wide).
     `records`: the case's, as the decision was taken from them."""
     assert ctx.study is not None
-    rates: list[stats.Rate] = []
+    earlier = [r for r in records if _same_config(r, decision, phase) and r.status is Status.OK]
+    rates = [rate for r in earlier if (rate := stats.Rate.of(r.figures)) is not None]  # a recheck's first window
     storage, sweep = ctx.study.storage, ctx.paths.sweep
     for _ in range(ctx.settings.measure.repeats):
         record = _run_one(ctx, decision, phase, records, rates, held)
@@ -135,7 +139,7 @@ def _run_one(
     """Claim, run and record the decision as a new trial; None when another process's trial came first."""
     s, study = ctx.settings, ctx.study
     assert study is not None
-    done = [r for r in records if (r.profile, r.num_envs, r.phase) == (decision.profile, decision.rung, phase)]
+    done = [r for r in records if _same_config(r, decision, phase)]
     trial_dir = identity.fresh_trial_dir(
         ctx.paths, s.case.name, decision.profile, decision.rung, phase, s.knob, len(done) + 1
     )
@@ -164,11 +168,15 @@ def _run_one(
             trials.card_mb(ctx),
             cadence_s=s.measure.window_s,  # a confirmation judges its memory on the probes' window
         )
-    if s.measure.repeats > 1 and result.verdict.status is Status.OK:
+    if (s.measure.repeats > 1 or rates) and result.verdict.status is Status.OK:
         result = trials.with_repeats(result, rates, s.measure)
     record = trials.record(s, decision, phase, result, info | _timing(started, result))
     studies.finish(study, claim, record, pick.objective_value(record, s.objective))
     return record
+
+
+def _same_config(record: TrialRecord, decision: policy.Decision, phase: Phase) -> bool:
+    return (record.profile, record.num_envs, record.phase) == (decision.profile, decision.rung, phase)
 
 
 def _conclude(ctx: Run, resumed: int) -> Summary:

@@ -107,7 +107,8 @@ def print_summary(
     if summary.best is not None and summary.best.figures.get("window_held"):
         print(
             f"note: the pick's window ran {summary.best.figures.get('window_s', 0):.0f} s, past its set length "
-            "(measure.window_s, or confirm_s): its memory kept setting new peaks until then"
+            "(measure.window_s, or confirm_s), held open until it could stand for a fit: a whole update in it, its "
+            "memory no longer rising (and, where the trainer's cadence is its own, three windows of steady printing)"
         )
     if code is ExitCode.BROKEN_CONFIG and summary.best is not None:
         print("note: a profile stopped on a broken configuration; the pick is among the others (fix it and resume)")

@@ -75,3 +75,26 @@ def test_a_rung_at_its_cap_runs_once_more_then_the_walk_steps_down(tmp_path: Pat
     (best,) = read_tsv(tmp_path / "out" / "case_gpu_bench_capped" / "best_by_case.tsv")
     assert (best["num_envs"], best["status"]) == ("32", "ok")
     assert code == ExitCode.PICK_FOUND, out
+
+
+def test_an_unstable_pick_gets_a_second_window_before_it_counts(tmp_path: Path) -> None:
+    """The pick's first window is wide (its trainer's lines came unevenly), so it is launched once more; the
+    second, steady, window agrees and the pick stands as the two windows' median, stable once pooled."""
+    code, out, trials = search(
+        tmp_path,
+        "noisy",
+        f'workload.cmd="python {DATA / "trainers" / "noisy_once.py"} {{num_envs}} progress.jsonl {tmp_path}"',
+        "workload.progress=jsonl",
+        "ladder.rungs=[16]",
+        "measure.window_s=3",
+        "measure.max_ci_frac=0.2",
+        "measure.recheck_unstable=true",
+    )
+    assert [(t["num_envs"], t["status"], t["unstable"], t["repeats"]) for t in trials] == [
+        ("16", "ok", "1", ""),
+        ("16", "ok", "0", "2"),
+    ], out
+    assert trials[1]["step"] == "recheck" and trials[0]["window_extended"] == "1"
+    (best,) = read_tsv(tmp_path / "out" / "case_gpu_bench_noisy" / "best_by_case.tsv")
+    assert (best["num_envs"], best["unstable"], best["repeats"]) == ("16", "0", "2")
+    assert code == ExitCode.PICK_FOUND and "unstable" not in out.split("best: ")[1].splitlines()[0], out

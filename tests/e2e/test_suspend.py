@@ -3,6 +3,7 @@ the sweep and goes on with it at SIGCONT; its window is measured after the pause
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -22,6 +23,16 @@ OBSERVE_S = 3.0  # how long the test watches the stopped trial for any progress 
 def progress_lines(root: Path) -> int:
     logs = list((root / "out").glob("case_gpu_bench_s/trials/*/*/progress.jsonl"))
     return sum(log.read_text(errors="replace").count('"samples"') for log in logs)
+
+
+def running(procs: list[psutil.Process]) -> list[str]:
+    """The processes among `procs` that neither are stopped nor have ended, named for a failure's message."""
+    out = []
+    for proc in procs:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            if (status := proc.status()) not in (psutil.STATUS_STOPPED, psutil.STATUS_ZOMBIE):
+                out.append(f"{proc.pid} {status} {' '.join(proc.cmdline())[:160]}")
+    return out
 
 
 def test_sigtstp_suspends_the_running_trial_with_the_sweep_and_its_window_follows_the_pause(tmp_path: Path) -> None:
@@ -48,10 +59,13 @@ def test_sigtstp_suspends_the_running_trial_with_the_sweep_and_its_window_follow
         assert len(trial) >= 3  # the supervisor, torchrun, its two workers (each in a session of its own)
         os.kill(sweep.pid, signal.SIGTSTP)
         everyone = [psutil.Process(sweep.pid), *trial]
-        wait_for(lambda: all(p.status() == psutil.STATUS_STOPPED for p in everyone), timeout_s=30)
+        try:
+            wait_for(lambda: not running(everyone), timeout_s=30)
+        except AssertionError:
+            raise AssertionError(f"still running after SIGTSTP: {running(everyone)}") from None
         before = progress_lines(tmp_path)
         time.sleep(OBSERVE_S)
-        assert all(p.status() == psutil.STATUS_STOPPED for p in everyone)
+        assert running(everyone) == []
         assert progress_lines(tmp_path) == before  # nothing of the trial ran while the sweep was stopped
         resumed_t = time.time()
         os.kill(sweep.pid, signal.SIGCONT)

@@ -273,6 +273,28 @@ def test_to_confirm_and_confirmed(records: list[TrialRecord], to_confirm: int | 
     assert (due.number if due else None, passed.number if passed else None) == (to_confirm, confirmed)
 
 
+def _rate(profile: str, envs: int, rate: float, number: int, unstable: float, **more: float) -> TrialRecord:
+    return rec(profile, envs, OK, number, samples_per_s=rate, unstable=unstable, **more)
+
+
+@pytest.mark.parametrize(
+    ("records", "due"),
+    [
+        ([], None),
+        ([_rate("d", 64, 1000, 1, 0)], None),  # stable: it counts as it is
+        ([_rate("d", 64, 1000, 1, 1)], 1),  # unstable, measured once: a second window
+        ([_rate("d", 64, 1000, 1, 1), _rate("d", 64, 990, 2, 1, repeats=2)], None),  # measured twice: it stands
+        ([_rate("d", 64, 1000, 1, 1), _rate("d", 32, 600, 2, 1)], 1),  # only the pick is checked again
+        ([_rate("d", 64, 1000, 1, 0), _rate("h", 64, 900, 2, 1)], None),  # an unstable loser is not
+        ([rec("d", 64, OOM, 1)], None),
+    ],
+    ids=["none", "stable", "unstable-once", "unstable-twice", "pick-only", "loser", "no-pick"],
+)
+def test_an_unstable_pick_measured_once_is_due_a_second_window(records: list[TrialRecord], due: int | None) -> None:
+    again = pick.to_recheck(records, "samples_per_s")
+    assert (again.number if again else None) == due
+
+
 @pytest.mark.parametrize(
     ("records", "expected"),
     [

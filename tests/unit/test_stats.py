@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from ladder.core import stats
@@ -245,9 +247,12 @@ def test_ratio_interval_matches_student_t() -> None:
         ([Rate(1000, 990, 1010), Rate(1020, 1010, 1030)], True, ""),
         ([Rate(1000, 990, 1010), Rate(1080, 1070, 1090)], False, "repeats differ by 7.7% (over 5%)"),
         ([Rate(1000, 900, 1100)], False, "95% interval 20.0% of samples/s (over 10%)"),
+        ([Rate(1000, 900, 1100), Rate(1010, 990, 1030)], True, ""),  # pooled: 3.9% wide
+        ([Rate(1000, 850, 1150), Rate(1020, 870, 1170)], False, "95% interval 21.0% of samples/s (over 10%)"),
+        ([Rate(1000, -math.inf, math.inf)], False, "95% interval inf% of samples/s (over 10%)"),
         ([], False, "no repeat measured a rate"),
     ],
-    ids=["agree", "disagree", "wide-interval", "none"],
+    ids=["agree", "disagree", "wide-interval", "wide-then-narrow", "both-wide", "no-interval", "none"],
 )
 def test_repeat_verdict(rates: list[Rate], stable: bool, why: str) -> None:
     verdict = repeat_verdict(rates)
