@@ -387,7 +387,8 @@ def main() -> None:
         spent = sum(r[2] for r in rows[label])
         print(f"stricter oracle, the case's winner alone: {alone:.0f} s, {label}/that {spent / alone:.2f}")
         tail = f"ratio_vs_oracle={spent / totals[3]:.3f} ratio_vs_walk={spent / totals[1]:.3f} "
-        lines.append(f"{label}: {tail}same_pick={same}/{len(caps)} same_pick_one_pass={one_pass}/{len(caps)}")
+        picks = f"same_pick={same}/{len(caps)} same_pick_one_pass={one_pass}/{len(caps)}"
+        lines.append(f"{label}: {tail}{picks} ratio_vs_strict={spent / alone:.3f}")
     print("\n".join(lines[::-1]))
 
 
