@@ -74,9 +74,9 @@ def _on_stop(signum: int, frame: FrameType | None) -> None:
             "toward none of its limits, and its window is measured after it)"
         )
     PAUSES.started_mono = time.monotonic()
-    signal.signal(signal.SIGTSTP, signal.SIG_DFL)
-    os.kill(os.getpid(), signal.SIGTSTP)  # stops here; SIGCONT goes on from this line
-    signal.signal(signal.SIGTSTP, _on_stop)
+    # SIGSTOP, not SIGTSTP again with its default action: the kernel drops a default SIGTSTP in an orphaned process
+    # group (a sweep started by a launcher or under nohup), and the sweep would run on with its trial stopped.
+    os.kill(os.getpid(), signal.SIGSTOP)  # stops here; SIGCONT goes on from this line
 
 
 def _on_continue(signum: int, frame: FrameType | None) -> None:

@@ -52,7 +52,9 @@ def test_sigtstp_suspends_the_running_trial_with_the_sweep_and_its_window_follow
         f"output_root={tmp_path}/out",
     ]
     with open(tmp_path / "console.txt", "w") as console:
-        sweep = subprocess.Popen(argv, cwd=tmp_path, stdout=console, stderr=subprocess.STDOUT)
+        # A session of its own makes its process group orphaned, as under nohup or a launcher: there the kernel
+        # drops a SIGTSTP left to its default action, and the sweep must still stop.
+        sweep = subprocess.Popen(argv, cwd=tmp_path, stdout=console, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         wait_for(lambda: progress_lines(tmp_path) >= 2, timeout_s=240)
         trial = [p for p in psutil.Process(sweep.pid).children(recursive=True) if p.is_running()]
