@@ -5,11 +5,11 @@ lines (empty: none), so `ladder.search` can print them all and exit before anyth
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import re
 import shlex
+import tempfile
 from collections.abc import Iterable, MutableMapping, Sequence
 from pathlib import Path
 
@@ -182,25 +182,23 @@ def hide_password(argv: list[str], environ: MutableMapping[str, str]) -> list[st
 
 def unwritable_root(overrides: list[str]) -> str:
     """A one-line problem with where the run would write (`output_root`, under which Hydra makes its run folder),
-    found before Hydra touches it; "" when it can be written. The check makes the folder and removes what it made."""
+    found before Hydra touches it; "" when it can be written. The check makes a folder of its own in the nearest
+    folder that exists on the way to `output_root` and removes it: it never makes or removes a folder another sweep
+    starting at the same moment may be making and using."""
     roots = [v for k, _, v in (a.partition("=") for a in overrides) if k.lstrip("+~") == "output_root"]
     root = roots[-1] if roots else str(_default_root())
     if "${" in root or not root:
         return ""  # an interpolation: Hydra resolves it, and says so if it cannot
-    made = [p for p in (Path(root), *Path(root).parents) if not p.exists()]  # what the check makes, then removes
+    nearest = next(p for p in (Path(root), *Path(root).parents) if p.exists() or p == p.parent)
     try:
-        Path(root).mkdir(parents=True, exist_ok=True)
-        if not os.access(root, os.W_OK | os.X_OK):
-            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), root)
+        if not nearest.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(nearest))
+        os.rmdir(tempfile.mkdtemp(prefix=".ladder-check-", dir=nearest))
     except OSError as exc:
         return (
             f"cannot write under output_root={root} ({exc.strerror or exc}); "
             "fix: set output_root=<a folder you can write>, e.g. output_root=$HOME/ladder-output"
         )
-    finally:
-        for folder in made:  # nothing is left behind by a run that ends before it writes (a bad override, --help)
-            with contextlib.suppress(OSError):
-                folder.rmdir()
     return ""
 
 

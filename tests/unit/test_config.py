@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import threading
+from pathlib import Path
+
 import pytest
 from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 
 from ladder.core.errors import ConfigError
-from ladder.settings.argv import check_choices, known_cases
+from ladder.settings.argv import check_choices, known_cases, unwritable_root
 from ladder.settings.catalog import known
 from ladder.settings.config import Device, register, settings_from
 from tests.helpers import REPO
@@ -84,3 +87,36 @@ def test_unknown_profile_lists_known_ones() -> None:
 def test_sweeps_and_lists_are_checked_option_by_option() -> None:
     assert check_choices(["profile=[default],[hiutil]", "case=amp_pi_plus,add_pi_plus", "case=glob(amp*)"]) == []
     assert check_choices(["case=amp_pi_plus,nope"]) == [f"unknown case 'nope'; known: {', '.join(known_cases())}"]
+
+
+def test_the_write_check_leaves_alone_an_output_root_another_sweep_is_making(tmp_path: Path) -> None:
+    """Sweeps started at once on one new output_root: one's write check must never remove the folder another has
+    just made (it did, and that sweep then said it could not write there)."""
+    vanished = []
+    for round_ in range(300):
+        root = tmp_path / f"r{round_}" / "out"
+        start, checked = threading.Barrier(2, timeout=10), threading.Barrier(2, timeout=10)
+
+        def other_sweep(
+            root: Path = root, start: threading.Barrier = start, checked: threading.Barrier = checked
+        ) -> None:
+            start.wait()
+            root.mkdir(parents=True, exist_ok=True)
+            checked.wait()  # the other sweep's check has ended: the folder this one made must still be there
+            vanished.extend([root] if not root.is_dir() else [])
+
+        other = threading.Thread(target=other_sweep)
+        other.start()
+        start.wait()
+        problem = unwritable_root([f"output_root={root}"])
+        checked.wait()
+        other.join()
+        assert problem == ""
+    assert vanished == []
+
+
+def test_the_write_check_names_a_file_in_the_way(tmp_path: Path) -> None:
+    (tmp_path / "f").write_text("")
+    problem = unwritable_root([f"output_root={tmp_path}/f/out"])
+    assert "output_root=" in problem and "Not a directory" in problem and "fix: set output_root=" in problem
+    assert unwritable_root([f"output_root={tmp_path}/new/out"]) == "" and sorted(tmp_path.iterdir()) == [tmp_path / "f"]
