@@ -5,8 +5,8 @@ The server is private to the test session: `initdb` into a temporary folder, `pg
 as the `postgres` user the package creates (PostgreSQL refuses to run as root). Where no server can be started
 the tests that need one are skipped with the reason, except under CI (`CI=true`), where that is an error.
 
-On several workers (pytest-xdist: `-n 2 --dist loadfile --no-loadscope-reorder`) each test file runs whole on one
-worker, so a module fixture (a sweep several tests read) runs once, and the files that run real sweeps for minutes
+On several workers (pytest-xdist: `-n 4 --dist loadfile --no-loadscope-reorder`; four on two cores, since most of a
+sweep's time is spent waiting on its trial's processes) each test file runs whole on one worker, so a module fixture (a sweep several tests read) runs once, and the files that run real sweeps for minutes
 start first (`HEAVY_FIRST`), so that no long file is left to run alone at the end.
 """
 
@@ -36,6 +36,7 @@ PG_USER = "ladder"
 # finishes early takes the next file, so the long ones are best started first
 HEAVY_FIRST = (
     "test_mimickit_real.py",
+    "test_mimickit_ranks.py",
     "test_faults.py",
     "test_recipes.py",
     "test_resume.py",
