@@ -6,8 +6,9 @@ as the `postgres` user the package creates (PostgreSQL refuses to run as root). 
 the tests that need one are skipped with the reason, except under CI (`CI=true`), where that is an error.
 
 On several workers (pytest-xdist: `-n 4 --dist loadfile --no-loadscope-reorder`; four on two cores, since most of a
-sweep's time is spent waiting on its trial's processes) each test file runs whole on one worker, so a module fixture (a sweep several tests read) runs once, and the files that run real sweeps for minutes
-start first (`HEAVY_FIRST`), so that no long file is left to run alone at the end.
+sweep's time is spent waiting on its trial's processes) each test file runs whole on one worker, so a module fixture
+(a sweep several tests read) runs once, and the files that run real sweeps for minutes start first (`HEAVY_FIRST`),
+so that no long file is left to run alone at the end.
 """
 
 from __future__ import annotations

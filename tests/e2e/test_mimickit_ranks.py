@@ -19,16 +19,12 @@ from tests.e2e.mimickit_sweeps import (
     descendants,
     finish,
     mimickit_table,
-    require_mimickit,
     run_search,
     search,
 )
 from tests.helpers import wait_for
 
-
-@pytest.fixture(scope="module", autouse=True)
-def mimickit_ready() -> None:
-    require_mimickit()
+pytestmark = pytest.mark.usefixtures("mimickit_ready")  # skipped with the reason where MimicKit cannot run
 
 
 # ---- two ranks, Ctrl-C and resume --------------------------------------------------------------------------------

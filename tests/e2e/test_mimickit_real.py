@@ -21,16 +21,12 @@ from tests.e2e.mimickit_sweeps import (
     Sweep,
     finish,
     mimickit_table,
-    require_mimickit,
     run_search,
     search,
 )
 from tests.helpers import wait_for
 
-
-@pytest.fixture(scope="module", autouse=True)
-def mimickit_ready() -> None:
-    require_mimickit()
+pytestmark = pytest.mark.usefixtures("mimickit_ready")  # skipped with the reason where MimicKit cannot run
 
 
 # ---- a sweep under a memory cgroup: the top rung is killed by the kernel, a lower one fits and is measured --------
