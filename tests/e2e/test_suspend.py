@@ -14,6 +14,7 @@ from pathlib import Path
 
 import psutil
 
+from ladder.runner import procs
 from ladder.storage.tsv import read_tsv
 from tests.helpers import wait_for
 
@@ -55,6 +56,7 @@ def test_sigtstp_suspends_the_running_trial_with_the_sweep_and_its_window_follow
         # A session of its own makes its process group orphaned, as under nohup or a launcher: there the kernel
         # drops a SIGTSTP left to its default action, and the sweep must still stop.
         sweep = subprocess.Popen(argv, cwd=tmp_path, stdout=console, stderr=subprocess.STDOUT, start_new_session=True)
+    trial: list[psutil.Process] = []
     try:
         wait_for(lambda: progress_lines(tmp_path) >= 2, timeout_s=240)
         trial = [p for p in psutil.Process(sweep.pid).children(recursive=True) if p.is_running()]
@@ -73,9 +75,14 @@ def test_sigtstp_suspends_the_running_trial_with_the_sweep_and_its_window_follow
         os.kill(sweep.pid, signal.SIGCONT)
         assert sweep.wait(timeout=300) == 0, (tmp_path / "console.txt").read_text()
     finally:
-        if sweep.poll() is None:
+        if sweep.poll() is None:  # a failure above: leave nothing running, the trial's stopped processes included
             sweep.kill()
             sweep.wait()
+            for proc in trial:
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    proc.kill()
+            psutil.wait_procs(trial, timeout=30)
+            procs.remove_stale()  # the trial's memory cgroup, which the killed sweep did not remove
     (row,) = read_tsv(tmp_path / "out" / "case_gpu_bench_s" / "trials.tsv")
     assert row["status"] == "ok" and float(row["paused_s"]) >= OBSERVE_S
     window_start_t = datetime.fromisoformat(row["started_at"]).timestamp() + float(row["window_start_s"])
