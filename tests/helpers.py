@@ -8,6 +8,15 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+# A window for trainers that print a point every few milliseconds: 0.3 s and 4 points, opened by a loose stable rule
+SHORT_WINDOW = (
+    "measure.window_s=0.3",
+    "measure.min_window_iters=4",
+    "measure.warmup_iters=1",
+    "measure.stable_k=2",
+    "measure.stable_tol=5",
+)
+
 
 def wait_for(predicate: Callable[[], object], timeout_s: float = 120.0, every_s: float = 0.05) -> None:
     """Poll a condition until it holds; fail the test if it does not within `timeout_s` (an upper bound only)."""

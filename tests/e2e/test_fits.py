@@ -10,16 +10,12 @@ from pathlib import Path
 
 from ladder.core.errors import ExitCode
 from ladder.storage.tsv import read_tsv
-from tests.helpers import DATA, need_memory_cgroups
+from tests.helpers import DATA, SHORT_WINDOW, need_memory_cgroups
 
 QUICK = [
     "profile=[default]",
     "device=cpu",
-    "measure.window_s=0.3",
-    "measure.min_window_iters=4",
-    "measure.warmup_iters=1",
-    "measure.stable_k=2",
-    "measure.stable_tol=5",
+    *SHORT_WINDOW,
     "measure.trial_timeout_s=60",
 ]
 

@@ -14,7 +14,7 @@ import pytest
 
 from ladder.core.errors import ExitCode
 from ladder.storage.tsv import read_tsv
-from tests.helpers import DATA
+from tests.helpers import DATA, SHORT_WINDOW
 
 WRITERS = 8
 CASES = [f"writer_{i}" for i in range(WRITERS)]
@@ -32,11 +32,7 @@ def sweep_argv(tmp_path: Path, case: str, storage: str | None) -> list[str]:
         "ladder.rungs=[63,32]",  # e63 comes within a few percent of its card: run twice, then e32
         "profile=[default]",
         "device=cpu",
-        "measure.window_s=0.3",
-        "measure.min_window_iters=4",
-        "measure.warmup_iters=1",
-        "measure.stable_k=2",
-        "measure.stable_tol=5",
+        *SHORT_WINDOW,
         "sweep=many",
         f"output_root={tmp_path}/out",
         *([f"storage={storage}"] if storage else []),
