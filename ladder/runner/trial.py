@@ -308,6 +308,9 @@ def _finish(
     measure: MeasureConf,
     card_mb: float | None = None,
 ) -> Result:
+    # A window measured to its end: the trial was healthy when ladder stopped it, and what its processes print as
+    # they are killed (a worker's broken pipe to its dead parent) is no evidence: the logs count as far as they were.
+    upto = files.sizes(trial_dir) if watch.stopped_by is StopCause.WINDOW_DONE else None
     code = launch.stop(running, 0.0 if watch.stopped_by in KILL_AT_ONCE else measure.kill_grace_s)
     samples: list[Sample] = monitor.stop()
     _take_progress(watch, progress)
@@ -315,7 +318,7 @@ def _finish(
     for pid in left:
         log.warning("trial %s left process %d alive after the stop; killed it", running.trial_id, pid)
     write_samples(samples, trial_dir / paths.SAMPLES)
-    ending = _ending(trial_dir, code, watch.stopped_by, running)
+    ending = _ending(trial_dir, code, watch.stopped_by, running, upto)
     window = watch.window if watch.stopped_by is StopCause.WINDOW_DONE else None
     figures = stats.figures(samples, watch.points, window, watch.launch_t)
     verdict = _settled(
@@ -491,10 +494,13 @@ def _own_lines(text: str) -> list[str]:
     return [s for line in text.splitlines() if (s := line.strip()) and not OWN_SIGNAL.search(s)]
 
 
-def _ending(trial_dir: Path, code: int, stopped_by: StopCause, running: launch.Running) -> Ending:
+def _ending(
+    trial_dir: Path, code: int, stopped_by: StopCause, running: launch.Running, upto: dict[Path, int] | None
+) -> Ending:
     """What the folder holds (the log, torchrun's per-rank logs and error files: read as `ladder.failures` reads any
-    trial folder), and what only the running trial knows: why ladder stopped it, the cgroup's OOM kills."""
-    found = files.load_ending(trial_dir, code)
+    trial folder, as far as `upto`), and what only the running trial knows: why ladder stopped it, the cgroup's OOM
+    kills."""
+    found = files.load_ending(trial_dir, code, upto)
     oom_kills = running.cgroup_usage.oom_kills if running.cgroup_usage is not None else 0  # read before its removal
     return replace(found, stopped_by=stopped_by, oom_kills=oom_kills)
 

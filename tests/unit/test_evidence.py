@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from ladder.core.records import Confidence, Ending, Reason, Status
-from ladder.failures import rules
+from ladder.failures import files, rules
 from ladder.runner.evidence import Evidence
 
 OOM = (
@@ -101,3 +102,22 @@ def test_a_program_that_starts_its_own_ranks_is_watched_through_its_log(tmp_path
     append(tmp_path / "stdout.log", "step 3\n" + OOM)
     verdict = evidence.check()
     assert verdict is not None and verdict.reason is Reason.CUDA_OOM
+
+
+def test_a_trial_stopped_after_its_window_is_judged_on_its_logs_as_they_were_at_the_stop(tmp_path: Path) -> None:
+    """What a healthy trial's processes print as ladder kills them (a worker's broken pipe to its dead parent, a
+    rank's error file) is no evidence: the logs count as far as they were when ladder decided to stop it."""
+    stdout = tmp_path / "stdout.log"
+    stdout.write_text("Rank-0: policy_step=30, reward_env_0=15.0\nRank-0: policy_step=60, reward_env_0=15.0\n")
+    upto = files.sizes(tmp_path)
+    with stdout.open("a") as fh:  # written after the stop decision, as the group is killed
+        fh.write("Traceback (most recent call last):\nBrokenPipeError: [Errno 32] Broken pipe\n")
+    rank = tmp_path / "ranks" / "run" / "attempt_0" / "1"
+    rank.mkdir(parents=True)
+    (rank / "stderr.log").write_text("RuntimeError: Connection reset by peer\n")
+
+    before = replace(files.load_ending(tmp_path, -9, upto), stopped_by="window_done")
+    assert "Broken pipe" not in before.log_text and before.rank_logs == {}
+    assert rules.classify(before).status is Status.OK
+    everything = replace(files.load_ending(tmp_path, -9), stopped_by="window_done")  # read whole, as before
+    assert "Broken pipe" in everything.log_text and rules.classify(everything).status is not Status.OK
