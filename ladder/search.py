@@ -50,7 +50,7 @@ def execute(settings: Settings) -> int:
     settings = resume.recorded_for(settings, paths)  # refuses other outcome settings
     machine = find_machine(settings)
     if settings.dry_run:
-        print(dryrun.show(settings, paths, machine, emulated_card_gb(settings)), end="")
+        print(dryrun.show(settings, paths, machine, emulated_card_gb(settings, machine.device)), end="")
         return 0
     sweeps.note_latest(Path(settings.output_root), paths.sweep)
     procs.become_subreaper()
@@ -59,7 +59,7 @@ def execute(settings: Settings) -> int:
     suspend.install()  # Ctrl-Z stops the running trial with the sweep; `fg` continues both
     view = make_view()
     view.sweep_started(
-        banner(settings, paths, machine, emulated_card_gb(settings)),
+        banner(settings, paths, machine, emulated_card_gb(settings, machine.device)),
         settings.case.name,
         settings.rungs,
         [p.name for p in settings.profiles],

@@ -9,7 +9,12 @@
 #   5. the same demo sweep again under another name: every trial is reused from the first, nothing launches;
 #   6. the demo case started twice at once with a GPU lease per trial: the two processes take turns;
 #   7. a sweep at MimicKit's full net width under an emulated 3 GB card, objective samples/s, both profiles: the
-#      memory model on CUDA figures, and the descent below the largest fit (with cut trials).
+#      memory model on CUDA figures, and the descent below the largest fit (with cut trials);
+#   8. the demo sweep with its card held by a ballast (workload.emulate_by=ballast) instead of torch's memory
+#      fraction, and the two sweeps' walks side by side (scripts/compare_walks.py: same statuses, same pick);
+#   9. a third-party torch trainer (docs/recipes.md's Lightning recipe, where lightning is installed) under a
+#      ballast-held 2 GB card: its top rung runs out of memory in its own allocator, the rung below is measured,
+#      its figures net of the ballast (ballast_mb beside them).
 # Each step has its own time limit and the script goes on after a failed step; every log and sweep folder is
 # packed into OUT_DIR/runs.tgz, and OUT_DIR/check.log holds what each step printed last.
 #
@@ -19,6 +24,7 @@ set -u
 out=${1:?usage: scripts/gpu_check.sh OUT_DIR}
 py=${PYTHON:-python3}
 mkdir -p "$out"
+out=$(cd "$out" && pwd)  # absolute: some steps run elsewhere
 work=$(mktemp -d)
 log="$out/check.log"
 : >"$log"
@@ -68,11 +74,32 @@ step twice 150 bash -c "$py -m ladder.search case=amp_pi_plus device=cuda sweep=
 step wide_sweep 240 "$py" -m ladder.search case=amp_humanoid device=cuda sweep=gpu_wide "output_root=$work/out" \
     workload.width_factor=1.0 workload.emulate_gpu_mem_gb=3 objective=samples_per_s measure.window_s=5
 
+step ballast_demo 150 "$py" -m ladder.search case=amp_pi_plus device=cuda sweep=gpu_ballast \
+    workload.emulate_by=ballast "output_root=$work/out"
+
+step ballast_vs_fraction 30 "$py" scripts/compare_walks.py "$work/out/case_gpu_bench_gpu_demo" \
+    "$work/out/case_gpu_bench_gpu_ballast"
+
+mkdir -p "$work/lightning"
+if "$py" -c "import lightning" 2>/dev/null; then
+    "$py" -c "from tests.helpers import recipe; import sys; sys.stdout.write(recipe('torchrun DDP with Lightning')[0])" \
+        >"$work/lightning/train_lightning.py"
+    ( cd "$work/lightning" && step ballast_lightning 300 "$py" -m ladder.search workload.kind=command \
+        case=my_lightning device=cuda sweep=gpu_lightning workload.launcher=torchrun workload.nproc=1 \
+        'workload.cmd="python train_lightning.py --num-envs {num_envs}"' \
+        "workload.progress_regex='iter (?P<iter>\d+) samples (?P<samples>\d+)'" \
+        'ladder.rungs=[1048576,16384]' 'profile=[default]' workload.emulate_gpu_mem_gb=2 \
+        measure.window_s=6 measure.warmup_timeout_s=120 "output_root=$work/out" )
+else
+    echo "== ballast_lightning: skipped (lightning is not installed: pip install lightning)" | tee -a "$log"
+fi
+
 for f in "$work"/out/*/trials.tsv; do  # the trials, a line each, with the figures the walk decided by
     [ -f "$f" ] && "$py" - "$f" <<'EOF' | tee -a "$log"
 import csv, sys
 print("==", sys.argv[1])
-keys = ("variant", "num_envs", "phase", "status", "reason", "cap_used_mb", "cap_mb", "max_mem0", "avg_util0",
+keys = ("variant", "num_envs", "phase", "status", "reason", "cap_used_mb", "cap_mb", "ballast_mb", "ballast_card_mb",
+        "max_mem0", "avg_util0",
         "samples_per_s", "duration_s", "why")
 for row in csv.DictReader(open(sys.argv[1]), delimiter="\t"):
     print(" ".join(f"{k}={row.get(k, '')}" for k in keys))

@@ -17,6 +17,14 @@ class Kind(Word):
     COMMAND = "command"  # any trainer, from an argv template
 
 
+class EmulateBy(Word):
+    """How a trial is made to meet a smaller card's memory (`workload.emulate_gpu_mem_gb`)."""
+
+    AUTO = "auto"  # the built-in proxy caps its own allocations; any other trainer on a GPU gets a ballast
+    BALLAST = "ballast"  # a holder process takes the rest of each GPU (`ladder.runner.ballast`): any trainer
+    FRACTION = "fraction"  # the built-in proxy's own cap (torch's memory fraction; its data segment on CPU)
+
+
 class Launcher(Word):
     """Who starts the ranks."""
 

@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
+from ladder.core import ballast
 from ladder.core.errors import LadderError
+from ladder.core.spec import EmulateBy
 from ladder.runner import lease
 from ladder.runner.monitor import NvmlSampler, nvml_gpu_count
 from ladder.settings.config import Device, Settings
@@ -89,7 +91,7 @@ def _gpu_describe(gpus: tuple[int, ...]) -> dict[str, str]:
 
 
 def _cpu_describe(settings: Settings) -> dict[str, str]:
-    cap = emulated_card_gb(settings)
+    cap = emulated_card_gb(settings, "cpu")
     return {"gpu_name": "cpu", "gpu_mem_total": str(round(cap * 1024)) if cap else "", "driver": ""}
 
 
@@ -100,11 +102,18 @@ def _version(package: str) -> str:
         return ""
 
 
-def emulated_card_gb(settings: Settings) -> float | None:
-    """The emulated card's size where the workload takes one (the built-in proxy only); None elsewhere, so a
-    setting that does not apply is neither shown nor recorded as the card."""
-    kind = planner.resolve(planner.parse_kind(settings.workload.kind), settings.workload.mimickit_root, os.environ)
-    return settings.workload.emulate_gpu_mem_gb if kind.kind is planner.Kind.PROXY else None
+def emulated_card_gb(settings: Settings, device: str) -> float | None:
+    """The emulated card's size where it applies to this workload on this device (`ladder.core.ballast.mode`: the
+    proxy's own cap, or a ballast on a GPU for any trainer); None elsewhere, so a setting that does not apply is
+    neither shown nor recorded as the card."""
+    return settings.workload.emulate_gpu_mem_gb if emulation(settings, device) is not ballast.Mode.NONE else None
+
+
+def emulation(settings: Settings, device: str) -> ballast.Mode:
+    """How this sweep's trials meet the emulated card (`workload.emulate_gpu_mem_gb`, `workload.emulate_by`)."""
+    w = settings.workload
+    kind = planner.resolve(planner.parse_kind(w.kind), w.mimickit_root, os.environ)
+    return ballast.mode(w.emulate_gpu_mem_gb, kind.kind is planner.Kind.PROXY, device, EmulateBy(w.emulate_by))
 
 
 def code_version(where: Path, package: str = "ladder") -> str:

@@ -16,13 +16,14 @@ import os
 import statistics
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 import psutil
 
+from ladder.core import ballast
 from ladder.core.records import Sample, Source
 from ladder.runner.procs import TRIAL_ID_VAR
 
@@ -146,8 +147,16 @@ class NvmlSampler:
     source = Source.NVML
     IDLE_GAP_S = 1.0  # no new driver sample for this long: the GPU is idle, ask the current rate instead
 
-    def __init__(self, indices: Sequence[int], root_pid: int | None = None, trial_id: str = "", nvml: Any = None):
+    def __init__(
+        self,
+        indices: Sequence[int],
+        root_pid: int | None = None,
+        trial_id: str = "",
+        nvml: Any = None,
+        ballast_mb: Mapping[int, float] | None = None,
+    ):
         self._nvml = nvml if nvml is not None else _nvml()
+        self._ballast = dict(ballast_mb or {})  # MiB ladder's holder holds per GPU: not the trial's memory
         self._devices = [_Device(i, self._nvml.nvmlDeviceGetHandleByIndex(i)) for i in indices]
         for dev in self._devices:
             dev.gpm = _Gpm.open(self._nvml, dev.handle)
@@ -163,7 +172,9 @@ class NvmlSampler:
         return [self._one(dev, now, slow) for dev in self._devices]
 
     def _one(self, dev: _Device, now: float, slow: bool) -> Sample:
-        used = self._nvml.nvmlDeviceGetMemoryInfo(dev.handle).used / MIB
+        used = ballast.net_mb(
+            self._nvml.nvmlDeviceGetMemoryInfo(dev.handle).used / MIB, self._ballast.get(dev.index, 0)
+        )
         util = self._util(dev, now)
         if not slow:
             return Sample(now, dev.index, util, used)
@@ -410,11 +421,19 @@ class JointSampler:
             sampler.close()
 
 
-def sampler_for(gpus: Sequence[int], root_pid: int, trial_id: str = "", nvml: Any = None) -> Sampler:
-    """NVML (with host alongside) where the trial has GPUs, host alone where it has none."""
+def sampler_for(
+    gpus: Sequence[int],
+    root_pid: int,
+    trial_id: str = "",
+    nvml: Any = None,
+    ballast_mb: Mapping[int, float] | None = None,
+) -> Sampler:
+    """NVML (with host alongside) where the trial has GPUs, host alone where it has none; a GPU's memory net of
+    the ballast held on it (`ballast_mb`, by NVML index)."""
     if not gpus:
         return HostSampler(root_pid)
-    return JointSampler(NvmlSampler(gpus, root_pid, trial_id, nvml), HostSampler(root_pid, every_s=SLOW_S))
+    nvml_sampler = NvmlSampler(gpus, root_pid, trial_id, nvml, ballast_mb)
+    return JointSampler(nvml_sampler, HostSampler(root_pid, every_s=SLOW_S))
 
 
 # ---------------------------------------------------------------- the thread

@@ -18,7 +18,7 @@ from ladder.core.caseclass import Thresholds, validate
 from ladder.core.errors import ConfigError
 from ladder.core.policy import Strategy
 from ladder.core.records import Objective, PreflightPolicy, Word
-from ladder.core.spec import Kind, Launcher, ProgressKind
+from ladder.core.spec import EmulateBy, Kind, Launcher, ProgressKind
 
 OBJECTIVES = tuple(o.value for o in Objective)
 
@@ -107,7 +107,8 @@ class WorkloadConf:
     kind: str = "auto"  # auto (mimickit when a MimicKit folder is set, else proxy), proxy, mimickit or command
     width_factor: float = 0.125  # the proxy's nets are narrowed by this factor (1.0 = MimicKit's sizes)
     nproc: int = 0  # ranks per trial; 0 = one per visible GPU, or 2 on CPU
-    emulate_gpu_mem_gb: float | None = None  # cap each rank's allocations to emulate a smaller card; null = off
+    emulate_gpu_mem_gb: float | None = None  # emulate a smaller card of this size per GPU (rank); null = off
+    emulate_by: str = "auto"  # auto (the proxy's own cap; a ballast for any other trainer on a GPU), ballast, fraction
     host_mem_limit_gb: float | None = None  # memory cgroup limit for the whole trial; null = no limit
     collective_timeout_s: float = 60.0  # process-group timeout handed to the trainer
     mimickit_root: str = ""  # MimicKit checkout; "" = $MIMICKIT_ROOT
@@ -391,6 +392,7 @@ def _workload(raw: dict[str, Any]) -> WorkloadConf:
     conf: WorkloadConf = _typed(WorkloadConf, raw)
     _enum(Kind, "workload.kind", conf.kind)
     _enum(Launcher, "workload.launcher", conf.launcher)
+    _enum(EmulateBy, "workload.emulate_by", conf.emulate_by)
     if conf.progress:
         _enum(ProgressKind, "workload.progress", conf.progress)
     return conf

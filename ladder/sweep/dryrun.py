@@ -22,12 +22,13 @@ from pathlib import Path
 
 from optuna.storages import BaseStorage
 
+from ladder.core import ballast
 from ladder.core.paths import SweepPaths
 from ladder.core.policy import Decision
 from ladder.core.records import Phase, Status, TrialRecord, rung_label
 from ladder.core.spec import TrialSpec
 from ladder.runner import launch
-from ladder.runner.machine import Machine
+from ladder.runner.machine import Machine, emulation
 from ladder.settings.config import MeasureConf, Settings
 from ladder.storage import reuse, studies
 from ladder.sweep.context import GROWS_WITH_ENVS, Run, plan, workload_of
@@ -186,7 +187,7 @@ def settings_lines(
         "every trial runs under:",
         f"{INDENT}ranks: {nproc} on {device}"
         + (f", {w.gpus_per_trial} leased device(s) per trial" if w.gpus_per_trial else ""),
-        f"{INDENT}caps: {_caps(w.host_mem_limit_gb, w.emulate_gpu_mem_gb, card_gb)}",
+        f"{INDENT}caps: {_caps(w.host_mem_limit_gb, w.emulate_gpu_mem_gb, card_gb, emulation(settings, device))}",
         f"{INDENT}measure: {_measure(settings.measure)}",
         f"{INDENT}walk: objective {settings.objective}, strategy {settings.strategy}"
         + (f", confirm the pick for {settings.confirm_s:g} s" if settings.confirm_s else ", no confirmation run"),
@@ -195,16 +196,24 @@ def settings_lines(
     ]
 
 
-def _caps(host_gb: float | None, card_setting: float | None, card_gb: float | None) -> str:
+def _caps(host_gb: float | None, card_setting: float | None, card_gb: float | None, mode: ballast.Mode) -> str:
     host = (
         f"memory cgroup {host_gb:g} GB for the whole trial (the kernel OOM-kills past it)"
         if host_gb
         else "no memory cgroup (workload.host_mem_limit_gb=null)"
     )
-    if card_gb:
+    if card_gb and mode is ballast.Mode.BALLAST:
+        card = (
+            f"emulated card {card_gb:g} GB per GPU ({round(card_gb * 1024)} MiB): a ballast holds the rest of each "
+            "of a trial's GPUs while it runs"
+        )
+    elif card_gb:
         card = f"emulated card {card_gb:g} GB per rank ({round(card_gb * 1024)} MiB)"
     elif card_setting:
-        card = f"no emulated card (workload.emulate_gpu_mem_gb={card_setting:g} applies to the built-in proxy only)"
+        card = (
+            f"no emulated card (workload.emulate_gpu_mem_gb={card_setting:g} applies on a GPU, or to the built-in "
+            "proxy on CPU)"
+        )
     else:
         card = "no emulated card"
     return f"{host}; {card}"

@@ -17,6 +17,7 @@ from ladder.core import pick, policy
 from ladder.core.paths import SweepPaths
 from ladder.core.records import Phase, Status, TrialRecord
 from ladder.core.spec import TrialSpec
+from ladder.runner.machine import emulated_card_gb
 from ladder.settings import catalog
 from ladder.storage import reuse, studies, tsv
 from ladder.sweep.context import Run, plan
@@ -81,8 +82,8 @@ def would_reuse(run: Run) -> dict[tuple[str, int], str]:
 
 
 def card_gb(run: Run) -> float | None:
-    """The emulated card this sweep's trials run under (GB per rank), where the workload applies one."""
-    return run.settings.workload.emulate_gpu_mem_gb if run.workload.kind is planner.Kind.PROXY else None
+    """The emulated card this sweep's trials run under (GB per rank, or per GPU), where it applies to them."""
+    return emulated_card_gb(run.settings, run.machine.device)
 
 
 def fresh_trial_dir(paths: SweepPaths, case: str, profile: str, rung: int, phase: Phase, knob: str, n: int = 1) -> Path:

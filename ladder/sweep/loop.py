@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import socket
 import uuid
@@ -79,7 +80,8 @@ def _step(ctx: Run, gate: preflight.Preflight | None) -> bool:
                 return False
         if gate is not None:
             gate.before_launch(ctx.machine.gpus)  # a refusal raises LaunchError, naming the processes and the fix
-        _measure(ctx, *step, records, held)
+        with trials.ballast_held(ctx, held) as ballast_mb:  # the emulated card, where a ballast holds it
+            _measure(ctx, *step, records, held, ballast_mb)
     return True
 
 
@@ -107,7 +109,14 @@ def _decide(ctx: Run, records: list[TrialRecord]) -> tuple[policy.Decision, Phas
     return None
 
 
-def _measure(ctx: Run, decision: policy.Decision, phase: Phase, records: list[TrialRecord], held: trials.Held) -> None:
+def _measure(
+    ctx: Run,
+    decision: policy.Decision,
+    phase: Phase,
+    records: list[TrialRecord],
+    held: trials.Held,
+    ballast_mb: dict[int, float],
+) -> None:
     """One launch of the decision, and `measure.repeats - 1` more while it fits; each is its own trial, and
     each carries the repeat verdict over the rates so far (unstable: repeats disagree, or an interval is wide).
     `records`: the case's, as the decision was taken from them."""
@@ -116,7 +125,7 @@ def _measure(ctx: Run, decision: policy.Decision, phase: Phase, records: list[Tr
     rates = [rate for r in earlier if (rate := stats.Rate.of(r.figures)) is not None]  # a recheck's first window
     storage, sweep = ctx.study.storage, ctx.paths.sweep
     for _ in range(ctx.settings.measure.repeats):
-        record = _run_one(ctx, decision, phase, records, rates, held)
+        record = _run_one(ctx, decision, phase, records, rates, held, ballast_mb)
         if record is None:  # another process's trial of the case came first: decide again after its outcome
             return
         records = [*records, record]
@@ -135,6 +144,7 @@ def _run_one(
     records: list[TrialRecord],
     rates: list[stats.Rate],
     held: trials.Held,
+    ballast_mb: dict[int, float],
 ) -> TrialRecord | None:
     """Claim, run and record the decision as a new trial; None when another process's trial came first."""
     s, study = ctx.settings, ctx.study
@@ -160,7 +170,7 @@ def _run_one(
             trial_dir,
             trial_id,
             trials.measure_conf(s, phase),
-            trials.sampler_factory(ctx.machine, held, trial_id),
+            trials.sampler_factory(ctx.machine, held, trial_id, ballast_mb),
             trials.mem_limit(s),
             ctx.view.tick,
             beat,
@@ -168,6 +178,8 @@ def _run_one(
             trials.card_mb(ctx),
             cadence_s=s.measure.window_s,  # a confirmation judges its memory on the probes' window
         )
+    if ballast_mb:  # figures net of the ballast, the ballast beside them
+        result = dataclasses.replace(result, figures=result.figures | trials.ballast_figures(ctx, ballast_mb))
     if (s.measure.repeats > 1 or rates) and result.verdict.status is Status.OK:
         result = trials.with_repeats(result, rates, s.measure)
     record = trials.record(s, decision, phase, result, info | _timing(started, result))

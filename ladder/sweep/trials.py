@@ -6,14 +6,15 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
-from ladder.core import policy, stats
+from ladder.core import ballast, policy, stats
 from ladder.core.records import Phase, TrialRecord
 from ladder.core.spec import TrialSpec
 from ladder.runner import lease, preflight, trial
-from ladder.runner.machine import Machine
+from ladder.runner.ballast import Holder
+from ladder.runner.machine import Machine, emulation
 from ladder.runner.monitor import Sampler, sampler_for
 from ladder.settings.config import MeasureConf, Settings
 from ladder.storage import reuse
@@ -85,19 +86,52 @@ def confirmation(m: MeasureConf, confirm_s: float) -> MeasureConf:
     return dataclasses.replace(m, window_s=confirm_s, trial_timeout_s=limit, budget_s=budget, extend_unstable=False)
 
 
-def sampler_factory(machine: Machine, held: Held, trial_id: str) -> Callable[[int], Sampler]:
-    """NVML on the trial's GPUs (the leased ones where leased) with host figures alongside; host alone on CPU."""
-    gpus = (list(held.devices) if held else list(machine.gpus)) if machine.device == "cuda" else []
-    return lambda pid: sampler_for(gpus, pid, trial_id)
+def gpus(machine: Machine, held: Held) -> list[int]:
+    """The trial's GPUs by NVML index: the leased ones where leased, else the machine's; none on CPU."""
+    return (list(held.devices) if held else list(machine.gpus)) if machine.device == "cuda" else []
+
+
+def sampler_factory(
+    machine: Machine, held: Held, trial_id: str, ballast_mb: Mapping[int, float] | None = None
+) -> Callable[[int], Sampler]:
+    """NVML on the trial's GPUs with host figures alongside, its memory net of any ballast; host alone on CPU."""
+    devices = gpus(machine, held)
+    return lambda pid: sampler_for(devices, pid, trial_id, ballast_mb=ballast_mb)
+
+
+@contextlib.contextmanager
+def ballast_held(run: Run, held: Held) -> Iterator[dict[int, float]]:
+    """The ballast on the trial's GPUs while its trials run (`ladder.runner.ballast`), where the emulated card is
+    held by one: what it holds per GPU (MiB, by NVML index); {} where none is. A holder that cannot make the card
+    raises `LaunchError` before any trial is claimed; it is stopped however the trials end."""
+    if emulation(run.settings, run.machine.device) is not ballast.Mode.BALLAST:
+        yield {}
+        return
+    card = card_mb(run)
+    assert card is not None
+    holder = Holder.start(gpus(run.machine, held), card, os.environ)
+    try:
+        yield holder.held_mb
+    finally:
+        holder.stop()
+
+
+def ballast_figures(run: Run, ballast_mb: Mapping[int, float]) -> dict[str, float]:
+    """What a trial under a ballast records beside its figures (which the sampler took net of it)."""
+    return ballast.figures(ballast_mb, card_mb(run) or 0.0)
 
 
 def card_mb(run: Run) -> float | None:
-    """The real GPU's memory a trial's peak must stay clear of (MiB), where it runs on one with no emulated card (an
-    emulated card's own use and size come from the trainer's progress lines)."""
-    if run.machine.device != "cuda" or identity.card_gb(run):
+    """The GPU memory a trial's peak must stay clear of (MiB), where it runs on a GPU: the card a ballast
+    emulates, or the real one where none is emulated; None where the proxy caps itself (its progress lines say
+    the card and its use) and on CPU."""
+    if run.machine.device != "cuda":
         return None
+    how = emulation(run.settings, run.machine.device)
+    if how is ballast.Mode.BALLAST:
+        return (run.settings.workload.emulate_gpu_mem_gb or 0.0) * 1024
     total = run.machine.describe.get("gpu_mem_total", "")
-    return float(total) if total else None
+    return float(total) if total and how is ballast.Mode.NONE else None
 
 
 def mem_limit(settings: Settings) -> int | None:

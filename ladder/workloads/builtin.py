@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 import yaml
 
-from ladder.core import paths
+from ladder.core import ballast, paths
 from ladder.core.errors import ConfigError
-from ladder.core.spec import Launcher, ProgressKind, TrialSpec
+from ladder.core.spec import EmulateBy, Launcher, ProgressKind, TrialSpec
 from ladder.settings.config import Case, Profile, WorkloadConf
 from ladder.workloads.profiles import apply_profile
 
@@ -144,7 +144,9 @@ def _proxy_args(
     case: Case, num_envs: int, workload: WorkloadConf, place: Placement, trial_dir: str, max_seconds: float
 ) -> tuple[str, ...]:
     shape = case.proxy
-    cap_mb = round(workload.emulate_gpu_mem_gb * 1024) if workload.emulate_gpu_mem_gb else 0
+    gb = workload.emulate_gpu_mem_gb
+    own = ballast.mode(gb, True, place.device, EmulateBy(workload.emulate_by)) is ballast.Mode.OWN  # or a ballast
+    cap_mb = round(gb * 1024) if own and gb else 0
     return (
         "--agent-config",
         f"{trial_dir}/agent.yaml",

@@ -43,7 +43,10 @@ def test_the_settings_that_shape_every_trial_are_listed_with_what_applies() -> N
     assert "set by ladder over the inherited value: OMP_NUM_THREADS" in text
     assert "HOME" not in text and "X_OTHER" not in text  # what changes no trial is left out
     unapplied = "\n".join(settings_lines(s, 1, "cpu", None, {}, {}))  # a workload that takes no emulated card
-    assert "no emulated card (workload.emulate_gpu_mem_gb=0.6 applies to the built-in proxy only)" in unapplied
+    assert (
+        "no emulated card (workload.emulate_gpu_mem_gb=0.6 applies on a GPU, or to the built-in proxy on CPU)"
+        in unapplied
+    )
     assert "inherited environment that matters: (none)" in unapplied
 
 

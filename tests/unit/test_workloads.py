@@ -258,10 +258,11 @@ def test_env_patch_from_hydra_overrides_and_only_for_mimickit() -> None:
         build(s.workload, s.knob, {})
 
 
-def test_an_emulated_card_is_shown_and_recorded_for_the_proxy_only() -> None:
+def test_an_emulated_card_is_shown_and_recorded_for_the_proxy_on_cpu_and_for_any_trainer_on_a_gpu() -> None:
     proxy = settings("deepmimic_humanoid_ppo", "workload.kind=proxy", "workload.emulate_gpu_mem_gb=0.6")
     real = settings("deepmimic_humanoid_ppo", "workload.mimickit_root=/opt/MimicKit", "workload.emulate_gpu_mem_gb=0.6")
-    assert emulated_card_gb(proxy) == 0.6 and emulated_card_gb(real) is None
+    assert emulated_card_gb(proxy, "cpu") == 0.6 and emulated_card_gb(real, "cpu") is None
+    assert emulated_card_gb(proxy, "cuda") == 0.6 and emulated_card_gb(real, "cuda") == 0.6  # MimicKit: a ballast
 
 
 def test_a_cpu_run_gets_no_gpu_class() -> None:
