@@ -283,13 +283,15 @@ def mem_frac(record: TrialRecord) -> float | None:
     """Peak memory as a fraction of what the cap allows, in the cap's own units; None where they are unknown.
 
     The trainer's own figure (`cap_used_mb` against `cap_mb`: what an emulated card limits) comes first; NVML's
-    device memory against the card's total serves on a real GPU. Host RSS against an emulated cap is not the same
-    quantity, so it gives no fraction and the memory model stays off."""
+    device memory against the card's total serves on a real GPU (net of a ballast against the card it emulates).
+    Host RSS against an emulated cap is not the same quantity, so it gives no fraction and the memory model stays
+    off."""
     f = record.figures
     if f.get("cap_mb"):
         return f["cap_used_mb"] / f["cap_mb"] if "cap_used_mb" in f else None
     total = float(record.info.get("gpu_mem_total") or 0)
     mems = figkeys.values(f, figkeys.MAX_MEM)
-    if record.info.get("source") == "nvml" and total and mems and not record.info.get("emulate_gpu_mem_gb"):
+    card_is_total = f.get("ballast_card_mb") or not record.info.get("emulate_gpu_mem_gb")
+    if record.info.get("source") == "nvml" and total and mems and card_is_total:
         return max(mems) / total
     return None

@@ -62,6 +62,8 @@ def find_machine(settings: Settings) -> Machine:
         "workload_version": code_version(Path(__file__).parent),
     }
     describe.update(_gpu_describe(gpus) if device == "cuda" else _cpu_describe(settings))
+    if device == "cuda" and (card := emulated_card_gb(settings, device)):  # the card the results are for
+        describe |= {"gpu_mem_total": str(round(card * 1024)), "gpu_mem_physical": describe["gpu_mem_total"]}
     pool = (visible if device == "cuda" else tuple(sorted(os.sched_getaffinity(0)))) if per_trial else ()
     # CUDA numbers GPUs fastest first unless told otherwise; NVML (what ladder samples) by PCI bus
     env = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"} if device == "cuda" else {}

@@ -36,8 +36,11 @@ def trial_line(r: TrialRecord) -> str:
 
 def capped(f: dict[str, float]) -> str:
     """The memory a cap limits, where there is one, shown before any other memory figure: the emulated card's use
-    of its size, the memory cgroup's peak of its limit (`workload.host_mem_limit_gb`)."""
+    of its size (or, held by a ballast, its size and the ballast: the memory figures are net of it), the memory
+    cgroup's peak of its limit (`workload.host_mem_limit_gb`)."""
     card = f" cap={f['cap_used_mb']:.0f}/{f['cap_mb']:.0f} MiB" if f.get("cap_used_mb") and f.get("cap_mb") else ""
+    if not card and f.get("ballast_card_mb"):
+        card = f" card={f['ballast_card_mb']:.0f} MiB (ballast {f.get('ballast_mb', 0.0):.0f} MiB held)"
     host = f" cgroup={f['cgroup_peak_mb']:.0f}/{f['cgroup_limit_mb']:.0f} MiB" if f.get("cgroup_limit_mb") else ""
     return card + host
 

@@ -9,9 +9,11 @@ from ladder.core import ballast
 from ladder.core.ballast import Device, Mode
 from ladder.core.errors import ConfigError
 from ladder.core.spec import EmulateBy
-from ladder.runner.machine import emulated_card_gb, emulation
+from ladder.runner.machine import emulated_card_gb, emulation, find_machine
 from ladder.runner.monitor import NvmlSampler
 from ladder.sweep.dryrun import settings_lines
+from ladder.ui.report.charts import card_memory
+from ladder.ui.summary import capped
 from tests.nvml_fake import FakeGpu, FakeNvml
 from tests.unit.test_workloads import settings
 
@@ -99,3 +101,20 @@ def test_an_unknown_emulate_by_lists_the_known_ones() -> None:
     with pytest.raises(ConfigError) as err:
         settings("amp_pi_plus", "workload.emulate_by=holder")
     assert "auto, ballast, fraction" in err.value.fix
+
+
+def test_results_under_a_ballast_are_recorded_for_the_card_it_emulates(four_gpus: FakeNvml) -> None:
+    """The card is part of the results' hardware key (best_by_case.tsv merges by it): a 4 GB card's answer on an
+    H100 must not meet the H100's own."""
+    machine = find_machine(settings("amp_pi_plus", *COMMAND, "workload.emulate_gpu_mem_gb=4", "workload.nproc=1"))
+    assert machine.describe["gpu_mem_total"] == "4096" and machine.describe["gpu_mem_physical"] == "81559"
+    plain = find_machine(settings("amp_pi_plus", *COMMAND, "workload.emulate_gpu_mem_gb=null", "workload.nproc=1"))
+    assert plain.describe["gpu_mem_total"] == "81559" and "gpu_mem_physical" not in plain.describe
+
+
+def test_the_console_and_the_report_show_the_card_a_ballast_held() -> None:
+    figures = {"max_mem0": 2100.0, "ballast_mb": 77_300.0, "ballast_card_mb": 4096.0}
+    assert capped(figures) == " card=4096 MiB (ballast 77300 MiB held)"
+    assert capped({"cap_used_mb": 300.0, "cap_mb": 614.0}) == " cap=300/614 MiB"  # the proxy's own cap, as before
+    row = {"gpu_name": "NVIDIA H100 80GB HBM3", "gpu_mem_total": "4096", "ballast_card_mb": "4096"}
+    assert card_memory([row]) == (4096.0, "emulated card (a ballast held the rest): 4096 MiB")

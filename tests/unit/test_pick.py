@@ -346,8 +346,13 @@ def test_attempts_are_probes_and_failed_confirmations_with_repeats_as_their_medi
         ({"max_mem0": 4000.0, "max_mem1": 6000.0}, {"source": "nvml", "gpu_mem_total": "24000"}, 0.25),
         ({"max_mem0": 4000.0}, {"source": "host", "gpu_mem_total": "24000"}, None),
         ({"max_mem0": 4000.0}, {"source": "nvml", "gpu_mem_total": "24000", "emulate_gpu_mem_gb": "8"}, None),
+        (  # net of a ballast, against the card it emulates (recorded as the card)
+            {"max_mem0": 2048.0, "ballast_mb": 77000.0, "ballast_card_mb": 4096.0},
+            {"source": "nvml", "gpu_mem_total": "4096", "emulate_gpu_mem_gb": "4"},
+            0.5,
+        ),
     ],
-    ids=["emulated-card", "emulated-without-use", "nvml", "host-rss", "nvml-under-emulation"],
+    ids=["emulated-card", "emulated-without-use", "nvml", "host-rss", "nvml-under-emulation", "nvml-net-of-ballast"],
 )
 def test_mem_frac(figs: dict[str, float], info: dict[str, str], expected: float | None) -> None:
     assert pick.mem_frac(replace(rec("d", 64, **figs), info=info)) == expected
