@@ -464,6 +464,15 @@ def ci_frac(figures: Mapping[str, float]) -> float | None:
     return (rate.hi - rate.lo) / rate.value if rate.value > 0 else math.inf
 
 
+def stable_since(points: Sequence[Point], window: Window, stable_k: int) -> float:
+    """Where the steady steps behind a window begin: a window the stable rule opened follows the `stable_k` steps
+    that agreed (`stable_start`), so they are steady too, and a cut may count them; an ungated window, its start."""
+    if not window.gated:
+        return window.start_t
+    at = next((i for i, p in enumerate(points) if p.t >= window.start_t), None)
+    return window.start_t if at is None else points[max(0, at - stable_k)].t
+
+
 def rate_upper(points: Sequence[Point], start_t: float) -> float | None:
     """The top of the samples/s interval over the points since `start_t` (None until there is a rate)."""
     if not points:

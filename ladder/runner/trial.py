@@ -213,7 +213,8 @@ def _stop_reason(watch: Watch, measure: MeasureConf, started_mono: float) -> Sto
         watch.window = stats.open_window(watch.fresh(), time.time(), measure.window_s, rule, measure.warmup_timeout_s)
     if watch.window is not None and _window_done(watch, measure):
         return StopCause.WINDOW_DONE
-    if watch.window is not None and watch.beat is not None and (_beaten(watch, watch.beat) or _short_lost(watch)):
+    beat = watch.beat
+    if watch.window is not None and beat is not None and (_beaten(watch, beat, measure) or _short_lost(watch)):
         return StopCause.WINDOW_DONE
     silent_s = now_mono - watch.last_progress_mono
     if watch.points and silent_s > stats.stall_limit_s(watch.fresh(), measure.stall_timeout_s):
@@ -271,13 +272,16 @@ def _out_of_memory(evidence: Evidence, running: launch.Running) -> StopCause:
     return StopCause.OUT_OF_MEMORY if evidence.check(oom_kills) is not None else StopCause.NONE
 
 
-def _beaten(watch: Watch, beat: float) -> bool:
-    """The window so far says the rate is below `beat` (its interval's top is); then the window ends here."""
+def _beaten(watch: Watch, beat: float, measure: MeasureConf) -> bool:
+    """The steady steps so far say the rate is below `beat` (their interval's top is); then the window ends here.
+    They are the window's and the `stable_k` that opened it (`stats.stable_since`): a clear loser is cut as its
+    window opens, and its figures are those steps'."""
     assert watch.window is not None
-    upper = stats.rate_upper(watch.points, watch.window.start_t)
+    since = stats.stable_since(watch.fresh(), watch.window, measure.stable_k)
+    upper = stats.rate_upper(watch.points, since)
     if upper is None or upper >= beat:
         return False
-    watch.window, watch.cut = replace(watch.window, end_t=watch.points[-1].t), True
+    watch.window, watch.cut = replace(watch.window, start_t=since, end_t=watch.points[-1].t), True
     return True
 
 

@@ -83,3 +83,35 @@ def test_a_measured_window_ends_the_trial_at_once_without_waiting_out_the_grace(
     assert result.figures["samples_per_s"] > 0
     assert not (tmp_path / "sigterm.txt").exists()  # killed at once: never asked to end in order
     assert result.leftovers == 0 and launch.leftovers(trial_id) == []
+
+
+# A steady trainer: 64 samples every 0.1 s (about 640 samples/s, a few steps of warm-up aside)
+STEADY = """
+import json, pathlib, sys, time
+out = pathlib.Path(sys.argv[1]) / "progress.jsonl"
+for i in range(1, 100000):
+    time.sleep(0.1)
+    with out.open("a") as fh:
+        fh.write(json.dumps({"t": time.time(), "iter": i, "samples": 64 * i}) + "\\n")
+"""
+
+
+def test_a_clear_loser_is_cut_as_its_window_opens_on_the_steps_that_opened_it(tmp_path: Path) -> None:
+    """Against a best ten times its rate, the steps the stable rule opened the window on already put it out of
+    reach: it is cut there, its figures those steps' own, long before its window's 30 s."""
+    spec = TrialSpec(argv=(sys.executable, "-c", STEADY, str(tmp_path)), env={}, launcher=Launcher.DIRECT)
+    measure = MeasureConf(
+        warmup_iters=2,
+        stable_k=3,
+        stable_tol=5.0,  # any three steps agree: the window opens at the trainer's fifth point
+        warmup_timeout_s=60.0,
+        window_s=WINDOW_S,
+        stall_timeout_s=60.0,
+        trial_timeout_s=120.0,
+    )
+    result = trial.run(spec, tmp_path, uuid.uuid4().hex[:12], measure, HostSampler, beat=6_400.0)
+    f = result.figures
+    assert result.verdict.status is Status.OK and f["cut"] == 1.0
+    assert f["samples_per_s_hi"] < 6_400.0 and f["samples_per_s"] > 0
+    # the steps that opened the window, and at most what came in the same look (a busy machine's late tick)
+    assert measure.stable_k <= f["n_iters"] <= measure.stable_k + 3

@@ -338,3 +338,20 @@ def test_memory_still_rising_at_the_windows_end_is_no_fit() -> None:
 def test_a_peak_within_the_headroom_of_its_cap_is_named(figures: dict[str, float], card_mb: float | None, said: str):
     got = stats.near_cap(figures, card_mb, headroom=0.02)
     assert got.startswith(said) if said else got == ""
+
+
+def test_a_clear_loser_is_out_of_reach_as_its_window_opens_on_the_steps_that_opened_it() -> None:
+    """The stable rule opens the window once `stable_k` steps agree: those steps are steady, so a cut may count
+    them. Here 640 samples per 0.2 s step (3,200 samples/s) against a best of 6,000: out of reach at the window's
+    start, where the window alone has no step yet."""
+    pts = points([1.0, 0.5, 0.2, 0.21, 0.2])  # two warm-up steps, then three steady ones
+    rule = stats.Rule(warmup_iters=3, stable_k=3, stable_tol=0.25)
+    window = stats.open_window(pts, pts[-1].t, 30.0, rule, 60.0)
+    assert window is not None and window.gated and window.start_t == pts[-1].t
+    assert stats.rate_upper(pts, window.start_t) is None  # the window alone: nothing yet
+    since = stats.stable_since(pts, window, rule.stable_k)
+    assert since == pts[-4].t
+    upper = stats.rate_upper(pts, since)
+    assert upper is not None and 3_000 < upper < 6_000
+    ungated = stats.Window(pts[-1].t, pts[-1].t + 30.0, gated=False)  # opened by the timeout: no steady steps behind it
+    assert stats.stable_since(pts, ungated, rule.stable_k) == ungated.start_t
