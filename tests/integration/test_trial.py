@@ -48,18 +48,23 @@ def test_a_trial_that_may_beat_it_measures_its_whole_window(tmp_path: Path) -> N
     assert "cut" not in result.figures and result.figures["window_s"] >= 4.0
 
 
-# A trainer that ignores SIGTERM (as some simulators' processes do), noting each one it gets, and reports progress
-# every 0.1 s.
-DEAF = """
-import json, pathlib, signal, sys, time
-heard = pathlib.Path(sys.argv[1]) / "sigterm.txt"
-signal.signal(signal.SIGTERM, lambda *_: heard.open("a").write("SIGTERM\\n"))
+# A trainer's progress, every 0.1 s
+PROGRESS_LOOP = """
 out = pathlib.Path(sys.argv[1]) / "progress.jsonl"
 for i in range(1, 100000):
     time.sleep(0.1)
     with out.open("a") as fh:
         fh.write(json.dumps({"t": time.time(), "iter": i, "samples": 64 * i}) + "\\n")
 """
+# A trainer that ignores SIGTERM (as some simulators' processes do), noting each one it gets
+DEAF = (
+    """
+import json, pathlib, signal, sys, time
+heard = pathlib.Path(sys.argv[1]) / "sigterm.txt"
+signal.signal(signal.SIGTERM, lambda *_: heard.open("a").write("SIGTERM\\n"))
+"""
+    + PROGRESS_LOOP
+)
 
 
 def test_a_measured_window_ends_the_trial_at_once_without_waiting_out_the_grace(tmp_path: Path) -> None:
@@ -86,14 +91,7 @@ def test_a_measured_window_ends_the_trial_at_once_without_waiting_out_the_grace(
 
 
 # A steady trainer: 64 samples every 0.1 s (about 640 samples/s, a few steps of warm-up aside)
-STEADY = """
-import json, pathlib, sys, time
-out = pathlib.Path(sys.argv[1]) / "progress.jsonl"
-for i in range(1, 100000):
-    time.sleep(0.1)
-    with out.open("a") as fh:
-        fh.write(json.dumps({"t": time.time(), "iter": i, "samples": 64 * i}) + "\\n")
-"""
+STEADY = "import json, pathlib, sys, time" + PROGRESS_LOOP
 
 
 def test_a_clear_loser_is_cut_as_its_window_opens_on_the_steps_that_opened_it(tmp_path: Path) -> None:
