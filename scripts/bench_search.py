@@ -288,7 +288,7 @@ def summarize(s: Settings, cap: float, table: dict[Key, Cell], ladder: Ladder, l
     oracle_s = sum(table[w].duration_s for w in winners)
     grid_pick = winner(table, list(table))
     alone_s = table[grid_pick].duration_s if grid_pick is not None else 0.0
-    ladder_s, ladder_pick, n = ladder.seconds, ladder.core.pick, ladder.trials
+    ladder_s, ladder_pick, n = ladder.seconds, ladder.pick, ladder.trials
     same = same_pick(table, grid_pick, ladder_pick)
     print(
         f"cap {cap} GB: grid {grid_s:.0f} s, walk {walk_s:.0f} s, {label} {ladder_s:.0f} s ({n} trials), "
@@ -361,6 +361,15 @@ def main() -> None:
             for label, extra in profiles.items():
                 runs[label].append(run_ladder(args.window_s, cap, root, extra))
                 rows[label].append(summarize(s, cap, tables[-1], runs[label][-1], label))
+    report(caps, tables, rows, runs)
+
+
+def report(
+    caps: list[float], tables: list[dict[Key, Cell]], rows: dict[str, list[tuple]], runs: dict[str, list[Ladder]]
+) -> None:
+    """The bench's totals, where a trial's time goes, the pick verdicts, and one last line per variant (`rows` and
+    `runs` by variant label, each with one entry per cap: `summarize`'s tuple and what ladder did)."""
+    profiles = list(rows)
     fitting = [c for t in tables for c in t.values() if c.status is Status.OK and c.window_s is not None]
     first = rows["ladder"]
     totals = [sum(r[i] for r in first) for i in range(4)]

@@ -78,3 +78,24 @@ def test_one_window_is_judged_against_one_window(bench: ModuleType) -> None:
     assert bench.same_pick(table, best, other)
     table = {best: cell(bench, 100.0, half=3.0), other: cell(bench, 96.0)}
     assert not bench.same_pick(table, best, other)
+
+
+def test_the_reports_end_each_variant_with_its_ratios(bench: ModuleType, capsys: pytest.CaptureFixture[str]) -> None:
+    """`summarize` and `report` on a hand-made grid of two caps (the bench's own trials aside): every cell of the
+    walk there, and its last line per variant with `ratio_vs_strict` last."""
+    s = bench.settings(8.0)
+    fits = {256: None, 128: None, 64: 3000.0, 48: 2800.0, 40: 2700.0, 38: 2600.0, 36: 2500.0, 32: 2400.0}
+    table = {
+        (p.name, r): cell(bench, v and (v if p.name == "default" else v / 2))
+        for p in s.profiles
+        for r, v in fits.items()
+    }
+    ladder = bench.Ladder(70.0, ("default", 64), 6, [6.0, 5.0], [(5.0, 9.0, 8.0, 18.0)])
+    caps = [0.5, 0.6]
+    rows = {"ladder": [bench.summarize(s, cap, table, ladder) for cap in caps]}
+    bench.report(caps, [table, table], rows, {"ladder": [ladder, ladder]})
+    out = capsys.readouterr().out
+    assert "cap 0.5 GB: grid" in out and "grid pick ('default', 64), ladder pick ('default', 64)" in out
+    last = out.strip().splitlines()[-1]
+    assert last.startswith("ladder: ratio_vs_oracle=") and "same_pick=2/2" in last
+    assert last.endswith(f"ratio_vs_strict={140.0 / 60.0:.3f}")  # the winner alone: a 30 s cell at each cap
