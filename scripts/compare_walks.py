@@ -23,6 +23,9 @@ def pick(sweep: Path) -> list[tuple[str, str]]:
 
 
 def main(argv: list[str]) -> int:
+    if argv[:1] in (["-h"], ["--help"]):
+        print(__doc__)
+        return 0
     if len(argv) != 2:
         print(__doc__, file=sys.stderr)
         return 2
