@@ -25,7 +25,7 @@ from pathlib import Path
 
 from bench_failures import CASE  # a small proxy case (this folder: scripts/ is on the path of a script run)
 
-from ladder.core.records import Status
+from ladder.core.records import Status, StopCause
 from ladder.runner import launch, trial
 from ladder.runner.monitor import HostSampler
 from ladder.settings.config import MeasureConf, Profile, WorkloadConf
@@ -42,7 +42,7 @@ MEASURE = MeasureConf(
     trial_timeout_s=300.0,
     kill_grace_s=5.0,
 )
-GRACEFUL = frozenset({"out_of_memory"})  # before: only an out-of-memory stop skipped the grace
+GRACEFUL = frozenset({StopCause.OUT_OF_MEMORY})  # before: only an out-of-memory stop skipped the grace
 
 
 def one(root: Path, n: int, at_once: bool) -> float:
