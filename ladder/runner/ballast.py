@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import ctypes
 import importlib
 import json
 import logging
@@ -34,6 +33,7 @@ from typing import IO, Any, Protocol
 
 from ladder.core import ballast
 from ladder.core.errors import LaunchError
+from ladder.runner import procs
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +41,6 @@ MIB = 1024 * 1024
 BACKEND_VAR = "LADDER_BALLAST_BACKEND"
 START_TIMEOUT_S = 180.0  # importing torch and making a CUDA context per GPU; a first launch on a node is slow
 STOP_GRACE_S = 10.0
-PR_SET_PDEATHSIG = 1
 REFUSED = 3  # the holder's exit code when it cannot make the card
 
 
@@ -109,21 +108,13 @@ def hold(gpu: Backend, indices: Sequence[int], card_mb: float) -> dict[str, Any]
     return {"held_mb": held}
 
 
-def _die_with_parent() -> None:
-    """The kernel sends SIGKILL to the holder when the process that started it dies (Linux)."""
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ladder.runner.ballast", description=__doc__.split("\n\n")[0])
     parser.add_argument("--card-mb", type=float, required=True, help="the emulated card's size (MiB)")
     parser.add_argument("--devices", required=True, help="NVML indices of the GPUs to hold, comma-separated")
     parser.add_argument("--parent", type=int, default=0, help="the sweep's pid: gone already, the holder ends")
     args = parser.parse_args(argv)
-    _die_with_parent()
-    if args.parent and os.getppid() != args.parent:  # the sweep died before the line above took effect
+    if not procs.die_with_parent(args.parent or os.getppid(), signal.SIGKILL):  # the sweep is gone already
         return 1
     indices = [int(i) for i in args.devices.split(",") if i.strip()]
     try:

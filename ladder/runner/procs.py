@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 TRIAL_ID_VAR = "LADDER_TRIAL_ID"
 CGROUP_PREFIX = "ladder-"
 PR_SET_CHILD_SUBREAPER = 36
+PR_SET_PDEATHSIG = 1
 
 
 def cgroup_name(trial_id: str, owner_pid: int | None = None) -> str:
@@ -139,6 +140,16 @@ def become_subreaper() -> bool:
         return ctypes.CDLL(None).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
     except (OSError, AttributeError):
         return False
+
+
+def die_with_parent(parent_pid: int, sig: signal.Signals) -> bool:
+    """Ask the kernel to send this process `sig` when its parent dies (Linux); False where the parent, `parent_pid`,
+    died before the request took effect. Where the request cannot be made (not Linux), the parent's own stop applies."""
+    try:
+        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0)
+    except (OSError, AttributeError):
+        return True
+    return os.getppid() == parent_pid
 
 
 def reap_orphans() -> None:

@@ -12,7 +12,6 @@ shutdown when a second SIGTERM lands there. It exits as PROGRAM did (the same co
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import signal
 import subprocess
@@ -24,18 +23,8 @@ from types import FrameType
 from ladder.runner import procs
 from ladder.runner.cgroup import MemCgroup, join
 
-PR_SET_PDEATHSIG = 1
 GRACE_S = 10.0  # torchrun stops its workers within ~1 s of a SIGTERM; a worker that ignores it gets 30 s there
 USAGE = "usage: python -m ladder.runner.trialexec [--cgroup DIR] -- PROGRAM [ARGS...]"
-
-
-def die_with_parent(parent_pid: int) -> None:
-    try:
-        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-    except (OSError, AttributeError):  # not Linux: the launcher's own stop still applies
-        return
-    if os.getppid() != parent_pid:  # the parent died before the request took effect
-        sys.exit(143)
 
 
 def pin_cpus(slots: str) -> None:
@@ -109,7 +98,8 @@ def main(argv: list[str]) -> int:
         return 2
     if cgroup is not None:
         join(cgroup)
-    die_with_parent(parent)
+    if not procs.die_with_parent(parent, signal.SIGTERM):  # the orchestrator is gone already
+        sys.exit(143)
     pin_cpus(os.environ.get("LADDER_CPU_SLOTS", ""))
     return exit_as(Supervisor(program, cgroup).wait())
 

@@ -121,11 +121,9 @@ def case_labels(host: bool) -> tuple[str, str]:
 
 def card_memory(rows: Sequence[Row]) -> tuple[float | None, str]:
     """The card the trials' memory is drawn against: an emulated one held by a ballast, else the recorded card."""
-    held = next((r for r in rows if num(r, "ballast_card_mb")), None)
+    held = next((mb for r in rows if (mb := num(r, "ballast_card_mb"))), None)
     if held is not None:
-        return num(
-            held, "ballast_card_mb"
-        ), f"emulated card (a ballast held the rest): {num(held, 'ballast_card_mb'):.0f} MiB"
+        return held, f"emulated card (a ballast held the rest): {held:.0f} MiB"
     row = next((r for r in rows if num(r, "gpu_mem_total")), None)
     if row is None:
         return None, ""
