@@ -1,13 +1,14 @@
-"""What a one-rank trial's launch costs: torchrun and its agent, or the trainer started directly with torchrun's
-variables (`workload.single_rank`), launch to the first progress point, alternating so both see the same load.
+"""What a trial's launch costs: torchrun and its agent, or the ranks started without it with torchrun's variables
+(one rank: the trainer itself, `workload.single_rank`; several: ladder's rank launcher, `workload.proxy_ranks`),
+launch to the first progress point, alternating so both see the same load.
 
 Each launch is a real trial start as a sweep makes it (`launch.start`: the supervisor, a memory cgroup where the
-machine allows one, the trial's id): the built-in proxy trainer, one rank on CPU with gloo, amp_pi_plus at a small
-rung. The clock runs from `launch.start` to the first `iter` line in progress.jsonl, then the trial is stopped and
+machine allows one, the trial's id): the built-in proxy trainer, `--nproc` ranks on CPU with gloo, amp_pi_plus at a
+small rung. The clock runs from `launch.start` to the first `iter` line in progress.jsonl, then the trial is stopped and
 reaped (`launch.stop`) and the stop is timed too. A rung too big for the card (`--num-envs 65536` under the case's
 emulated card) times a failing probe instead: the clock runs to the trainer's own exit.
 
-    python scripts/bench_launch.py [--n 6] [--num-envs 64] [--device cpu|cuda]
+    python scripts/bench_launch.py [--n 6] [--num-envs 64] [--nproc 1] [--device cpu|cuda]
 
 Last line: `median_torchrun_s=<a> median_direct_s=<b> saved_s=<a-b> ratio=<a/b>`.
 """
@@ -43,12 +44,12 @@ def first_iter(progress: Path, run: launch.Running, timeout_s: float) -> float |
     return None
 
 
-def once(way: str, num_envs: int, root: Path, device: str = "cpu") -> tuple[float, float]:
+def once(way: str, num_envs: int, root: Path, device: str = "cpu", nproc: int = 1) -> tuple[float, float]:
     register()
     with initialize_config_dir(config_dir=CONF, version_base=None):
         cfg = compose(config_name="config", overrides=["case=amp_pi_plus", f"device={device}"])
     settings = settings_from(cfg)
-    place = Placement(device, 1, launch.free_port(), sys.executable, single_rank=way)
+    place = Placement(device, nproc, launch.free_port(), sys.executable, single_rank=way, proxy_ranks=way)
     trial_dir = root / f"{way}_{uuid.uuid4().hex[:6]}"
     spec = plan_proxy(settings.case, settings.profiles[0], num_envs, settings.workload, place, str(trial_dir), 120, {})
     run = launch.start(spec, trial_dir, uuid.uuid4().hex[:12], None)
@@ -67,6 +68,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=6, help="launches each way")
     parser.add_argument("--num-envs", type=int, default=64)
+    parser.add_argument("--nproc", type=int, default=1, help="ranks per trial")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     args = parser.parse_args()
     launch.become_subreaper()
@@ -74,7 +76,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench_launch_") as tmp:
         for i in range(args.n):
             for way in WAYS if i % 2 == 0 else WAYS[::-1]:
-                times[way].append(once(way, args.num_envs, Path(tmp), args.device))
+                times[way].append(once(way, args.num_envs, Path(tmp), args.device, args.nproc))
                 print(
                     f"{way:9s} #{i + 1}: first progress point (or exit) {times[way][-1][0]:.2f} s, "
                     f"stop {times[way][-1][1]:.2f} s",
@@ -87,6 +89,7 @@ def main() -> None:
             {
                 "n": args.n,
                 "num_envs": args.num_envs,
+                "nproc": args.nproc,
                 "device": args.device,
                 "median_first_point_s": med,
                 "median_stop_s": stop,

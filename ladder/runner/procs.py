@@ -165,6 +165,16 @@ def signal_group(pgid: int, sig: signal.Signals) -> None:
         os.killpg(pgid, sig)
 
 
+def exit_as(code: int) -> int:
+    """Leave the way the program did: a signal as that signal (so the launcher reads -N), a code as that code."""
+    if code < 0:
+        with contextlib.suppress(OSError, ValueError):  # SIGKILL and SIGSTOP take no handler, and need none
+            signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+        return 128 - code
+    return code
+
+
 def _owner_alive(rest: str) -> bool:
     """`<pid>-<trial id>`: the orchestrator that made it is still running (older names carry no pid)."""
     pid, sep, _ = rest.partition("-")

@@ -11,7 +11,6 @@ shutdown when a second SIGTERM lands there. It exits as PROGRAM did (the same co
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import subprocess
@@ -75,16 +74,6 @@ class Supervisor:
         return code
 
 
-def exit_as(code: int) -> int:
-    """Leave the way the program did: a signal as that signal (so the launcher reads -N), a code as that code."""
-    if code < 0:
-        with contextlib.suppress(OSError, ValueError):  # SIGKILL and SIGSTOP take no handler, and need none
-            signal.signal(-code, signal.SIG_DFL)
-        os.kill(os.getpid(), -code)
-        return 128 - code
-    return code
-
-
 def main(argv: list[str]) -> int:
     parent = os.getppid()
     if "--" not in argv or argv.index("--") == len(argv) - 1:
@@ -101,7 +90,7 @@ def main(argv: list[str]) -> int:
     if not procs.die_with_parent(parent, signal.SIGTERM):  # the orchestrator is gone already
         sys.exit(143)
     pin_cpus(os.environ.get("LADDER_CPU_SLOTS", ""))
-    return exit_as(Supervisor(program, cgroup).wait())
+    return procs.exit_as(Supervisor(program, cgroup).wait())
 
 
 if __name__ == "__main__":

@@ -81,8 +81,14 @@ def tuning(settings: Settings) -> policy.Tuning:
 def plan(run: Run, decision: policy.Decision, trial_dir: Path, port: int) -> TrialSpec:
     """The trial a decision launches, in `trial_dir` on `port`."""
     profile = next(p for p in run.settings.profiles if p.name == decision.profile)
+    work = run.settings.workload
     place = Placement(
-        run.machine.device, run.machine.nproc, port, run.machine.python, single_rank=run.settings.workload.single_rank
+        run.machine.device,
+        run.machine.nproc,
+        port,
+        run.machine.python,
+        single_rank=work.single_rank,
+        proxy_ranks=work.proxy_ranks,
     )
     return planner.plan(
         run.workload,

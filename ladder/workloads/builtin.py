@@ -1,10 +1,13 @@
-"""The built-in workload: the proxy trainer (`ladder.workloads.proxy`) under torchrun. Pure planning.
+"""The built-in workload: the proxy trainer (`ladder.workloads.proxy`) and how a torchrun workload's ranks start.
+Pure planning.
 
-How the ranks start (`ranks`): torchrun for several ranks; a single rank, by default (`workload.single_rank=direct`),
-is started directly with the environment torchrun's agent would give it (`rank_env`: torch 2.13's
-`LocalElasticAgent._start_workers` and its log specs), which saves the agent's start-up (~3 s a launch, measured).
-The rank hosts the rendezvous store itself (`TORCHELASTIC_USE_AGENT_STORE=False`), and its error file lands where
-torchrun's `--log-dir` would put it (`ranks/<run id>_direct/attempt_0/0/error.json`), so the evidence is the same.
+How the ranks start (`ranks`): a single rank, by default (`workload.single_rank=direct`), is started directly with
+the environment torchrun's agent would give it (`ladder.core.torchenv`), which saves the agent's start-up (~3 s a
+launch, measured on a slower day). Several ranks of the proxy, by default (`workload.proxy_ranks=direct`), are
+started by ladder's own rank launcher (`ladder.runner.ranks`) with the same variables, each rank's logs and error
+file where torchrun's `--log-dir` puts them; several ranks of any other trainer run under torchrun. Without the
+agent each rank 0 hosts the rendezvous store itself (`TORCHELASTIC_USE_AGENT_STORE=False`), and the evidence is
+read the same way.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from dataclasses import dataclass
 
 import yaml
 
-from ladder.core import ballast, paths
+from ladder.core import ballast, paths, torchenv
 from ladder.core.errors import ConfigError
 from ladder.core.spec import EmulateBy, Launcher, ProgressKind, TrialSpec
 from ladder.settings.config import Case, Profile, WorkloadConf
@@ -22,7 +25,7 @@ from ladder.workloads.profiles import apply_profile
 # The proxy's --method follows the algorithm the agent config runs (its agent_name), so a case whose method
 # names its task rather than its algorithm (vault: a PPO agent on a static-objects env) gets the right nets.
 SINGLE_RANK = ("direct", "torchrun")  # workload.single_rank: how a one-rank trial starts
-RUN_ID = "none"  # torchrun's --rdzv-id default (static rendezvous), in TORCHELASTIC_RUN_ID and the log folder's name
+PROXY_RANKS = ("direct", "torchrun")  # workload.proxy_ranks: how several ranks of the proxy start
 AGENT_METHODS = {"AMP": "amp", "ADD": "add", "ASE": "ase", "PPO": "ppo", "AWR": "awr", "LCP": "lcp", "SMP": "smp"}
 
 
@@ -37,6 +40,7 @@ class Placement:
     # CUDA indices as the trial's processes see them (after any CUDA_VISIBLE_DEVICES); () = 0 .. nproc-1
     gpus: tuple[int, ...] = ()
     single_rank: str = "direct"  # one rank: direct (started with torchrun's variables, no agent) or torchrun
+    proxy_ranks: str = "direct"  # several ranks of the proxy: direct (ladder.runner.ranks, no agent) or torchrun
 
     def devices(self) -> tuple[str, ...]:
         """One device name per rank: cuda:<i>, or cpu."""
@@ -57,7 +61,7 @@ def plan_proxy(
 ) -> TrialSpec:
     agent = apply_profile(case.agent, profile.agent_patch)
     trainer = _proxy_args(case, num_envs, workload, place, trial_dir, max_seconds)
-    prefix, rank_vars, launcher = ranks(place, trial_dir)
+    prefix, rank_vars, launcher = ranks(place, trial_dir, own=True)
     argv = prefix + ("-m", "ladder.workloads.proxy") + trainer
     env = {**rank_vars, **extra_env, "PYTHONUNBUFFERED": "1"}
     if place.device == "cpu":
@@ -79,42 +83,43 @@ def proxy_method(case: Case) -> str:
     return AGENT_METHODS.get(str(case.agent.get("agent_name", "")).upper(), case.method)
 
 
-def ranks(place: Placement, trial_dir: str) -> tuple[tuple[str, ...], dict[str, str], Launcher]:
-    """How a torchrun workload's ranks start: the argv up to the program (torchrun's, or the interpreter alone),
-    the variables ladder sets for it (torchrun's contract when ladder starts the one rank itself), the launcher."""
-    if place.single_rank not in SINGLE_RANK:
-        raise ConfigError(
-            f"unknown workload.single_rank '{place.single_rank}'", f"use one of: {', '.join(SINGLE_RANK)}"
-        )
+def ranks(place: Placement, trial_dir: str, own: bool = False) -> tuple[tuple[str, ...], dict[str, str], Launcher]:
+    """How a torchrun workload's ranks start: the argv up to the program (torchrun's, ladder's rank launcher's, or
+    the interpreter alone), the variables ladder sets for it (torchrun's contract when ladder starts the one rank
+    itself), the launcher. `own`: the program is ladder's proxy, whose several ranks ladder may start itself."""
+    for name, value, known in (
+        ("single_rank", place.single_rank, SINGLE_RANK),
+        ("proxy_ranks", place.proxy_ranks, PROXY_RANKS),
+    ):
+        if value not in known:
+            raise ConfigError(f"unknown workload.{name} '{value}'", f"use one of: {', '.join(known)}")
     if place.nproc == 1 and place.single_rank == "direct":
         return (place.python,), rank_env(place, trial_dir), Launcher.DIRECT
+    if place.nproc > 1 and own and place.proxy_ranks == "direct":
+        return rank_launcher(place, trial_dir), {}, Launcher.DIRECT
     return torchrun(place, trial_dir), {}, Launcher.TORCHRUN
 
 
 def rank_env(place: Placement, trial_dir: str) -> dict[str, str]:
-    """What torchrun (static rendezvous, one node, `--log-dir {trial_dir}/ranks`) sets for local rank 0 of one. The
-    agent's store does not exist, so rank 0 hosts it (`TORCHELASTIC_USE_AGENT_STORE=False`). NCCL's async error
-    handling is on as torchrun turns it on (a `nccl_env` value, set after these, wins)."""
-    return {
-        "RANK": "0",
-        "LOCAL_RANK": "0",
-        "GROUP_RANK": "0",
-        "ROLE_RANK": "0",
-        "ROLE_NAME": "default",
-        "WORLD_SIZE": "1",
-        "LOCAL_WORLD_SIZE": "1",
-        "GROUP_WORLD_SIZE": "1",
-        "ROLE_WORLD_SIZE": "1",
-        "MASTER_ADDR": "127.0.0.1",
-        "MASTER_PORT": str(place.port),
-        "TORCHELASTIC_RESTART_COUNT": "0",
-        "TORCHELASTIC_MAX_RESTARTS": "0",
-        "TORCHELASTIC_RUN_ID": RUN_ID,
-        "TORCHELASTIC_USE_AGENT_STORE": "False",
-        "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
-        "TORCHELASTIC_SIGNALS_TO_HANDLE": "SIGTERM,SIGINT,SIGHUP,SIGQUIT",  # the agent's own, inherited by its workers
-        "TORCHELASTIC_ERROR_FILE": f"{trial_dir}/ranks/{RUN_ID}_direct/attempt_0/0/error.json",
-    }
+    """What torchrun (static rendezvous, one node, `--log-dir {trial_dir}/ranks`) sets for local rank 0 of one."""
+    return torchenv.rank_env(0, 1, place.port, f"{trial_dir}/{paths.RANKS}")
+
+
+def rank_launcher(place: Placement, trial_dir: str) -> tuple[str, ...]:
+    """ladder's rank launcher, up to the program it starts once per rank (the interpreter, as torchrun would)."""
+    return (
+        place.python,
+        "-m",
+        "ladder.runner.ranks",
+        "--nproc",
+        str(place.nproc),
+        "--port",
+        str(place.port),
+        "--log-dir",
+        f"{trial_dir}/{paths.RANKS}",
+        "--",
+        place.python,
+    )
 
 
 def torchrun(place: Placement, trial_dir: str) -> tuple[str, ...]:

@@ -16,17 +16,22 @@ from ladder.workloads.builtin import Placement, plan_proxy
 from tests.integration.test_failure_scenarios import CASE
 
 
-def one(single_rank: str = "direct", nproc: int = 1) -> Placement:
-    return Placement("cpu", nproc, 29611, "python", single_rank=single_rank)
+def one(single_rank: str = "direct", nproc: int = 1, proxy_ranks: str = "direct") -> Placement:
+    return Placement("cpu", nproc, 29611, "python", single_rank=single_rank, proxy_ranks=proxy_ranks)
 
 
-def test_one_rank_starts_the_trainer_itself_and_several_start_torchrun() -> None:
+def test_one_rank_starts_the_trainer_itself_and_the_proxys_ranks_start_by_ladders_launcher() -> None:
     direct = plan_proxy(CASE, Profile("default", {}), 64, WorkloadConf(), one(), "/t", 60.0, {})
     assert direct.argv[:3] == ("python", "-m", "ladder.workloads.proxy") and direct.launcher is Launcher.DIRECT
     assert direct.info["launcher"] == "direct"
     assert {direct.env[k] for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE")} == {"0", "1"}
     assert direct.env["MASTER_PORT"] == "29611" and direct.env["TORCHELASTIC_USE_AGENT_STORE"] == "False"
-    for place in (one("torchrun"), one(nproc=2)):
+    several = plan_proxy(CASE, Profile("default", {}), 64, WorkloadConf(), one(nproc=2), "/t", 60.0, {})
+    assert several.argv[:3] == ("python", "-m", "ladder.runner.ranks") and several.launcher is Launcher.DIRECT
+    program = several.argv[several.argv.index("--") + 1 :]
+    assert program[:3] == ("python", "-m", "ladder.workloads.proxy") and "RANK" not in several.env  # set per rank
+    assert several.argv[several.argv.index("--log-dir") + 1] == "/t/ranks"
+    for place in (one("torchrun"), one(nproc=2, proxy_ranks="torchrun")):
         spec = plan_proxy(CASE, Profile("default", {}), 64, WorkloadConf(), place, "/t", 60.0, {})
         assert spec.argv[:3] == ("python", "-m", "torch.distributed.run") and spec.launcher is Launcher.TORCHRUN
         assert "RANK" not in spec.env and spec.info["launcher"] == "torchrun"
@@ -42,3 +47,5 @@ def test_an_nccl_setting_wins_over_the_contracts_default() -> None:
 def test_an_unknown_single_rank_setting_names_the_choices() -> None:
     with pytest.raises(ConfigError, match="(?s)single_rank 'agent'.*direct, torchrun"):
         plan_proxy(CASE, Profile("default", {}), 64, WorkloadConf(), one("agent"), "/t", 60.0, {})
+    with pytest.raises(ConfigError, match="(?s)proxy_ranks 'agent'.*direct, torchrun"):
+        plan_proxy(CASE, Profile("default", {}), 64, WorkloadConf(), one(nproc=2, proxy_ranks="agent"), "/t", 60.0, {})

@@ -325,7 +325,7 @@ def test_proxy_plan_keeps_amp_pi_plus_and_stands_in_for_vault_with_ppo() -> None
     work = Workload(Kind.PROXY, WorkloadConf())
     amp = plan(work, (s := settings("amp_pi_plus")).case, s.profiles[0], 64, place, "/t", 30.0, {})
     vault = plan(work, (v := settings("vault_g1")).case, v.profiles[0], 64, place, "/t", 30.0, {})
-    assert amp.argv[amp.argv.index("--method") + 1] == "amp" and amp.launcher is Launcher.TORCHRUN
+    assert amp.argv[amp.argv.index("--method") + 1] == "amp" and amp.launcher is Launcher.DIRECT  # ladder.runner.ranks
     assert vault.argv[vault.argv.index("--method") + 1] == "ppo"  # vault runs a PPO agent: no discriminator
     with pytest.raises(ConfigError, match="num_envs only"):
         plan(replace(work, knob="update_interval"), s.case, s.profiles[0], 10, place, "/t", 30.0, {})

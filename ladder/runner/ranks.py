@@ -1,0 +1,152 @@
+"""`python -m ladder.runner.ranks --nproc N --port P --log-dir DIR -- PROGRAM [ARGS...]`: several ranks on one node,
+started without torchrun's agent, for the trainer ladder owns (the proxy: `workload.proxy_ranks=direct`).
+
+Each rank is PROGRAM with the variables torchrun's agent would give it (`ladder.core.torchenv`). Its stdout and
+stderr go to its own logs, where torchrun's `--log-dir` with `--redirects 3` puts them
+(`DIR/none_direct/attempt_0/<rank>/{stdout,stderr}.log`, its error file beside them), and each line is copied to this
+process's own, prefixed `[default<r>]:` as torchrun's `--tee 3` does. As the agent does, the first rank to fail (a
+nonzero exit or a signal) ends the others: SIGTERM, then SIGKILL after a grace; a SIGTERM, SIGINT or SIGHUP that
+reaches this process goes on to every rank. It leaves the way the first failing rank did (its code, or its signal),
+with 0 when every rank finished, and by the stop signal when one stopped it before any rank failed. What it saves
+against torchrun: the agent's own interpreter and torch import, once per launch (`scripts/bench_launch.py --nproc 2`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from types import FrameType
+from typing import IO
+
+from ladder.core import torchenv
+from ladder.runner import procs
+
+GRACE_S = 10.0  # what the others get to stop after the first rank failed (or a stop came), before SIGKILL
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+USAGE = "usage: python -m ladder.runner.ranks --nproc N --port P --log-dir DIR [--grace-s S] -- PROGRAM [ARGS...]"
+
+
+def copy_lines(stream: IO[bytes], log: Path, sink: IO[bytes], prefix: bytes, lock: threading.Lock) -> None:
+    """Each line of a rank's stream into its log (flushed, so that it is evidence at once) and, prefixed, to `sink`."""
+    with log.open("ab") as out:
+        for line in iter(stream.readline, b""):
+            out.write(line)
+            out.flush()
+            with lock:
+                sink.write(prefix + line)
+                sink.flush()
+
+
+class Ranks:
+    """The ranks of one launch, started with the stop signals already handled, so that none is left behind."""
+
+    def __init__(self, program: list[str], nproc: int, port: int, log_dir: str, grace_s: float = GRACE_S) -> None:
+        self.grace_s = grace_s
+        self.stop_signal = 0  # the first stop signal that reached this process
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.copies: list[threading.Thread] = []
+        self._ending = threading.Lock()
+        self._kill_timer: threading.Timer | None = None
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, self.on_signal)
+        lock = threading.Lock()
+        for rank in range(nproc):
+            if self.stop_signal:
+                break
+            folder = Path(torchenv.rank_dir(log_dir, rank))
+            folder.mkdir(parents=True, exist_ok=True)
+            env = {**os.environ, **torchenv.rank_env(rank, nproc, port, log_dir)}
+            if nproc > 1:  # as torchrun does for several ranks, unless it is set
+                env.setdefault("OMP_NUM_THREADS", "1")
+            proc = subprocess.Popen(program, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            self.procs.append(proc)
+            prefix = f"[{torchenv.ROLE}{rank}]:".encode()  # torchrun's --tee prefix: role name, local rank
+            for stream, name, sink in (
+                (proc.stdout, "stdout.log", sys.stdout),
+                (proc.stderr, "stderr.log", sys.stderr),
+            ):
+                assert stream is not None
+                args = (stream, folder / name, sink.buffer, prefix, lock)
+                self.copies.append(threading.Thread(target=copy_lines, args=args, daemon=True))
+                self.copies[-1].start()
+        if self.stop_signal:  # a signal came while they were starting
+            self.end()
+
+    def on_signal(self, signum: int, frame: FrameType | None) -> None:
+        if not self.stop_signal:
+            self.stop_signal = signum
+            self.end()
+
+    def end(self) -> None:
+        """SIGTERM every rank still running, once, and SIGKILL what is left after the grace."""
+        with self._ending:
+            if self._kill_timer is not None:
+                return
+            self._kill_timer = threading.Timer(self.grace_s, self._signal_all, args=(signal.SIGKILL,))
+            self._kill_timer.daemon = True
+        self._signal_all(signal.SIGTERM)
+        self._kill_timer.start()
+
+    def _signal_all(self, sig: int) -> None:
+        for proc in self.procs:
+            if proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(proc.pid, sig)
+
+    def wait(self) -> int:
+        """Reap every rank as it ends; the first to fail ends the others. The code to leave with (module text)."""
+        first = 0
+        live = {proc.pid: proc for proc in self.procs}
+        while live:
+            pid, status = os.wait()  # a stop signal's handler runs meanwhile (PEP 475: the wait goes on after it)
+            if (proc := live.pop(pid, None)) is None:
+                continue
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            if proc.returncode and not first:
+                first = proc.returncode
+                self.end()
+        if self._kill_timer is not None:
+            self._kill_timer.cancel()
+        for thread in self.copies:  # what the ranks printed last, copied before leaving
+            thread.join()
+        return first or (-self.stop_signal if self.stop_signal else 0)
+
+
+def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
+    """The options before `--`, and the program after it; a ValueError that says the usage."""
+    if "--" not in argv or argv.index("--") == len(argv) - 1:
+        raise ValueError(USAGE)
+    split = argv.index("--")
+    parser = argparse.ArgumentParser(prog="python -m ladder.runner.ranks", usage=USAGE, exit_on_error=False)
+    parser.add_argument("--nproc", type=int, required=True)
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--log-dir", required=True)
+    parser.add_argument("--grace-s", type=float, default=GRACE_S)
+    try:
+        options, unknown = parser.parse_known_args(argv[:split])
+    except (argparse.ArgumentError, SystemExit) as err:
+        raise ValueError(f"{err}\n{USAGE}") from None
+    if unknown or options.nproc < 1:
+        problem = f"unknown option(s): {' '.join(unknown)}" if unknown else "--nproc must be at least 1"
+        raise ValueError(f"{problem}\n{USAGE}")
+    return options, argv[split + 1 :]
+
+
+def main(argv: list[str]) -> int:
+    try:
+        options, program = parse(argv)
+    except ValueError as err:
+        print(err, file=sys.stderr)
+        return 2
+    ranks = Ranks(program, options.nproc, options.port, options.log_dir, options.grace_s)
+    return procs.exit_as(ranks.wait())
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
