@@ -1,5 +1,6 @@
 """What a sweep prints: one line per trial (`trial_line`), and at its end each profile's walk, what the insurance
-cost, the errors, the `best:` line with the case's class and action, and where the TSVs are (`print_summary`)."""
+cost, where the case's launch time went (`spent`), the errors, the `best:` line with the case's class and action,
+and where the TSVs are (`print_summary`)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from ladder.core import figkeys
 from ladder.core.errors import ExitCode
 from ladder.core.outcome import exit_code
 from ladder.core.paths import SweepPaths
-from ladder.core.policy import Outcome, insurance
+from ladder.core.policy import Outcome, Step, insurance
 from ladder.core.records import Objective, Status, TrialRecord, rung_label
 from ladder.runner.machine import Machine
 from ladder.settings.config import Settings
@@ -45,6 +46,39 @@ def capped(f: dict[str, float]) -> str:
     return card + host
 
 
+# what each launch had to prove, in the order `spent` says them
+SPENT = ("the pick's window", "failing probes", "cut once out of reach", "insurance", "measured in full", "other")
+
+
+def purpose(r: TrialRecord, best: TrialRecord | None) -> str:
+    """What a launch was for, by what it had to prove: the pick (its window, and its recheck or confirmation), a rung
+    that does not fit (a failing probe: start-up and the trainer's time to fail), a losing rung or profile (stopped
+    once it could not win), the insurance below a largest fit, a fit measured to its window's end, or anything else."""
+    step = r.info.get("step", "")
+    if best is not None and r.profile == best.profile and r.num_envs == best.num_envs and r.status is Status.OK:
+        return SPENT[0]
+    if step == Step.DESCENT:
+        return SPENT[3]
+    if r.status is Status.OOM_OR_NCCL:
+        return SPENT[1]
+    if r.status is Status.OK:
+        return SPENT[2] if r.figures.get("cut") else SPENT[4]
+    return SPENT[5]
+
+
+def spent(records: Sequence[TrialRecord], best: TrialRecord | None) -> str:
+    """Where the case's launch time went, by what each launch had to prove (`purpose`); trials reused from an
+    earlier sweep cost nothing and are left out. "" when nothing ran."""
+    seconds: dict[str, list[float]] = {}
+    for r in records:
+        if not r.info.get("reused_from"):
+            seconds.setdefault(purpose(r, best), []).append(float(r.info.get("duration_s") or 0))
+    if not seconds:
+        return ""
+    parts = [f"{what} {sum(seconds[what]):.1f} s ({len(seconds[what])})" for what in SPENT if what in seconds]
+    return f"spent {sum(map(sum, seconds.values())):.1f} s: " + ", ".join(parts)
+
+
 def no_pick_line(case: str, records: Sequence[TrialRecord]) -> str:
     """The summary's `best:` line when no trial has figures: a rung that survived unmeasured is no "nothing fits"
     (it fits; it needs a measurement), and the line says what to try."""
@@ -75,6 +109,8 @@ def print_summary(
         [(r.info.get("step", ""), float(r.info.get("duration_s") or 0), r.figures) for r in summary.records]
     ):
         print(f"  {summary.case} {insured}")
+    if cost := spent(summary.records, summary.best):
+        print(f"  {summary.case} {cost}")
     for r in summary.records:
         if r.status in (Status.ERROR, Status.DIVERGED):
             where = paths.sweep_dir / r.info.get("trial_dir", "")
