@@ -28,6 +28,7 @@ from ladder.core import torchenv
 from ladder.runner import procs
 
 GRACE_S = 10.0  # what the others get to stop after the first rank failed (or a stop came), before SIGKILL
+COPY_WAIT_S = 5.0  # how long the last lines of a rank that ended may take to be copied
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 USAGE = "usage: python -m ladder.runner.ranks --nproc N --port P --log-dir DIR [--grace-s S] -- PROGRAM [ARGS...]"
 
@@ -38,7 +39,7 @@ def copy_lines(stream: IO[bytes], log: Path, sink: IO[bytes], prefix: bytes, loc
         for line in iter(stream.readline, b""):
             out.write(line)
             out.flush()
-            with lock:
+            with lock, contextlib.suppress(OSError):  # a closed console: the rank's own log still gets every line
                 sink.write(prefix + line)
                 sink.flush()
 
@@ -51,7 +52,7 @@ class Ranks:
         self.stop_signal = 0  # the first stop signal that reached this process
         self.procs: list[subprocess.Popen[bytes]] = []
         self.copies: list[threading.Thread] = []
-        self._ending = threading.Lock()
+        self._ending = threading.RLock()  # a stop signal's handler may run inside `end`, in the same thread
         self._kill_timer: threading.Timer | None = None
         for sig in STOP_SIGNALS:
             signal.signal(sig, self.on_signal)
@@ -113,8 +114,8 @@ class Ranks:
                 self.end()
         if self._kill_timer is not None:
             self._kill_timer.cancel()
-        for thread in self.copies:  # what the ranks printed last, copied before leaving
-            thread.join()
+        for thread in self.copies:  # what the ranks printed last, copied before leaving (unless a child of a rank
+            thread.join(COPY_WAIT_S)  # holds its pipe open after it)
         return first or (-self.stop_signal if self.stop_signal else 0)
 
 

@@ -173,3 +173,15 @@ def test_bad_usage_is_refused_with_the_usage(tmp_path: Path) -> None:
             [sys.executable, "-m", "ladder.runner.ranks", *argv], capture_output=True, text=True, timeout=60
         )
         assert done.returncode == 2 and "usage: python -m ladder.runner.ranks" in done.stderr, argv
+
+
+def test_a_child_that_holds_a_ranks_output_open_does_not_keep_the_launcher(tmp_path: Path) -> None:
+    """A rank that leaves a child behind with its stdout: the launcher still leaves (the trial's stop kills the
+    child, by its group and its trial id; here the test does)."""
+    code = "import subprocess, sys; print('child', subprocess.Popen(['sleep', '600']).pid, flush=True)"
+    launcher = start(tmp_path, code)
+    out, _ = launcher.communicate(timeout=120)
+    children = [int(line.split()[-1]) for line in out.splitlines() if "child" in line]
+    for pid in children:
+        os.kill(pid, signal.SIGKILL)
+    assert launcher.returncode == 0 and len(children) == 2
