@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import signal
 import statistics
 import subprocess
@@ -180,7 +181,9 @@ def run_ladder(window_s: float, cap: float, root: Path, extra: tuple[str, ...] =
         *extra,
     ]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=1800)
-    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("amp_pi_plus ") or "insurance:" in ln]
+    lines = [
+        ln for ln in done.stdout.splitlines() if ln.startswith("amp_pi_plus ") or re.search(r"(insurance|spent) ", ln)
+    ]
     label = "ladder" + (f" ({' '.join(extra)})" if extra else "")
     print("\n".join(f"  {label}: {ln.strip()}" for ln in lines), flush=True)
     if done.returncode not in (ExitCode.PICK_FOUND, ExitCode.NO_RUNG_FITS):  # a cap where nothing fits exits 3
