@@ -37,20 +37,24 @@ GLOO = textwrap.dedent(
     """
 )
 
-# Rank 1 fails at once; rank 0 waits, and says which signal ended it.
+# Rank 1 fails once rank 0 is ready (its log says so); rank 0 waits, and says which signal ended it.
 FIRST_FAILS = textwrap.dedent(
     """
-    import os, signal, sys, time
+    import os, pathlib, signal, sys, time
     def bye(sig, frame):
         print("rank", os.environ["RANK"], "got", signal.Signals(sig).name, flush=True)
         sys.exit(0)
     signal.signal(signal.SIGTERM, bye)
     print("ready", os.environ["RANK"], flush=True)
     if os.environ["RANK"] == "1":
+        first = pathlib.Path(os.environ["TORCHELASTIC_ERROR_FILE"]).parent.parent / "0" / "stdout.log"
+        while not (first.is_file() and "ready" in first.read_text()):
+            time.sleep(0.01)
         sys.exit(3)
     time.sleep(600)
     """
 )
+
 
 # Every rank says it is ready, then waits; with `ignore`, SIGTERM is ignored.
 WAITS = textwrap.dedent(
