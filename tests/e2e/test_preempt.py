@@ -63,6 +63,7 @@ def test_sigterm_to_the_whole_job_then_sigkill_after_the_grace_is_an_orderly_sto
         "profile=[default]",
         "ladder.rungs=[64]",
         "workload.nproc=2",  # torchrun and two workers, each in a session of its own
+        "workload.proxy_ranks=torchrun",  # (ladder's rank launcher keeps its ranks in the trial's group)
         *MEASURE,
         "sweep=pre",
         f"output_root={tmp_path}/out",
