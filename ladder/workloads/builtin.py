@@ -24,8 +24,7 @@ from ladder.workloads.profiles import apply_profile
 
 # The proxy's --method follows the algorithm the agent config runs (its agent_name), so a case whose method
 # names its task rather than its algorithm (vault: a PPO agent on a static-objects env) gets the right nets.
-SINGLE_RANK = ("direct", "torchrun")  # workload.single_rank: how a one-rank trial starts
-PROXY_RANKS = ("direct", "torchrun")  # workload.proxy_ranks: how several ranks of the proxy start
+START_WAYS = ("direct", "torchrun")  # workload.single_rank (one rank) and workload.proxy_ranks (the proxy's several)
 AGENT_METHODS = {"AMP": "amp", "ADD": "add", "ASE": "ase", "PPO": "ppo", "AWR": "awr", "LCP": "lcp", "SMP": "smp"}
 
 
@@ -87,12 +86,9 @@ def ranks(place: Placement, trial_dir: str, own: bool = False) -> tuple[tuple[st
     """How a torchrun workload's ranks start: the argv up to the program (torchrun's, ladder's rank launcher's, or
     the interpreter alone), the variables ladder sets for it (torchrun's contract when ladder starts the one rank
     itself), the launcher. `own`: the program is ladder's proxy, whose several ranks ladder may start itself."""
-    for name, value, known in (
-        ("single_rank", place.single_rank, SINGLE_RANK),
-        ("proxy_ranks", place.proxy_ranks, PROXY_RANKS),
-    ):
-        if value not in known:
-            raise ConfigError(f"unknown workload.{name} '{value}'", f"use one of: {', '.join(known)}")
+    for name, value in (("single_rank", place.single_rank), ("proxy_ranks", place.proxy_ranks)):
+        if value not in START_WAYS:
+            raise ConfigError(f"unknown workload.{name} '{value}'", f"use one of: {', '.join(START_WAYS)}")
     if place.nproc == 1 and place.single_rank == "direct":
         return (place.python,), rank_env(place, trial_dir), Launcher.DIRECT
     if place.nproc > 1 and own and place.proxy_ranks == "direct":
