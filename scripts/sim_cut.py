@@ -5,9 +5,14 @@ The cut looks again at every new window step: it stops the trial once the top of
 at every step spends that 2.5% again at each look, so the chance of a wrong cut over a whole window is larger.
 This simulates it with synthetic steps (equal durations, samples/s per step normal with the given spread, the
 window's step count as in a real trial) and prints, for true rates around the value to beat, the share of trials
-cut: above 1.00 every cut is a wrong one.
+cut and the steps a cut took: above 1.00 every cut is a wrong one. Both rules side by side: the steps' own interval,
+and the one with the case's pooled step noise (`stats.Noise`, estimated on `--pooled-df` degrees of freedom, drawn
+afresh for each trial as such an estimate strays: each look at 0.5% one-sided).
 
-    python scripts/sim_cut.py [--cv 0.08] [--steps 10] [--trials 4000]
+    python scripts/sim_cut.py [--cv 0.08] [--steps 10] [--trials 4000] [--pooled-df 6] [--trial-cv 0.16]
+
+`--trial-cv`: the simulated trials' own spread, where it is not the pool's (a configuration noisier than the case's
+others).
 """
 
 from __future__ import annotations
@@ -15,23 +20,33 @@ from __future__ import annotations
 import argparse
 import random
 
-from ladder.core.stats import ratio_interval
+from ladder.core.stats import Noise, ratio_interval
 
 BEAT = 1000.0
 
 
-def cut_share(ratio: float, cv: float, steps: int, trials: int, rnd: random.Random) -> float:
-    cuts = 0
+def cut_share(
+    ratio: float, cv: float, steps: int, trials: int, rnd: random.Random, noise: Noise | None = None
+) -> tuple[float, float]:
+    """The share of trials cut, and the mean steps a cut took (0 without cuts)."""
+    cuts, at = 0, 0
     for _ in range(trials):
+        pool = noise and noise._replace(sd_frac=noise.sd_frac * _chi_ratio(noise.df, rnd))  # an estimate, not the truth
         xs: list[float] = []
         ys: list[float] = []
         for _ in range(steps):
             xs.append(1.0)
             ys.append(BEAT * ratio * max(0.05, rnd.gauss(1.0, cv)))
-            if len(xs) >= 2 and ratio_interval(ys, xs)[2] < BEAT:
-                cuts += 1
+            if len(xs) >= 2 and ratio_interval(ys, xs, pool)[2] < BEAT:
+                cuts, at = cuts + 1, at + len(xs)
                 break
-    return cuts / trials
+    return cuts / trials, at / cuts if cuts else 0.0
+
+
+def _chi_ratio(df: float, rnd: random.Random) -> float:
+    """sqrt(chi2(df) / df): how far a spread estimated on `df` degrees of freedom strays from the true one."""
+    k = max(1, round(df))
+    return (sum(rnd.gauss(0.0, 1.0) ** 2 for _ in range(k)) / k) ** 0.5
 
 
 def main() -> None:
@@ -39,12 +54,16 @@ def main() -> None:
     p.add_argument("--cv", type=float, default=0.08, help="spread of one step's samples/s (8%%: the proxy on CPU)")
     p.add_argument("--steps", type=int, default=10, help="window steps a full trial has")
     p.add_argument("--trials", type=int, default=4000)
+    p.add_argument("--pooled-df", type=float, default=6.0, help="degrees of freedom of the case's pooled noise")
+    p.add_argument("--trial-cv", type=float, default=None, help="the trials' own spread (default: --cv)")
     args = p.parse_args()
-    rnd = random.Random(1)
-    for ratio in (0.90, 0.95, 1.00, 1.02, 1.05):
-        share = cut_share(ratio, args.cv, args.steps, args.trials, rnd)
+    noise, cv = Noise(args.cv, args.pooled_df), args.trial_cv or args.cv
+    for ratio in (0.60, 0.75, 0.90, 0.95, 1.00, 1.02, 1.05):
+        own, own_at = cut_share(ratio, cv, args.steps, args.trials, random.Random(1))
+        pooled, pooled_at = cut_share(ratio, cv, args.steps, args.trials, random.Random(1), noise)
         print(
-            f"true rate {ratio:.2f} x the value to beat: cut in {share:6.1%} of trials"
+            f"true rate {ratio:.2f} x the value to beat: cut in {own:6.1%} of trials (own interval, "
+            f"{own_at:4.1f} steps), {pooled:6.1%} (pooled noise, {pooled_at:4.1f} steps)"
             + ("  (wrong cuts)" if ratio >= 1 else "")
         )
 

@@ -29,6 +29,14 @@ ACTIVE_UTIL = 5.0  # a second counts as active when the mean util over devices e
 BIN_S = 1.0  # util per second first: p50, active and idle seconds are over seconds, as in the seeds
 MAX_SPREAD = 0.05  # repeats whose samples/s differ by more than this fraction (of their mean) are unstable
 MAX_CI_FRAC = 0.10  # ... as is a trial whose 95% interval is wider than this fraction of its samples/s (±5%)
+# The early cut with the case's pooled step noise (`pooled_noise`): each look at the one-sided 0.5% quantile (z 2.576),
+# since a cut looks again at every step; the pool only from MIN_POOLED_DF degrees of freedom on, and weighing at most
+# POOL_WEIGHT_DF against a trial's own steps, so that a trial noisier than the case's others still widens its own
+# interval (`scripts/sim_cut.py`: with a pool that counted in full, a trial twice as noisy was cut wrongly twice as
+# often as on its own interval; weighed so, as often).
+CUT_Z = 2.575829
+MIN_POOLED_DF = 5.0
+POOL_WEIGHT_DF = 6.0
 T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228)  # Student t, 97.5%, df 1-10
 
 
@@ -280,9 +288,14 @@ def source_of(samples: Iterable[Sample]) -> str:
 
 
 def figures(
-    samples: Sequence[Sample], points: Sequence[Point], window: Window | None, launch_t: float
+    samples: Sequence[Sample],
+    points: Sequence[Point],
+    window: Window | None,
+    launch_t: float,
+    noise: Noise | None = None,
 ) -> dict[str, float]:
-    """Every figure a trial records; util figures over the window (over the whole run when none opened)."""
+    """Every figure a trial records; util figures over the window (over the whole run when none opened). `noise`:
+    the pooled step noise a cut was decided on, which its samples/s interval then says (`noise_pooled_df`)."""
     source = source_of(samples)
     main = [s for s in samples if s.source == source]
     inside = _within(main, window)
@@ -294,7 +307,7 @@ def figures(
     if points:  # start-up: launcher, imports, the trainer's build and its first iteration
         out["first_step_s"] = round(min(p.t for p in points) - launch_t, 2)
     if window is not None:
-        out.update(_rate_figures(points, window))
+        out.update(_rate_figures(points, window, noise))
         out["window_start_s"] = round(window.start_t - launch_t, 2)
         out["gated"] = 1.0 if window.gated else 0.0
     return out
@@ -408,7 +421,7 @@ def intervals(points: Sequence[Point]) -> list[Interval]:
     return out
 
 
-def _rate_figures(points: Sequence[Point], window: Window) -> dict[str, float]:
+def _rate_figures(points: Sequence[Point], window: Window, noise: Noise | None = None) -> dict[str, float]:
     inside = [p for p in points if window.start_t <= p.t <= window.end_t]
     steps = intervals(inside)
     if not steps:
@@ -421,8 +434,11 @@ def _rate_figures(points: Sequence[Point], window: Window) -> dict[str, float]:
     }
     reported = [p.sps for p in inside if p.sps is not None]
     if sum(s.samples for s in steps) > 0:
-        rate, lo, hi = ratio_interval([s.samples for s in steps], [s.seconds for s in steps])
-        out.update(_rate(rate, lo, hi, reported=False))
+        ys, xs = [s.samples for s in steps], [s.seconds for s in steps]
+        rate, lo, hi = ratio_interval(ys, xs, noise)
+        out.update(_rate(rate, lo, hi, reported=False) | step_noise(ys, xs))
+        if noise is not None and len(steps) >= 2:
+            out["noise_pooled_df"] = noise.df
     elif reported:  # the trainer prints a rate and no count: its rate stands for samples/s (`rate_reported` 1)
         out.update(_rate(*mean_interval(reported), reported=True))
     out.update(_median_of("step_time_p50", [t for t in step_times(inside)[1:] if t is not None]))
@@ -473,11 +489,12 @@ def stable_since(points: Sequence[Point], window: Window, stable_k: int) -> floa
     return window.start_t if at is None else points[max(0, at - stable_k)].t
 
 
-def rate_upper(points: Sequence[Point], start_t: float) -> float | None:
-    """The top of the samples/s interval over the points since `start_t` (None until there is a rate)."""
+def rate_upper(points: Sequence[Point], start_t: float, noise: Noise | None = None) -> float | None:
+    """The top of the samples/s interval over the points since `start_t` (None until there is a rate); with
+    `noise`, the case's pooled step noise sets its spread (`Noise.half`)."""
     if not points:
         return None
-    hi = _rate_figures(points, Window(start_t, points[-1].t, gated=True)).get("samples_per_s_hi")
+    hi = _rate_figures(points, Window(start_t, points[-1].t, gated=True), noise).get("samples_per_s_hi")
     return hi if hi is not None and math.isfinite(hi) else None
 
 
@@ -485,22 +502,70 @@ def _median_of(name: str, values: list[float]) -> dict[str, float]:
     return {name: round(statistics.median(values), 4)} if values else {}
 
 
-def ratio_interval(ys: Sequence[float], xs: Sequence[float]) -> tuple[float, float, float]:
+def ratio_interval(ys: Sequence[float], xs: Sequence[float], noise: Noise | None = None) -> tuple[float, float, float]:
     """Σy/Σx with its 95% interval: the ratio estimator's standard error and Student t with n-1 degrees of
-    freedom (an unbounded interval for a single step: one interval says nothing about its spread)."""
+    freedom (an unbounded interval for a single step: one interval says nothing about its spread). With `noise`
+    (the case's pooled step noise, `pooled_noise`) and at least two steps, the spread is the pooled one and the
+    quantile `CUT_Q` at the pooled degrees of freedom (`Noise.half`)."""
     n, rate = len(xs), sum(ys) / sum(xs)
     if n < 2:
         return rate, -math.inf, math.inf
     residual = sum((y - rate * x) ** 2 for x, y in zip(xs, ys, strict=True)) / (n - 1)
-    half = t975(n - 1) * math.sqrt(residual / n) / statistics.fmean(xs)
+    if noise is not None:
+        own = math.sqrt(residual) / (rate * statistics.fmean(xs)) if rate > 0 else math.inf
+        half = rate * noise.half(own, n)
+    else:
+        half = t975(n - 1) * math.sqrt(residual / n) / statistics.fmean(xs)
     return rate, rate - half, rate + half
+
+
+def step_noise(ys: Sequence[float], xs: Sequence[float]) -> dict[str, float]:
+    """One window step's relative spread around the window's rate (`step_sd_frac`: the ratio estimator's residual
+    sd over a mean step's samples) and its degrees of freedom (`step_df`, steps less one); {} under two steps."""
+    n, rate = len(xs), sum(ys) / sum(xs)
+    if n < 2 or rate <= 0:
+        return {}
+    residual = sum((y - rate * x) ** 2 for x, y in zip(xs, ys, strict=True)) / (n - 1)
+    return {"step_sd_frac": round(math.sqrt(residual) / (rate * statistics.fmean(xs)), 5), "step_df": float(n - 1)}
+
+
+class Noise(NamedTuple):
+    """A case's step noise on one machine, pooled over the windows its trials measured (`pooled_noise`): the
+    relative sd of one step's samples/s and its degrees of freedom."""
+
+    sd_frac: float
+    df: float
+
+    def half(self, own_sd_frac: float, n: int) -> float:
+        """The half-width, as a fraction of the rate, of an interval over `n` steps whose own spread is
+        `own_sd_frac`: the two spreads pooled by their degrees of freedom, at the one-sided `CUT_Q` quantile of t
+        with the pooled degrees of freedom (a cut looks at every step: each look at 0.5%, not 2.5%)."""
+        df = self.df + n - 1
+        var = (self.df * self.sd_frac**2 + (n - 1) * own_sd_frac**2) / df
+        return t_quantile(df, CUT_Z) * math.sqrt(var / n)
+
+
+def pooled_noise(figures: Iterable[Mapping[str, float]], min_df: float = MIN_POOLED_DF) -> Noise | None:
+    """The step noise pooled over the windows of `figures` (each trial's `step_sd_frac` weighted by its
+    `step_df`), counted as at most `POOL_WEIGHT_DF` degrees of freedom; None below `min_df`."""
+    df = var = 0.0
+    for f in figures:
+        sd, k = f.get("step_sd_frac"), f.get("step_df")
+        if sd is not None and k and math.isfinite(sd):
+            df, var = df + k, var + k * sd * sd
+    return Noise(math.sqrt(var / df), min(df, POOL_WEIGHT_DF)) if df >= min_df else None
 
 
 def t975(df: int) -> float:
     """Student t's 97.5% quantile; a table to 10 degrees of freedom, the Cornish-Fisher expansion beyond."""
     if df <= len(T975):
         return T975[df - 1]
-    z = 1.959964
+    return t_quantile(df, 1.959964)
+
+
+def t_quantile(df: float, z: float) -> float:
+    """Student t's quantile at the normal quantile `z`, by the Cornish-Fisher expansion (within 1% from 10
+    degrees of freedom on)."""
     return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
 
 

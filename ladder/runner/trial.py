@@ -52,6 +52,7 @@ class Watch:
     window: stats.Window | None = None
     stopped_by: StopCause = StopCause.NONE
     beat: float | None = None  # samples/s this trial must beat to matter; below it, its window closes early
+    noise: stats.Noise | None = None  # the case's pooled step noise the cut may judge on (`stats.pooled_noise`)
     cut: bool = False  # the window closed early: the trial measured clearly less than `beat`
     short_s: float | None = None  # an insurance probe: past this much window, a rate below `beat` ends it
     short: bool = False  # ... and it did
@@ -111,6 +112,7 @@ def run(
     short: bool = False,
     card_mb: float | None = None,
     cadence_s: float | None = None,
+    noise: stats.Noise | None = None,
 ) -> Result:
     """Launch, watch, stop and measure one trial. With `beat` (samples/s), the window closes as soon as the
     rate's measured interval lies wholly below it: the trial cannot matter, and its figures say `cut`. A `short`
@@ -118,13 +120,16 @@ def run(
     once its rate is below `beat`, its interval notwithstanding (figures `cut` and `short`). `card_mb`: the GPU's
     memory, where the trial runs on a real card (its peak must stay clear of it). `cadence_s`: the window length
     a trainer's cadence is learnt and its memory judged settled on (`stats.outlived_peak`), where it is not this
-    trial's own (a confirmation's long window judges on the probes' one)."""
+    trial's own (a confirmation's long window judges on the probes' one). `noise`: the case's step noise pooled over
+    its earlier windows on this machine (`stats.pooled_noise`); with it the cut judges a trial's first steps by that
+    spread instead of theirs alone, at a stricter quantile (`stats.Noise.half`), and its figures say so."""
     running = launch.start(spec, trial_dir, trial_id, mem_limit_bytes)
     short_s = measure.window_s * SHORT_FRAC if short and beat is not None else None
     watch = Watch(
         launch_t=time.time(),
         last_progress_mono=running.started_mono,
         beat=beat,
+        noise=noise,
         short_s=short_s,
         per_iteration=spec.progress_per_iteration,
         cadence_s=cadence_s or measure.window_s,
@@ -275,10 +280,11 @@ def _out_of_memory(evidence: Evidence, running: launch.Running) -> StopCause:
 def _beaten(watch: Watch, beat: float, measure: MeasureConf) -> bool:
     """The steady steps so far say the rate is below `beat` (their interval's top is); then the window ends here.
     They are the window's and the `stable_k` that opened it (`stats.stable_since`): a clear loser is cut as its
-    window opens, and its figures are those steps'."""
+    window opens, and its figures are those steps'. The interval is the steps' own, or with the case's pooled step
+    noise (`watch.noise`) the pooled one: a few steps of a trial say little of their own spread."""
     assert watch.window is not None
     since = stats.stable_since(watch.fresh(), watch.window, measure.stable_k)
-    upper = stats.rate_upper(watch.points, since)
+    upper = stats.rate_upper(watch.points, since, watch.noise)
     if upper is None or upper >= beat:
         return False
     watch.window, watch.cut = replace(watch.window, start_t=since, end_t=watch.points[-1].t), True
@@ -324,7 +330,8 @@ def _finish(
     write_samples(samples, trial_dir / paths.SAMPLES)
     ending = _ending(trial_dir, code, watch.stopped_by, running, upto)
     window = watch.window if watch.stopped_by is StopCause.WINDOW_DONE else None
-    figures = stats.figures(samples, watch.points, window, watch.launch_t)
+    cut_noise = watch.noise if watch.cut and not watch.short else None  # the interval the cut was decided on
+    figures = stats.figures(samples, watch.points, window, watch.launch_t, cut_noise)
     verdict = _settled(
         _with_last_progress(rules.classify(ending), watch.tail, progress), watch, measure, progress, trial_dir
     )

@@ -177,6 +177,7 @@ def _run_one(
             decision.short,
             trials.card_mb(ctx),
             cadence_s=s.measure.window_s,  # a confirmation judges its memory on the probes' window
+            noise=stats.pooled_noise(r.figures for r in records if r.status is Status.OK) if beat else None,
         )
     if ballast_mb:  # figures net of the ballast, the ballast beside them
         result = dataclasses.replace(result, figures=result.figures | trials.ballast_figures(ctx, ballast_mb))

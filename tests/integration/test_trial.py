@@ -6,6 +6,7 @@ import sys
 import uuid
 from pathlib import Path
 
+from ladder.core import stats
 from ladder.core.records import Status
 from ladder.core.spec import Launcher, TrialSpec
 from ladder.runner import launch, trial
@@ -17,7 +18,9 @@ from tests.integration.test_failure_scenarios import CASE
 WINDOW_S = 30.0
 
 
-def run(tmp_path: Path, beat: float | None, window_s: float = WINDOW_S) -> trial.Result:
+def run(
+    tmp_path: Path, beat: float | None, window_s: float = WINDOW_S, noise: stats.Noise | None = None
+) -> trial.Result:
     workload = WorkloadConf(width_factor=0.125, nproc=2, emulate_gpu_mem_gb=0.2, collective_timeout_s=60.0)
     place = Placement("cpu", 2, launch.free_port(), sys.executable)
     spec = plan_proxy(CASE, Profile("default", {}), 8, workload, place, str(tmp_path), 120.0, {})
@@ -31,7 +34,7 @@ def run(tmp_path: Path, beat: float | None, window_s: float = WINDOW_S) -> trial
         trial_timeout_s=120.0,
         kill_grace_s=2.0,
     )
-    return trial.run(spec, tmp_path, uuid.uuid4().hex[:12], measure, HostSampler, beat=beat)
+    return trial.run(spec, tmp_path, uuid.uuid4().hex[:12], measure, HostSampler, beat=beat, noise=noise)
 
 
 def test_a_trial_clearly_below_the_value_to_beat_is_cut_short(tmp_path: Path) -> None:
@@ -40,6 +43,14 @@ def test_a_trial_clearly_below_the_value_to_beat_is_cut_short(tmp_path: Path) ->
     f = result.figures
     assert f["cut"] == 1.0 and f["samples_per_s_hi"] < 1e12
     assert f["window_s"] < WINDOW_S  # stopped before the window's end (its start-up time depends on the machine's load)
+
+
+def test_a_cut_on_the_case_s_pooled_noise_says_so_in_its_figures(tmp_path: Path) -> None:
+    result = run(tmp_path, beat=1e12, noise=stats.Noise(0.05, 40.0))
+    assert result.verdict.status is Status.OK
+    f = result.figures
+    assert f["cut"] == 1.0 and f["noise_pooled_df"] == 40.0 and f["samples_per_s_hi"] < 1e12
+    assert f["step_df"] >= 1.0 and f["step_sd_frac"] >= 0.0  # its own steps' spread, for the pool of later trials
 
 
 def test_a_trial_that_may_beat_it_measures_its_whole_window(tmp_path: Path) -> None:

@@ -355,3 +355,57 @@ def test_a_clear_loser_is_out_of_reach_as_its_window_opens_on_the_steps_that_ope
     assert upper is not None and 3_000 < upper < 6_000
     ungated = stats.Window(pts[-1].t, pts[-1].t + 30.0, gated=False)  # opened by the timeout: no steady steps behind it
     assert stats.stable_since(pts, ungated, rule.stable_k) == ungated.start_t
+
+
+# ---------------------------------------------------------------- the case's pooled step noise
+
+
+def test_a_window_records_its_steps_spread_and_degrees_of_freedom() -> None:
+    got = stats.step_noise([10.0, 14.0, 12.0], [1.0, 1.0, 1.0])  # per-step rates 10, 14, 12 around 12
+    assert got["step_df"] == 2.0
+    assert got["step_sd_frac"] == pytest.approx(2.0 / 12.0, rel=1e-3)
+    assert stats.step_noise([10.0], [1.0]) == {}  # one step: no spread
+    pts = points([0.2, 0.21, 0.2, 0.22, 0.2])
+    figures = stats.figures([], pts, stats.Window(pts[0].t, pts[-1].t, gated=True), 99.0)
+    assert figures["step_df"] == 3.0 and 0.0 < figures["step_sd_frac"] < 0.1
+    assert "noise_pooled_df" not in figures
+
+
+def test_the_pool_weighs_each_window_by_its_degrees_of_freedom_and_needs_enough_of_them() -> None:
+    pool = stats.pooled_noise([{"step_sd_frac": 0.1, "step_df": 30.0}, {"step_sd_frac": 0.2, "step_df": 10.0}, {}])
+    assert pool is not None and pool.df == stats.POOL_WEIGHT_DF  # it weighs no more than that against a trial
+    assert pool.sd_frac == pytest.approx(math.sqrt((30 * 0.01 + 10 * 0.04) / 40))
+    assert 0.1 < pool.sd_frac < 0.15  # nearer the window with more steps
+    assert stats.pooled_noise([{"step_sd_frac": 0.1, "step_df": 3.0}]) is None  # too few to say more than a trial
+    assert stats.pooled_noise([]) is None
+
+
+def test_with_the_pool_two_steps_bound_a_rate_and_a_noisier_trial_widens_its_own_interval() -> None:
+    pool = stats.Noise(0.05, 30.0)
+    ys, xs = [1000.0, 1040.0], [1.0, 1.0]
+    _, _, own_hi = ratio_interval(ys, xs)
+    rate, lo, hi = ratio_interval(ys, xs, pool)
+    assert lo < rate < hi < own_hi  # two steps alone say little (t with 1 df); the pool says more
+    _, _, noisy_hi = ratio_interval([1000.0, 1400.0], xs, pool)
+    assert noisy_hi - 1200.0 > hi - rate  # a trial whose own steps spread more is judged wider
+    assert ratio_interval([1000.0], [1.0], pool)[1:] == (float("-inf"), float("inf"))  # one step: still nothing
+    assert pool.half(0.05, 8) < pool.half(0.05, 3) < pool.half(0.2, 3)
+
+
+def test_the_pooled_cut_looks_at_a_stricter_quantile_than_a_single_window_interval() -> None:
+    """At every look the pooled cut takes the one-sided 0.5% quantile: with the same spread and many degrees of
+    freedom its interval is wider than the 95% one, so looking at each step does not add up to many wrong cuts."""
+    pool = stats.Noise(0.05, 1000.0)
+    assert pool.half(0.05, 10) == pytest.approx(stats.CUT_Z * 0.05 / math.sqrt(10), rel=0.01)
+    assert pool.half(0.05, 10) > stats.t975(1009) * 0.05 / math.sqrt(10)
+    assert stats.t_quantile(7, stats.CUT_Z) == pytest.approx(3.499, rel=0.015)  # Student t 99.5%, 7 df
+    assert stats.t_quantile(12, 1.959964) == pytest.approx(2.179, abs=0.01)  # Student t 97.5%, 12 df
+
+
+def test_a_clear_loser_is_cut_on_fewer_steps_with_the_case_s_pooled_noise() -> None:
+    pts = points([1.0, 0.5, 0.2, 0.21])  # two warm-up steps, then two steady ones: 640 per 0.2 s (3,200/s)
+    since = pts[1].t
+    alone = stats.rate_upper(pts, since)
+    pooled = stats.rate_upper(pts, since, stats.Noise(0.06, 40.0))
+    assert alone is not None and pooled is not None
+    assert pooled < 4_000 < alone  # against a best of 4,000: out of reach by the pool, not by two steps alone
