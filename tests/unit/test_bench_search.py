@@ -30,7 +30,7 @@ def bench() -> ModuleType:
 def cell(bench: ModuleType, value: float | None, half: float = 0.0) -> object:
     if value is None:
         return bench.Cell(Status.OOM_OR_NCCL, 2.0, None, None, None, None, None)
-    return bench.Cell(Status.OK, 30.0, value, value + half, value - half, 400.0, 30.0)
+    return bench.Cell(Status.OK, 30.0, value, value + half, value - half, 400.0, 8.0)  # an 8 s window in 30 s
 
 
 def test_the_run_to_run_spread_is_pooled_over_configurations_run_more_than_once(bench: ModuleType) -> None:
@@ -99,3 +99,12 @@ def test_the_reports_end_each_variant_with_its_ratios(bench: ModuleType, capsys:
     last = out.strip().splitlines()[-1]
     assert last.startswith("ladder: ratio_vs_oracle=") and "same_pick=2/2" in last
     assert last.endswith(f"ratio_vs_strict={140.0 / 60.0:.3f}")  # the winner alone: a 30 s cell at each cap
+
+
+def test_the_strict_oracle_is_priced_at_one_window_where_the_grid_extended_its_cell(bench: ModuleType) -> None:
+    """The strict oracle is the winner's one warm-up and one window: a grid cell whose window ran twice as long
+    (extended once for a wide interval) counts without the extension; one that ran its window as set counts whole."""
+    extended = bench.Cell(Status.OK, 50.0, 100.0, 104.0, 96.0, 400.0, 16.0)
+    assert bench.one_window(extended, 8.0) == pytest.approx(42.0)
+    assert bench.one_window(cell(bench, 100.0), 8.0) == 30.0
+    assert bench.one_window(bench.Cell(Status.OK, 30.0, 100.0, 104.0, 96.0, 400.0, 7.9), 8.0) == 30.0
