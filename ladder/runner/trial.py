@@ -254,9 +254,13 @@ def _window_done(watch: Watch, measure: MeasureConf) -> bool:
     """The window holds `min_window_iters` points and `window_s` has passed, and the trial's memory has outlived its
     peak (`stats.outlived_peak`: no new peak for a while, an update inside the window where progress comes in
     bursts); once, a rate whose interval is wider than `max_ci_frac` extends it by another `window_s`
-    (`measure.extend_unstable`)."""
+    (`measure.extend_unstable`), and the extension ends at the first point where the interval over the whole
+    window is no wider than that (`_narrow_enough`): it runs for the steps the interval lacked, not always a
+    whole second window."""
     assert watch.window is not None
     closed = stats.close_window(watch.window, watch.points, measure.min_window_iters)
+    if closed is None and watch.extended:
+        closed = _narrow_enough(watch, measure)
     if closed is None:
         return False
     watch.unsettled = stats.outlived_peak(watch.samples(), watch.fresh(), closed, watch.cadence_s, watch.per_iteration)
@@ -269,6 +273,17 @@ def _window_done(watch: Watch, measure: MeasureConf) -> bool:
         return False
     watch.window = closed
     return True
+
+
+def _narrow_enough(watch: Watch, measure: MeasureConf) -> stats.Window | None:
+    """An extended window, closed at its newest point once the samples/s interval over all of it is within
+    `max_ci_frac` (None while it is wider)."""
+    assert watch.window is not None
+    now = stats.Window(watch.window.start_t, watch.points[-1].t, watch.window.gated) if watch.points else None
+    if now is None or stats.window_points(now, watch.points) < max(1, measure.min_window_iters):
+        return None
+    ci = stats.window_ci_frac(watch.points, now)
+    return now if ci is not None and ci <= measure.max_ci_frac else None
 
 
 def _out_of_memory(evidence: Evidence, running: launch.Running) -> StopCause:

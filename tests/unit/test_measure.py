@@ -49,6 +49,28 @@ def test_out_of_trial_time_while_extended_keeps_the_window_it_had() -> None:
     assert trial._stop_reason(short, conf(trial_timeout_s=1.0), started_mono=now - 5.0) == "trial_timeout"
 
 
+def test_an_extended_window_closes_once_its_interval_is_narrow_enough() -> None:
+    """Extended for a wide interval, the window does not always run a whole second `window_s`: at the first point
+    where the interval over all of it is within `max_ci_frac`, it closes there; a rate that stays wide runs on."""
+    steady = [Point(1000.0 + i, i, 100.0 * i) for i in range(1, 12)]  # 100 samples each second: a narrow interval
+    now = time.monotonic()
+    watch = trial.Watch(
+        launch_t=990.0, last_progress_mono=now, points=list(steady), extended=True, window=Window(1001.0, 1030.0, True)
+    )
+    assert trial._window_done(watch, conf(window_s=15.0))
+    assert watch.window == Window(1001.0, 1011.0, gated=True)
+    jitter = [Point(1000.0 + i, i, 100.0 * i + (60.0 if i % 2 else 0.0)) for i in range(1, 12)]
+    wide = trial.Watch(
+        launch_t=990.0, last_progress_mono=now, points=list(jitter), extended=True, window=Window(1001.0, 1030.0, True)
+    )
+    assert not trial._window_done(wide, conf(window_s=15.0))
+    assert wide.window == Window(1001.0, 1030.0, gated=True)
+    first = trial.Watch(
+        launch_t=990.0, last_progress_mono=now, points=list(steady), window=Window(1001.0, 1030.0, True)
+    )
+    assert not trial._window_done(first, conf(window_s=15.0))  # not extended: its window_s runs whole
+
+
 # ---------------------------------------------------------------- a slow trainer's budget
 
 
