@@ -506,17 +506,21 @@ def ratio_interval(ys: Sequence[float], xs: Sequence[float], noise: Noise | None
     """Σy/Σx with its 95% interval: the ratio estimator's standard error and Student t with n-1 degrees of
     freedom (an unbounded interval for a single step: one interval says nothing about its spread). With `noise`
     (the case's pooled step noise, `pooled_noise`) and at least two steps, the spread is the pooled one and the
-    quantile `CUT_Q` at the pooled degrees of freedom (`Noise.half`)."""
+    quantile `CUT_Z` at the pooled degrees of freedom (`Noise.half`)."""
     n, rate = len(xs), sum(ys) / sum(xs)
     if n < 2:
         return rate, -math.inf, math.inf
-    residual = sum((y - rate * x) ** 2 for x, y in zip(xs, ys, strict=True)) / (n - 1)
+    sd = _residual_sd(ys, xs, rate)
     if noise is not None:
-        own = math.sqrt(residual) / (rate * statistics.fmean(xs)) if rate > 0 else math.inf
-        half = rate * noise.half(own, n)
+        half = rate * noise.half(sd / (rate * statistics.fmean(xs)) if rate > 0 else math.inf, n)
     else:
-        half = t975(n - 1) * math.sqrt(residual / n) / statistics.fmean(xs)
+        half = t975(n - 1) * sd / math.sqrt(n) / statistics.fmean(xs)
     return rate, rate - half, rate + half
+
+
+def _residual_sd(ys: Sequence[float], xs: Sequence[float], rate: float) -> float:
+    """The ratio estimator's residual sd: how far each step's samples lie from `rate` times its seconds."""
+    return math.sqrt(sum((y - rate * x) ** 2 for x, y in zip(xs, ys, strict=True)) / (len(xs) - 1))
 
 
 def step_noise(ys: Sequence[float], xs: Sequence[float]) -> dict[str, float]:
@@ -525,8 +529,7 @@ def step_noise(ys: Sequence[float], xs: Sequence[float]) -> dict[str, float]:
     n, rate = len(xs), sum(ys) / sum(xs)
     if n < 2 or rate <= 0:
         return {}
-    residual = sum((y - rate * x) ** 2 for x, y in zip(xs, ys, strict=True)) / (n - 1)
-    return {"step_sd_frac": round(math.sqrt(residual) / (rate * statistics.fmean(xs)), 5), "step_df": float(n - 1)}
+    return {"step_sd_frac": round(_residual_sd(ys, xs, rate) / (rate * statistics.fmean(xs)), 5), "step_df": n - 1.0}
 
 
 class Noise(NamedTuple):
@@ -538,7 +541,7 @@ class Noise(NamedTuple):
 
     def half(self, own_sd_frac: float, n: int) -> float:
         """The half-width, as a fraction of the rate, of an interval over `n` steps whose own spread is
-        `own_sd_frac`: the two spreads pooled by their degrees of freedom, at the one-sided `CUT_Q` quantile of t
+        `own_sd_frac`: the two spreads pooled by their degrees of freedom, at the one-sided `CUT_Z` quantile of t
         with the pooled degrees of freedom (a cut looks at every step: each look at 0.5%, not 2.5%)."""
         df = self.df + n - 1
         var = (self.df * self.sd_frac**2 + (n - 1) * own_sd_frac**2) / df

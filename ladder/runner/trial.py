@@ -279,8 +279,10 @@ def _narrow_enough(watch: Watch, measure: MeasureConf) -> stats.Window | None:
     """An extended window, closed at its newest point once the samples/s interval over all of it is within
     `max_ci_frac` (None while it is wider)."""
     assert watch.window is not None
-    now = stats.Window(watch.window.start_t, watch.points[-1].t, watch.window.gated) if watch.points else None
-    if now is None or stats.window_points(now, watch.points) < max(1, measure.min_window_iters):
+    if not watch.points:
+        return None
+    now = replace(watch.window, end_t=watch.points[-1].t)
+    if stats.window_points(now, watch.points) < max(1, measure.min_window_iters):
         return None
     ci = stats.window_ci_frac(watch.points, now)
     return now if ci is not None and ci <= measure.max_ci_frac else None
