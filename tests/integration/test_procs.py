@@ -65,11 +65,13 @@ def memory_cgroups() -> None:
 
 
 def test_a_dead_orchestrators_trial_and_its_cgroup_are_found_by_the_trial_id(memory_cgroups: None) -> None:
-    """The cgroup carries the pid of the orchestrator that made it; the one cleaning up after it has only the id."""
-    dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    dead.wait()
+    """The cgroup carries the pid of the orchestrator that made it; the one cleaning up after it has only the id.
+
+    The owner dies only once the trial is inside its cgroup: an empty cgroup of a dead owner is stale, and any
+    orchestrator starting meanwhile (another test's) may remove it, as it should."""
+    owner = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
     trial_id = uuid.uuid4().hex[:12]
-    group = MemCgroup.create(f"ladder-{dead.pid}-{trial_id}", None)
+    group = MemCgroup.create(f"ladder-{owner.pid}-{trial_id}", None)
     assert group is not None
     sleeper = [sys.executable, "-c", "import time; print('up', flush=True); time.sleep(600)"]
     proc = subprocess.Popen(
@@ -79,14 +81,17 @@ def test_a_dead_orchestrators_trial_and_its_cgroup_are_found_by_the_trial_id(mem
     )
     try:
         assert proc.stdout is not None and proc.stdout.readline() == b"up\n"
+        owner.kill()
+        owner.wait()
         assert len(group.pids()) == 2  # the supervisor and its program
         assert len(procs.kill_trial(trial_id, timeout_s=10.0)) == 2
         proc.wait(timeout=30)  # already reaped by the kill (its code is lost to Popen then)
         assert alive(trial_id) == [] and cgroups_of(trial_id) == []
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            proc.kill()
-        proc.wait()
+        for leftover in (owner, proc):
+            with contextlib.suppress(ProcessLookupError):
+                leftover.kill()
+            leftover.wait()
         wait_for(lambda: not group.pids(), 15)
         group.remove()
 
