@@ -78,6 +78,7 @@ class Fact(NamedTuple):
     value_hi: float | None  # the top of its tie band (`reach`): the measured interval's, or the run-to-run noise's
     confirmed: bool = True  # False: a step-down on weak evidence (a low-confidence verdict): its rung runs once more
     util: float | None = None  # the busiest GPU's mean util (%) in the window, where NVML measured it
+    repeats: int = 1  # how many windows its value is the median of (`median_repeats`)
 
 
 # ---------------------------------------------------------------- the pick rule
@@ -263,7 +264,8 @@ def attempts(records: Sequence[TrialRecord], objective: str) -> list[Fact]:
 def _fact(r: TrialRecord, objective: str) -> Fact:
     value, hi, noise = objective_value(r, objective), r.figures.get(f"{objective}_hi"), noise_of(objective)
     top = reach(value, hi, noise) if value is not None and noise else hi
-    return Fact(r.profile, r.num_envs, r.status, mem_frac(r), value, top, not weak(r), gpu_util(r))
+    repeats = int(r.figures.get("repeats", 1))
+    return Fact(r.profile, r.num_envs, r.status, mem_frac(r), value, top, not weak(r), gpu_util(r), repeats)
 
 
 def weak(record: TrialRecord) -> bool:

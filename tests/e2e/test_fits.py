@@ -94,3 +94,30 @@ def test_an_unstable_pick_gets_a_second_window_before_it_counts(tmp_path: Path) 
     (best,) = read_tsv(tmp_path / "out" / "case_gpu_bench_noisy" / "best_by_case.tsv")
     assert (best["num_envs"], best["unstable"], best["repeats"]) == ("16", "0", "2")
     assert code == ExitCode.PICK_FOUND and "unstable" not in out.split("best: ")[1].splitlines()[0], out
+
+
+def test_a_lower_rung_that_wins_once_by_a_little_gets_a_second_window_and_the_largest_fit_stays_the_pick(
+    tmp_path: Path,
+) -> None:
+    """On a plateau, e16's first run lands in a calm moment and beats e32 by 15% (more than the pick's 5% run-to-run
+    allowance, less than four times it); its second window runs 10% slower. It stands as the lower of its two
+    windows, and the pick is e32, where one window of e16 would have made it the pick."""
+    code, out, trials = search(
+        tmp_path,
+        "lucky",
+        f'workload.cmd="python {DATA / "trainers" / "lucky_once.py"} {{num_envs}} progress.jsonl {tmp_path}"',
+        "workload.progress=jsonl",
+        "ladder.rungs=[32,16]",
+        "measure.window_s=2",
+        "objective=samples_per_s",
+    )
+    assert [(t["num_envs"], t["status"], t["step"], t["repeats"]) for t in trials] == [
+        ("32", "ok", "walk", ""),
+        ("16", "ok", "descent", ""),
+        ("16", "ok", "descent", "2"),
+    ], out
+    first, second = (float(t["samples_per_s"]) for t in trials[1:])
+    assert second < float(trials[0]["samples_per_s"]) < first, out
+    (best,) = read_tsv(tmp_path / "out" / "case_gpu_bench_lucky" / "best_by_case.tsv")
+    assert best["num_envs"] == "32" and code == ExitCode.PICK_FOUND, out
+    assert "16 envs beat 32 by" in trials[2]["why"] and "a second window before it counts" in trials[2]["why"]

@@ -325,7 +325,7 @@ def test_attempts_are_probes_and_failed_confirmations_with_repeats_as_their_medi
     records = [
         rec("d", 64, OK, 1, samples_per_s=100.0, samples_per_s_hi=110.0),
         rec("d", 64, OK, 2, samples_per_s=300.0),
-        rec("d", 64, OK, 3, samples_per_s=200.0),
+        rec("d", 64, OK, 3, samples_per_s=200.0, repeats=3.0),  # the loop counts the windows on the last one
         rec("d", 128, OOM, 4),
         rec("d", 64, OK, 5, CONFIRM, samples_per_s=1.0),
         rec("h", 64, OOM, 6, CONFIRM),
@@ -336,6 +336,7 @@ def test_attempts_are_probes_and_failed_confirmations_with_repeats_as_their_medi
         ("d", 128, OOM, None),
         ("h", 64, OOM, None),
     ]
+    assert [f.repeats for f in facts] == [3, 1, 1]  # the walk knows a median of three windows from one window
 
 
 @pytest.mark.parametrize(
