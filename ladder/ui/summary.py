@@ -18,7 +18,9 @@ from ladder.settings.credentials import redact
 from ladder.sweep.loop import Summary
 
 
-def trial_line(r: TrialRecord) -> str:
+def trial_line(r: TrialRecord, pooled: bool = False) -> str:
+    """One trial as the console shows it; `pooled`: it stands for all windows of its configuration (the case's best,
+    a median of its repeats), not for its own launch."""
     f = r.figures
     mems = "/".join(str(round(v)) for v in figkeys.values(f, figkeys.MAX_MEM)) or "-"
     util = f"{f['min_avg_util']:.1f}" if "min_avg_util" in f else "-"
@@ -28,6 +30,8 @@ def trial_line(r: TrialRecord) -> str:
     copy = r.info.get("why") or f"reused from {r.info['reused_from']}" if r.info.get("reused_from") else ""
     took = copy or f"{r.info.get('duration_s', '?')} s"  # a copy says where from (a carried failure: why it holds)
     noise = " unstable" if f.get("unstable") and r.status is Status.OK else ""  # its interval is wider than allowed
+    if (windows := f.get("repeats", 1.0)) > 1:  # a configuration launched again: which of its windows this is
+        noise = f" {'median of ' if pooled else 'window '}{windows:.0f}{' windows' if pooled else ''}{noise}"
     label = "rss(sum)" if r.info.get("source") == "host" else "mem"  # a rank's process tree, summed; or NVML's
     return (
         f"{r.case:<14} {r.profile:<8} {rung:<6} {r.status!s:<12} {r.reason!s:<13} util={util:>6}{capped(f)} "
@@ -117,7 +121,7 @@ def print_summary(
             print(f"  {r.status} in {r.profile} {rung_label(knob, r.num_envs)}: {r.evidence}\n    see {where}")
     code = sweep_code(summary)
     if summary.best is not None:
-        print("best: " + trial_line(summary.best))
+        print("best: " + trial_line(summary.best, pooled=True))
     elif code is ExitCode.BROKEN_CONFIG:
         broken = ", ".join(w.profile for w in summary.walks if w.outcome is Outcome.ERROR) or "the walk"
         print(

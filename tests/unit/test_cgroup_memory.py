@@ -38,3 +38,32 @@ def line(source: str, **figures: float) -> str:
 )
 def test_the_console_line_names_rss_and_shows_what_the_cap_limits(source: str, figures: dict, shown: str) -> None:
     assert shown in line(source, **figures)
+
+
+@pytest.mark.parametrize(
+    ("figures", "shown"),
+    [
+        ({"samples_per_s": 3000.0}, "samples/s=   3000  ("),
+        ({"samples_per_s": 3000.0, "repeats": 2.0}, "samples/s=   3000 window 2  ("),
+        ({"samples_per_s": 2600.0, "repeats": 2.0, "unstable": 1.0, "cut": 1.0}, "=2600 (cut) window 2 unstable  ("),
+    ],
+    ids=["one-window", "second", "second-cut-unstable"],
+)
+def test_the_console_line_says_which_window_of_a_configuration_launched_again_it_is(figures: dict, shown: str) -> None:
+    assert shown in line("host", **figures)
+
+
+def test_the_best_line_says_its_figure_is_the_median_of_its_windows() -> None:
+    record = TrialRecord(
+        "c",
+        "amp",
+        "default",
+        64,
+        Phase.PROBE,
+        Status.OK,
+        Reason.NONE,
+        "",
+        {"samples_per_s": 3000.0, "repeats": 2.0},
+        {},
+    )
+    assert "samples/s=   3000 median of 2 windows  (" in trial_line(record, pooled=True)
