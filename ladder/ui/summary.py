@@ -31,7 +31,8 @@ def trial_line(r: TrialRecord, pooled: bool = False) -> str:
     took = copy or f"{r.info.get('duration_s', '?')} s"  # a copy says where from (a carried failure: why it holds)
     noise = " unstable" if f.get("unstable") and r.status is Status.OK else ""  # its interval is wider than allowed
     if (windows := f.get("repeats", 1.0)) > 1:  # a configuration launched again: which of its windows this is
-        noise = f" {'median of ' if pooled else 'window '}{windows:.0f}{' windows' if pooled else ''}{noise}"
+        which = f"median of {windows:.0f} windows" if pooled else f"window {windows:.0f}"
+        noise = f" {which}{noise}"
     label = "rss(sum)" if r.info.get("source") == "host" else "mem"  # a rank's process tree, summed; or NVML's
     return (
         f"{r.case:<14} {r.profile:<8} {rung:<6} {r.status!s:<12} {r.reason!s:<13} util={util:>6}{capped(f)} "

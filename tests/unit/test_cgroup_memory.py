@@ -9,11 +9,12 @@ from ladder.core.records import Phase, Reason, Status, TrialRecord
 from ladder.ui.view import trial_line
 
 
+def record(source: str, **figures: float) -> TrialRecord:
+    return TrialRecord("c", "amp", "default", 64, Phase.PROBE, Status.OK, Reason.NONE, "", figures, {"source": source})
+
+
 def line(source: str, **figures: float) -> str:
-    record = TrialRecord(
-        "c", "amp", "default", 64, Phase.PROBE, Status.OK, Reason.NONE, "", figures, {"source": source}
-    )
-    return trial_line(record)
+    return trial_line(record(source, **figures))
 
 
 @pytest.mark.parametrize(
@@ -54,16 +55,5 @@ def test_the_console_line_says_which_window_of_a_configuration_launched_again_it
 
 
 def test_the_best_line_says_its_figure_is_the_median_of_its_windows() -> None:
-    record = TrialRecord(
-        "c",
-        "amp",
-        "default",
-        64,
-        Phase.PROBE,
-        Status.OK,
-        Reason.NONE,
-        "",
-        {"samples_per_s": 3000.0, "repeats": 2.0},
-        {},
-    )
-    assert "samples/s=   3000 median of 2 windows  (" in trial_line(record, pooled=True)
+    pooled = trial_line(record("host", samples_per_s=3000.0, repeats=2.0), pooled=True)
+    assert "samples/s=   3000 median of 2 windows  (" in pooled
