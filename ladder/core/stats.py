@@ -498,6 +498,23 @@ def rate_upper(points: Sequence[Point], start_t: float, noise: Noise | None = No
     return hi if hi is not None and math.isfinite(hi) else None
 
 
+def open_step_upper(points: Sequence[Point], start_t: float, now: float, noise: Noise | None = None) -> float | None:
+    """`rate_upper` counting the step in progress as if it ended at `now`: it ends no sooner, so its samples/s is
+    at most that. None until it has lasted longer than every step since `start_t` (at least two): only then can it
+    lower the rate. The interval's width is the wider of the completed steps' and theirs with this one, so that a
+    step still running never narrows it. The step brings as many iterations and samples as the last one did."""
+    inside = [p for p in points if p.t >= start_t]
+    steps = intervals(inside)
+    if len(steps) < 2 or sum(s.samples for s in steps) <= 0 or now - inside[-1].t <= max(s.seconds for s in steps):
+        return None
+    ys, xs = [s.samples for s in steps], [s.seconds for s in steps]
+    rate, _, hi = ratio_interval(ys, xs, noise)
+    open_rate, _, open_hi = ratio_interval([*ys, steps[-1].samples], [*xs, now - inside[-1].t], noise)
+    if rate <= 0 or open_rate <= 0:
+        return None
+    return open_rate * (1.0 + max(hi / rate - 1.0, open_hi / open_rate - 1.0))
+
+
 def _median_of(name: str, values: list[float]) -> dict[str, float]:
     return {name: round(statistics.median(values), 4)} if values else {}
 

@@ -54,6 +54,7 @@ class Watch:
     beat: float | None = None  # samples/s this trial must beat to matter; below it, its window closes early
     noise: stats.Noise | None = None  # the case's pooled step noise the cut may judge on (`stats.pooled_noise`)
     cut: bool = False  # the window closed early: the trial measured clearly less than `beat`
+    open_step_s: float | None = None  # ... decided on the step in progress, which had run this long (no point yet)
     short_s: float | None = None  # an insurance probe: past this much window, a rate below `beat` ends it
     short: bool = False  # ... and it did
     extended: bool = False  # the window was extended once: its samples/s interval was wider than max_ci_frac
@@ -303,9 +304,25 @@ def _beaten(watch: Watch, beat: float, measure: MeasureConf) -> bool:
     since = stats.stable_since(watch.fresh(), watch.window, measure.stable_k)
     upper = stats.rate_upper(watch.points, since, watch.noise)
     if upper is None or upper >= beat:
-        return False
+        upper = _open_step_upper(watch, since, measure)
+        if upper is None or upper >= beat:
+            return False
+        watch.open_step_s = round(time.time() - watch.points[-1].t, 2)
     watch.window, watch.cut = replace(watch.window, start_t=since, end_t=watch.points[-1].t), True
     return True
+
+
+def _open_step_upper(watch: Watch, since: float, measure: MeasureConf) -> float | None:
+    """The rate's top with the step in progress counted as ending now (`stats.open_step_upper`): a trial whose
+    next step is already too slow for it to matter is cut without waiting for that step. Where points come in
+    bursts, the pause in progress is the update, which the rate counts once it ends as well. Not once the silence is
+    long enough to be a stall: a hang is a stall, not a loser's window."""
+    if not watch.points:
+        return None
+    now = time.time()
+    if now - watch.points[-1].t > stats.stall_limit_s(watch.fresh(), measure.stall_timeout_s):
+        return None
+    return stats.open_step_upper(watch.points, since, now, watch.noise)
 
 
 def _short_lost(watch: Watch, min_points: int = 3) -> bool:
@@ -359,6 +376,8 @@ def _finish(
     figures |= {"sampler_cpu_s": round(monitor.cpu_s, 3)}
     if watch.cut:
         figures["cut"] = 1.0
+    if watch.open_step_s is not None:
+        figures["cut_open_step_s"] = watch.open_step_s
     if watch.short:
         figures["short"] = 1.0
     if watch.held:

@@ -124,3 +124,37 @@ def test_a_clear_loser_is_cut_as_its_window_opens_on_the_steps_that_opened_it(tm
     assert f["samples_per_s_hi"] < 6_400.0 and f["samples_per_s"] > 0
     # the steps that opened the window, and at most what came in the same look (a busy machine's late tick)
     assert measure.stable_k <= f["n_iters"] <= measure.stable_k + 3
+
+
+# Twelve steps as STEADY's, then a step that does not end (a trainer thrashing at its host's memory, say)
+STUCK = """
+import json, pathlib, sys, time
+out = pathlib.Path(sys.argv[1]) / "progress.jsonl"
+for i in range(1, 13):
+    time.sleep(0.1)
+    with out.open("a") as fh:
+        fh.write(json.dumps({"t": time.time(), "iter": i, "samples": 64 * i}) + "\\n")
+time.sleep(600)
+"""
+
+
+def test_a_step_too_slow_to_matter_cuts_the_trial_before_it_ends(tmp_path: Path) -> None:
+    """Its completed steps run at about 640 samples/s, above the 128 it must beat; the thirteenth step does not end.
+    Once that step alone has lasted long enough that the rate would be out of reach even were it to end now, the
+    trial is cut (a loser, with its completed steps' figures and how long the open step had run), not left to the
+    stall limit's 60 s and recorded as a hang."""
+    spec = TrialSpec(argv=(sys.executable, "-c", STUCK, str(tmp_path)), env={}, launcher=Launcher.DIRECT)
+    measure = MeasureConf(
+        warmup_iters=2,
+        stable_k=3,
+        stable_tol=5.0,
+        warmup_timeout_s=60.0,
+        window_s=WINDOW_S,
+        stall_timeout_s=60.0,
+        trial_timeout_s=120.0,
+    )
+    result = trial.run(spec, tmp_path, uuid.uuid4().hex[:12], measure, HostSampler, beat=128.0)
+    f = result.figures
+    assert result.stopped_by == "window_done" and result.verdict.status is Status.OK and f["cut"] == 1.0
+    assert f["samples_per_s"] > 128.0  # the completed steps alone were no loser
+    assert f["n_iters"] <= 11 and f["cut_open_step_s"] < measure.stall_timeout_s

@@ -409,3 +409,34 @@ def test_a_clear_loser_is_cut_on_fewer_steps_with_the_case_s_pooled_noise() -> N
     pooled = stats.rate_upper(pts, since, stats.Noise(0.06, 40.0))
     assert alone is not None and pooled is not None
     assert pooled < 4_000 < alone  # against a best of 4,000: out of reach by the pool, not by two steps alone
+
+
+def test_a_step_still_running_counts_once_it_is_the_slowest_and_only_lowers_the_rate() -> None:
+    """A step in progress ends no sooner than now: counted as ending now, it bounds the rate from above. It counts
+    only once it has run longer than every step before it, and it never narrows the interval."""
+    pts = points([1.0, 1.0, 1.0, 1.1])  # 640 per second, steady
+    since, last = pts[0].t, pts[-1].t
+    pool = stats.Noise(0.05, 40.0)
+    assert stats.open_step_upper(pts, since, last + 1.0, pool) is None  # not yet longer than the 1.1 s step
+    done = stats.rate_upper(pts, since, pool)
+    assert done is not None
+    longer = [stats.open_step_upper(pts, since, last + s, pool) for s in (1.5, 3.0, 6.0, 12.0)]
+    assert all(u is not None for u in longer)
+    assert done > longer[0] > longer[1] > longer[2] > longer[3]  # the longer it runs, the lower the top
+    # what the step leaves when it ends later still is no higher than its bound now
+    ended = [*pts, Point(t=last + 3.5, iter=pts[-1].iter + 1, samples=pts[-1].samples + 640.0)]
+    upper = stats.rate_upper(ended, since, pool)
+    assert upper is not None and upper <= stats.open_step_upper(pts, since, last + 3.0, pool)  # type: ignore[operator]
+    assert stats.open_step_upper(pts[:2], since, last + 30.0, pool) is None  # one step: no rate to bound yet
+
+
+def test_a_step_still_running_never_narrows_a_wide_interval() -> None:
+    """Steps that spread widely keep their width: the open step may move the rate down, not the interval in."""
+    pts = points([0.5, 1.5, 0.5, 1.5])
+    since, last = pts[0].t, pts[-1].t
+    _, _, hi = ratio_interval([640.0] * 3, [1.5, 0.5, 1.5])
+    rate = 1920.0 / 3.5
+    bound = stats.open_step_upper(pts, since, last + 1.6)
+    assert bound is not None
+    open_rate = 2560.0 / 5.1
+    assert bound >= open_rate * hi / rate - 1e-9  # at least the completed steps' relative width
