@@ -10,9 +10,12 @@ and the one with the case's pooled step noise (`stats.Noise`, estimated on `--po
 afresh for each trial as such an estimate strays: each look at 0.5% one-sided).
 
     python scripts/sim_cut.py [--cv 0.08] [--steps 10] [--trials 4000] [--pooled-df 6] [--trial-cv 0.16]
+    python scripts/sim_cut.py --open-step
 
 `--trial-cv`: the simulated trials' own spread, where it is not the pool's (a configuration noisier than the case's
-others).
+others). `--open-step`: the spread is in each step's seconds instead, and the cut also counts the step in progress
+(`stats.open_step_upper`), looked at `LOOKS` times while each step runs (the real loop looks every 0.1 s): the share
+of trials cut and the seconds a cut took (in mean steps), with and without it.
 """
 
 from __future__ import annotations
@@ -20,9 +23,11 @@ from __future__ import annotations
 import argparse
 import random
 
-from ladder.core.stats import Noise, ratio_interval
+from ladder.core.records import Point
+from ladder.core.stats import Noise, open_step_upper, rate_upper, ratio_interval
 
 BEAT = 1000.0
+LOOKS = 20  # looks at the step in progress while it runs (--open-step)
 
 
 def cut_share(
@@ -43,6 +48,43 @@ def cut_share(
     return cuts / trials, at / cuts if cuts else 0.0
 
 
+def cut_time(
+    ratio: float,
+    cv: float,
+    steps: int,
+    trials: int,
+    rnd: random.Random,
+    noise: Noise | None,
+    open_step: bool,
+    slow: tuple[int, float] = (0, 1.0),
+) -> tuple[float, float]:
+    """`cut_share` with the spread in each step's seconds: the share of trials cut, and the mean seconds a cut
+    took (a step at the value to beat is 1 s); with `open_step`, the step in progress counts too. `slow`: from
+    that step on, each takes that many times longer (a trainer that starts thrashing)."""
+    cuts, spent = 0, 0.0
+    for _ in range(trials):
+        pool = noise and noise._replace(sd_frac=noise.sd_frac * _chi_ratio(noise.df, rnd))
+        pts = [Point(t=0.0, iter=0, samples=0.0)]
+        for i in range(1, steps + 1):
+            seconds = 1.0 / (ratio * max(0.05, rnd.gauss(1.0, cv))) * (slow[1] if slow[0] and i >= slow[0] else 1.0)
+            start = pts[-1].t
+            if open_step and len(pts) >= 3:
+                looks = [start + seconds * k / LOOKS for k in range(1, LOOKS)]
+                at = next((t for t in looks if _below(open_step_upper(pts, 0.0, t, pool))), None)
+                if at is not None:
+                    cuts, spent = cuts + 1, spent + at
+                    break
+            pts.append(Point(t=start + seconds, iter=i, samples=BEAT * i))
+            if len(pts) >= 3 and _below(rate_upper(pts, 0.0, pool)):
+                cuts, spent = cuts + 1, spent + pts[-1].t
+                break
+    return cuts / trials, spent / cuts if cuts else 0.0
+
+
+def _below(upper: float | None) -> bool:
+    return upper is not None and upper < BEAT
+
+
 def _chi_ratio(df: float, rnd: random.Random) -> float:
     """sqrt(chi2(df) / df): how far a spread estimated on `df` degrees of freedom strays from the true one."""
     k = max(1, round(df))
@@ -56,8 +98,27 @@ def main() -> None:
     p.add_argument("--trials", type=int, default=4000)
     p.add_argument("--pooled-df", type=float, default=6.0, help="degrees of freedom of the case's pooled noise")
     p.add_argument("--trial-cv", type=float, default=None, help="the trials' own spread (default: --cv)")
+    p.add_argument("--open-step", action="store_true", help="spread in seconds; with and without the open step")
     args = p.parse_args()
     noise, cv = Noise(args.cv, args.pooled_df), args.trial_cv or args.cv
+    if args.open_step:
+        for ratio in (0.60, 0.75, 0.90, 0.95, 1.00, 1.02, 1.05):
+            done, done_s = cut_time(ratio, cv, args.steps, args.trials, random.Random(1), noise, open_step=False)
+            both, both_s = cut_time(ratio, cv, args.steps, args.trials, random.Random(1), noise, open_step=True)
+            print(
+                f"true rate {ratio:.2f} x the value to beat (pooled noise): cut in {done:6.1%} of trials on completed "
+                f"steps ({done_s:4.2f} s), {both:6.1%} counting the open step ({both_s:4.2f} s)"
+                + ("  (wrong cuts)" if ratio >= 1 else "")
+            )
+        for by in (2.0, 4.0, 10.0):
+            slow = (5, by)
+            done, done_s = cut_time(1.05, cv, args.steps, args.trials, random.Random(1), noise, False, slow)
+            both, both_s = cut_time(1.05, cv, args.steps, args.trials, random.Random(1), noise, True, slow)
+            print(
+                f"1.05 x the value to beat for 4 steps, then {by:.0f} x slower: cut in {done:6.1%} of trials on "
+                f"completed steps ({done_s:4.2f} s), {both:6.1%} counting the open step ({both_s:4.2f} s)"
+            )
+        return
     for ratio in (0.60, 0.75, 0.90, 0.95, 1.00, 1.02, 1.05):
         own, own_at = cut_share(ratio, cv, args.steps, args.trials, random.Random(1))
         pooled, pooled_at = cut_share(ratio, cv, args.steps, args.trials, random.Random(1), noise)
