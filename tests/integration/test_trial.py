@@ -153,7 +153,8 @@ def test_a_step_too_slow_to_matter_cuts_the_trial_before_it_ends(tmp_path: Path)
         stall_timeout_s=60.0,
         trial_timeout_s=120.0,
     )
-    result = trial.run(spec, tmp_path, uuid.uuid4().hex[:12], measure, HostSampler, beat=128.0)
+    noise = stats.Noise(0.05, 40.0)  # the case's pooled step noise: the cut need not wait for the steps' own spread
+    result = trial.run(spec, tmp_path, uuid.uuid4().hex[:12], measure, HostSampler, beat=128.0, noise=noise)
     f = result.figures
     assert result.stopped_by == "window_done" and result.verdict.status is Status.OK and f["cut"] == 1.0
     assert f["samples_per_s"] > 128.0  # the completed steps alone were no loser
