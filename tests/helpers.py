@@ -5,8 +5,10 @@ from __future__ import annotations
 import re
 import shlex
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+
+import psutil
 
 # A window for trainers that print a point every few milliseconds: 0.3 s and 4 points, opened by a loose stable rule
 SHORT_WINDOW = (
@@ -16,6 +18,19 @@ SHORT_WINDOW = (
     "measure.stable_k=2",
     "measure.stable_tol=5",
 )
+
+
+def live(procs: Iterable[psutil.Process]) -> list[psutil.Process]:
+    """The processes among `procs` still running: neither ended and unreaped (a zombie) nor gone meanwhile (one
+    may end between being listed and being looked at)."""
+    out = []
+    for proc in procs:
+        try:
+            if proc.status() != psutil.STATUS_ZOMBIE:
+                out.append(proc)
+        except psutil.NoSuchProcess:
+            pass
+    return out
 
 
 def wait_for(predicate: Callable[[], object], timeout_s: float = 120.0, every_s: float = 0.05) -> None:

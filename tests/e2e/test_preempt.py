@@ -16,7 +16,7 @@ import pytest
 
 from ladder.core.errors import ExitCode
 from ladder.storage.tsv import read_tsv
-from tests.helpers import wait_for
+from tests.helpers import live, wait_for
 
 GRACE_S = 30.0  # SLURM's default KillWait: SIGTERM, then SIGKILL this long after
 MEASURE = ["measure.window_s=10", "measure.warmup_iters=2", "measure.stable_tol=0.5", "device=cpu"]
@@ -82,7 +82,7 @@ def test_sigterm_to_the_whole_job_then_sigkill_after_the_grace_is_an_orderly_sto
     assert code == ExitCode.TERMINATED, console  # its own exit within the grace (a SIGKILL would read -9)
     assert "stopped (SIGTERM: a scheduler's preemption or a kill)" in console and "resume with" in console
     assert rows(root) == [("default", "64", "interrupted")]  # not `oom_or_nccl`: the trial died of the same SIGTERM
-    assert not [p for p in signalled if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    assert not live(signalled)
 
     again = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert again.returncode == ExitCode.PICK_FOUND, again.stdout + again.stderr

@@ -16,7 +16,7 @@ import psutil
 
 from ladder.runner import procs
 from ladder.storage.tsv import read_tsv
-from tests.helpers import wait_for
+from tests.helpers import live, wait_for
 
 OBSERVE_S = 3.0  # how long the test watches the stopped trial for any progress (an observation, not a wait)
 
@@ -89,4 +89,4 @@ def test_sigtstp_suspends_the_running_trial_with_the_sweep_and_its_window_follow
     window_start_t = datetime.fromisoformat(row["started_at"]).timestamp() + float(row["window_start_s"])
     assert window_start_t >= resumed_t - 1.0  # measured after the pause (started_at has whole seconds)
     assert "suspended with" in (tmp_path / "console.txt").read_text()
-    assert not [p for p in trial if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]  # none left behind
+    assert not live(trial)  # none left behind

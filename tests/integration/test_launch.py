@@ -6,13 +6,12 @@ import sys
 import textwrap
 from pathlib import Path
 
-import psutil
 import pytest
 
 from ladder.core.spec import TrialSpec
 from ladder.runner import launch, procs
 from ladder.runner.cgroup import ROOT, MemCgroup, parents
-from tests.helpers import wait_for
+from tests.helpers import live, wait_for
 
 # A parent that ignores SIGTERM and a child that escapes into its own session (as torchrun's workers do).
 STUBBORN = textwrap.dedent(
@@ -114,7 +113,7 @@ def test_a_killed_orchestrator_takes_its_trial_with_it(tmp_path: Path) -> None:
     assert len(launch.leftovers("t-orphan")) >= 3  # torchrun and two ranks
     orch.send_signal(signal.SIGKILL)
     orch.wait()
-    wait_for(lambda: not [p for p in launch.leftovers("t-orphan") if p.status() != psutil.STATUS_ZOMBIE], 15)
+    wait_for(lambda: not live(launch.leftovers("t-orphan")), 15)
 
     def stale() -> list[Path]:
         return [p for p, _ in parents(ROOT) for p in p.glob(f"ladder-{orch.pid}-t-orphan")]

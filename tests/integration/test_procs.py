@@ -18,7 +18,7 @@ import pytest
 from ladder.runner import launch, procs
 from ladder.runner.cgroup import ROOT, MemCgroup
 from tests.e2e.test_resume import FAST, FIRST, search, sweep_dir
-from tests.helpers import need_memory_cgroups, wait_for
+from tests.helpers import live, need_memory_cgroups, wait_for
 
 ID_VAR = launch.TRIAL_ID_VAR
 
@@ -29,12 +29,7 @@ def cgroups_of(trial_id: str) -> list[Path]:
 
 
 def alive(trial_id: str) -> list[int]:
-    found = []
-    for proc in launch.leftovers(trial_id):
-        with contextlib.suppress(psutil.Error):
-            if proc.status() != psutil.STATUS_ZOMBIE:
-                found.append(proc.pid)
-    return found
+    return [p.pid for p in live(launch.leftovers(trial_id))]
 
 
 # torchrun and two ranks: what outlives a SIGKILLed orchestrator and its supervisor
