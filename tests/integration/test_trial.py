@@ -105,25 +105,33 @@ def test_a_measured_window_ends_the_trial_at_once_without_waiting_out_the_grace(
 STEADY = "import json, pathlib, sys, time" + PROGRESS_LOOP
 
 
+# any three steps agree: the window opens at the trainer's fifth point
+LOOSE = MeasureConf(
+    warmup_iters=2,
+    stable_k=3,
+    stable_tol=5.0,
+    warmup_timeout_s=60.0,
+    window_s=WINDOW_S,
+    stall_timeout_s=60.0,
+    trial_timeout_s=120.0,
+)
+
+
+def run_script(tmp_path: Path, script: str, beat: float, noise: stats.Noise | None = None) -> trial.Result:
+    """`script` (a trainer's Python source, given its folder) as a trial under `LOOSE`, with a value to beat."""
+    spec = TrialSpec(argv=(sys.executable, "-c", script, str(tmp_path)), env={}, launcher=Launcher.DIRECT)
+    return trial.run(spec, tmp_path, uuid.uuid4().hex[:12], LOOSE, HostSampler, beat=beat, noise=noise)
+
+
 def test_a_clear_loser_is_cut_as_its_window_opens_on_the_steps_that_opened_it(tmp_path: Path) -> None:
     """Against a best ten times its rate, the steps the stable rule opened the window on already put it out of
     reach: it is cut there, its figures those steps' own, long before its window's 30 s."""
-    spec = TrialSpec(argv=(sys.executable, "-c", STEADY, str(tmp_path)), env={}, launcher=Launcher.DIRECT)
-    measure = MeasureConf(
-        warmup_iters=2,
-        stable_k=3,
-        stable_tol=5.0,  # any three steps agree: the window opens at the trainer's fifth point
-        warmup_timeout_s=60.0,
-        window_s=WINDOW_S,
-        stall_timeout_s=60.0,
-        trial_timeout_s=120.0,
-    )
-    result = trial.run(spec, tmp_path, uuid.uuid4().hex[:12], measure, HostSampler, beat=6_400.0)
+    result = run_script(tmp_path, STEADY, beat=6_400.0)
     f = result.figures
     assert result.verdict.status is Status.OK and f["cut"] == 1.0
     assert f["samples_per_s_hi"] < 6_400.0 and f["samples_per_s"] > 0
     # the steps that opened the window, and at most what came in the same look (a busy machine's late tick)
-    assert measure.stable_k <= f["n_iters"] <= measure.stable_k + 3
+    assert LOOSE.stable_k <= f["n_iters"] <= LOOSE.stable_k + 3
 
 
 # Twelve steps as STEADY's, then a step that does not end (a trainer thrashing at its host's memory, say)
@@ -143,19 +151,9 @@ def test_a_step_too_slow_to_matter_cuts_the_trial_before_it_ends(tmp_path: Path)
     Once that step alone has lasted long enough that the rate would be out of reach even were it to end now, the
     trial is cut (a loser, with its completed steps' figures and how long the open step had run), not left to the
     stall limit's 60 s and recorded as a hang."""
-    spec = TrialSpec(argv=(sys.executable, "-c", STUCK, str(tmp_path)), env={}, launcher=Launcher.DIRECT)
-    measure = MeasureConf(
-        warmup_iters=2,
-        stable_k=3,
-        stable_tol=5.0,
-        warmup_timeout_s=60.0,
-        window_s=WINDOW_S,
-        stall_timeout_s=60.0,
-        trial_timeout_s=120.0,
-    )
     noise = stats.Noise(0.05, 40.0)  # the case's pooled step noise: the cut need not wait for the steps' own spread
-    result = trial.run(spec, tmp_path, uuid.uuid4().hex[:12], measure, HostSampler, beat=128.0, noise=noise)
+    result = run_script(tmp_path, STUCK, beat=128.0, noise=noise)
     f = result.figures
     assert result.stopped_by == "window_done" and result.verdict.status is Status.OK and f["cut"] == 1.0
     assert f["samples_per_s"] > 128.0  # the completed steps alone were no loser
-    assert f["n_iters"] <= 11 and f["cut_open_step_s"] < measure.stall_timeout_s
+    assert f["n_iters"] <= 11 and f["cut_open_step_s"] < LOOSE.stall_timeout_s
