@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import uuid
+from dataclasses import replace
 from pathlib import Path
 
 from ladder.core import stats
@@ -17,6 +18,17 @@ from tests.integration.test_failure_scenarios import CASE
 
 WINDOW_S = 30.0
 
+# any three steps agree: the window opens at the trainer's fifth point
+LOOSE = MeasureConf(
+    warmup_iters=2,
+    stable_k=3,
+    stable_tol=5.0,
+    warmup_timeout_s=60.0,
+    window_s=WINDOW_S,
+    stall_timeout_s=60.0,
+    trial_timeout_s=120.0,
+)
+
 
 def run(
     tmp_path: Path, beat: float | None, window_s: float = WINDOW_S, noise: stats.Noise | None = None
@@ -24,16 +36,7 @@ def run(
     workload = WorkloadConf(width_factor=0.125, nproc=2, emulate_gpu_mem_gb=0.2, collective_timeout_s=60.0)
     place = Placement("cpu", 2, launch.free_port(), sys.executable)
     spec = plan_proxy(CASE, Profile("default", {}), 8, workload, place, str(tmp_path), 120.0, {})
-    measure = MeasureConf(
-        warmup_iters=3,
-        stable_k=3,
-        stable_tol=0.5,
-        warmup_timeout_s=60.0,
-        window_s=window_s,
-        stall_timeout_s=60.0,
-        trial_timeout_s=120.0,
-        kill_grace_s=2.0,
-    )
+    measure = replace(LOOSE, warmup_iters=3, stable_tol=0.5, window_s=window_s, kill_grace_s=2.0)
     return trial.run(spec, tmp_path, uuid.uuid4().hex[:12], measure, HostSampler, beat=beat, noise=noise)
 
 
@@ -103,18 +106,6 @@ def test_a_measured_window_ends_the_trial_at_once_without_waiting_out_the_grace(
 
 # A steady trainer: 64 samples every 0.1 s (about 640 samples/s, a few steps of warm-up aside)
 STEADY = "import json, pathlib, sys, time" + PROGRESS_LOOP
-
-
-# any three steps agree: the window opens at the trainer's fifth point
-LOOSE = MeasureConf(
-    warmup_iters=2,
-    stable_k=3,
-    stable_tol=5.0,
-    warmup_timeout_s=60.0,
-    window_s=WINDOW_S,
-    stall_timeout_s=60.0,
-    trial_timeout_s=120.0,
-)
 
 
 def run_script(tmp_path: Path, script: str, beat: float, noise: stats.Noise | None = None) -> trial.Result:
