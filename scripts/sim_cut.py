@@ -15,7 +15,7 @@ afresh for each trial as such an estimate strays: each look at 0.5% one-sided).
 `--trial-cv`: the simulated trials' own spread, where it is not the pool's (a configuration noisier than the case's
 others). `--open-step`: the spread is in each step's seconds instead, and the cut also counts the step in progress
 (`stats.open_step_upper`), looked at `LOOKS` times while each step runs (the real loop looks every 0.1 s): the share
-of trials cut and the seconds a cut took (in mean steps), with and without it.
+of trials cut and the seconds a cut took (a step at the value to beat lasts 1 s), with and without it.
 """
 
 from __future__ import annotations

@@ -25,9 +25,8 @@ def trial_line(r: TrialRecord, pooled: bool = False) -> str:
     mems = "/".join(str(round(v)) for v in figkeys.values(f, figkeys.MAX_MEM)) or "-"
     util = f"{f['min_avg_util']:.1f}" if "min_avg_util" in f else "-"
     sps = f"{f['samples_per_s']:.0f}" if "samples_per_s" in f and r.status is Status.OK else "-"
-    sps += " (cut)" if f.get("cut") else ""
-    if "cut_open_step_s" in f:  # cut on a step still running: how long that step had run without a point
-        sps = sps[:-1] + f", a step open {f['cut_open_step_s']:.1f} s)"
+    if f.get("cut"):  # cut on a step still running: how long that step had run without a point
+        sps += f" (cut, a step open {f['cut_open_step_s']:.1f} s)" if "cut_open_step_s" in f else " (cut)"
     rung = rung_label(r.info.get("knob", "num_envs"), r.num_envs)
     copy = r.info.get("why") or f"reused from {r.info['reused_from']}" if r.info.get("reused_from") else ""
     took = copy or f"{r.info.get('duration_s', '?')} s"  # a copy says where from (a carried failure: why it holds)
