@@ -34,8 +34,16 @@ measured in full, as before the short insurance probe), so both walks are measur
 
     python scripts/bench_search.py [--window-s 30] [--caps auto|0.354,0.473,0.533,0.681,1.339] [--compare]
 
-Last line: `ratio_vs_oracle=<x> ratio_vs_walk=<y> same_pick=<k>/<n> same_pick_one_pass=<j>/<n>` (and the same
-for `descent_short=false` on the line before it, with `--compare`).
+The floor (`floor`) is what no search held to ladder's evidence can spend less than, priced from the grid's own
+cells: the strict oracle's window, the rungs either side of the winner (it is the largest fit, or the best of those
+above it; the rung below is no faster), and one launch of every other profile up to its window's opening (the first
+moment a cut can fire); with nothing fitting, the bottom rung failing for each profile. Where the floor itself is
+above a target ratio to the strict oracle, no search order meets that target on these trials; `ratio_vs_floor`
+is what ladder's own order costs above it.
+
+Last line: `ratio_vs_oracle=<x> ratio_vs_walk=<y> same_pick=<k>/<n> same_pick_one_pass=<j>/<n> ratio_vs_floor=<f>
+floor_vs_strict=<g> ratio_vs_strict=<z>` (and the same for `descent_short=false` on the line before it, with
+`--compare`).
 """
 
 from __future__ import annotations
@@ -83,6 +91,7 @@ class Cell:
     lo: float | None
     cap_used_mb: float | None
     window_s: float | None  # the span its window measured (ok only)
+    window_start_s: float | None = None  # launch to its window's opening (ok only): the first moment a cut can fire
 
 
 def overrides(window_s: float) -> list[str]:
@@ -119,6 +128,7 @@ def run_cell(s: Settings, profile: str, rung: int, cap_gb: float | None, root: P
         f.get(f"{OBJECTIVE}_lo") if ok else None,
         f.get("cap_used_mb"),
         f.get("window_s") if ok else None,
+        f.get("window_start_s") if ok else None,
     )
     print(
         f"  {profile:<7} e{rung:<4} cap={cap_gb} {cell.status!s:<12} {cell.duration_s:6.1f} s  "
@@ -294,16 +304,51 @@ def summarize(s: Settings, cap: float, table: dict[Key, Cell], ladder: Ladder, l
     grid_pick = winner(table, list(table))
     alone_run_s = table[grid_pick].duration_s if grid_pick is not None else 0.0
     alone_s = one_window(table[grid_pick], s.measure.window_s) if grid_pick is not None else 0.0
+    floor_s = floor(list(s.rungs), profiles, table, grid_pick, s.measure.window_s)
     ladder_s, ladder_pick, n = ladder.seconds, ladder.pick, ladder.trials
     same = same_pick(table, grid_pick, ladder_pick)
     print(
         f"cap {cap} GB: grid {grid_s:.0f} s, walk {walk_s:.0f} s, {label} {ladder_s:.0f} s ({n} trials), "
         f"oracle {oracle_s:.0f} s (runs {winners}); {label}/oracle {ladder_s / max(oracle_s, 1e-9):.2f}, "
-        f"{label}/walk {ladder_s / max(walk_s, 1e-9):.2f}; grid pick {grid_pick}, {label} pick {ladder_pick}"
+        f"{label}/walk {ladder_s / max(walk_s, 1e-9):.2f}, floor {floor_s:.0f} s; grid pick {grid_pick}, "
+        f"{label} pick {ladder_pick}"
         f"{'' if same else '  (DIFFERENT in one pass)'}",
         flush=True,
     )
-    return grid_s, walk_s, ladder_s, oracle_s, same, alone_s, grid_pick, ladder_pick, alone_run_s
+    return grid_s, walk_s, ladder_s, oracle_s, same, alone_s, grid_pick, ladder_pick, alone_run_s, floor_s
+
+
+def floor(
+    rungs: list[int], profiles: list[str], table: dict[Key, Cell], grid_pick: Key | None, window_s: float
+) -> float:
+    """The least a search held to ladder's evidence could spend at this cap, priced from the grid's own cells: a
+    lower bound, not a plan. With a winner: its one warm-up and one window (the strict oracle), the rung above it
+    (proof that the pick is the largest fit, or the best of the rungs that fit above it) and the rung below it (the
+    insurance: samples/s may fall with num_envs), and one launch of every other profile (nothing is assumed
+    across profiles); with no winner, the bottom rung failing for every profile (memory grows with num_envs, so
+    that failure rules out the rungs above it). A failing launch costs what its cell took; a fitting one that
+    is not the pick costs its launch to the opening of its window, the first moment a cut can fire (its steps
+    before that are warm-up, which says nothing of its steady rate), however clearly it loses."""
+    if grid_pick is None:
+        return sum(table[(p, rungs[-1])].duration_s for p in profiles)
+    pick_profile, pick_rung = grid_pick
+    i = rungs.index(pick_rung)
+    near = [rungs[j] for j in (i - 1, i + 1) if 0 <= j < len(rungs)]
+    spent = one_window(table[grid_pick], window_s) + sum(_proof(table[(pick_profile, r)]) for r in near)
+    for p in profiles:
+        if p == pick_profile:
+            continue
+        fitting = [table[(p, r)] for r in rungs if table[(p, r)].status is Status.OK]
+        spent += min(map(_proof, fitting)) if fitting else table[(p, rungs[-1])].duration_s
+    return spent
+
+
+def _proof(cell: Cell) -> float:
+    """What a launch costs at the least where it is not the pick: a failing one its whole run (start-up to its
+    failure), a fitting one its launch to its window's opening."""
+    if cell.status is Status.OK:
+        return cell.window_start_s if cell.window_start_s is not None else cell.duration_s
+    return cell.duration_s
 
 
 def one_window(cell: Cell, window_s: float) -> float:
@@ -391,7 +436,7 @@ def report(
         f"total: grid {totals[0]:.0f} s, walk {totals[1]:.0f} s, oracle {totals[3]:.0f} s, "
         + ", ".join(f"{label} {sum(r[2] for r in rows[label]):.0f} s" for label in profiles)
     )
-    alone, alone_run = sum(r[5] for r in first), sum(r[8] for r in first)
+    alone, alone_run, least = sum(r[5] for r in first), sum(r[8] for r in first), sum(r[9] for r in first)
     print(
         f"grid/oracle {totals[0] / totals[3]:.2f}, walk/oracle {totals[1] / totals[3]:.2f}, "
         f"median fitting trial {statistics.median([c.duration_s for c in fitting] or [0.0]):.1f} s"
@@ -413,9 +458,18 @@ def report(
             f"{spent / alone:.2f} (as the grid ran those cells, extended windows included: {alone_run:.0f} s, "
             f"{label}/that {spent / alone_run:.2f})"
         )
+        print(
+            f"floor, the least a search held to {label}'s evidence could spend (priced from the grid's cells: the "
+            f"winner's window, the rungs either side of it, one launch of each other profile, each to its failure "
+            f"or its window's opening): {least:.0f} s, that/strict {least / alone:.2f}, {label}/that "
+            f"{spent / least:.2f}"
+        )
         tail = f"ratio_vs_oracle={spent / totals[3]:.3f} ratio_vs_walk={spent / totals[1]:.3f} "
         picks = f"same_pick={same}/{len(caps)} same_pick_one_pass={one_pass}/{len(caps)}"
-        lines.append(f"{label}: {tail}{picks} ratio_vs_strict={spent / alone:.3f}")
+        lines.append(
+            f"{label}: {tail}{picks} ratio_vs_floor={spent / least:.3f} floor_vs_strict={least / alone:.3f} "
+            f"ratio_vs_strict={spent / alone:.3f}"
+        )
     print("\n".join(lines[::-1]))
 
 

@@ -99,6 +99,9 @@ def test_the_reports_end_each_variant_with_its_ratios(bench: ModuleType, capsys:
     last = out.strip().splitlines()[-1]
     assert last.startswith("ladder: ratio_vs_oracle=") and "same_pick=2/2" in last
     assert last.endswith(f"ratio_vs_strict={140.0 / 60.0:.3f}")  # the winner alone: a 30 s cell at each cap
+    # the floor at each cap: the winner's 30 s, the failing rung above (2 s), the rung below and hiutil's cheapest
+    # fit, each a whole 30 s cell here (no window opening recorded)
+    assert f"ratio_vs_floor={140.0 / 184.0:.3f} floor_vs_strict={184.0 / 60.0:.3f} ratio_vs_strict=" in last
 
 
 def test_the_strict_oracle_is_priced_at_one_window_where_the_grid_extended_its_cell(bench: ModuleType) -> None:
@@ -108,3 +111,33 @@ def test_the_strict_oracle_is_priced_at_one_window_where_the_grid_extended_its_c
     assert bench.one_window(extended, 8.0) == pytest.approx(42.0)
     assert bench.one_window(cell(bench, 100.0), 8.0) == 30.0
     assert bench.one_window(bench.Cell(Status.OK, 30.0, 100.0, 104.0, 96.0, 400.0, 7.9), 8.0) == 30.0
+
+
+def test_the_floor_prices_the_winners_window_its_neighbours_and_one_launch_of_each_other_profile(
+    bench: ModuleType,
+) -> None:
+    """The least a search could spend, from hand-made cells: the winner's one window, the failing rung above it
+    (its whole run), the fitting rung below it and the other profile's cheapest fit (each to its window's opening),
+    nothing for rungs a search need not launch; with no winner, the bottom rung failing for each profile."""
+    rungs, profiles = [128, 64, 48, 32], ["default", "hiutil"]
+
+    def fit(duration: float, opens: float) -> object:
+        return bench.Cell(Status.OK, duration, 100.0, 104.0, 96.0, 400.0, 8.0, opens)
+
+    fail = bench.Cell(Status.OOM_OR_NCCL, 3.0, None, None, None, None, None)
+    table = {
+        ("default", 128): fail,
+        ("default", 64): fit(30.0, 12.0),
+        ("default", 48): fit(29.0, 11.0),
+        ("default", 32): fit(28.0, 10.0),
+        ("hiutil", 128): fail,
+        ("hiutil", 64): fail,
+        ("hiutil", 48): fit(40.0, 20.0),
+        ("hiutil", 32): fit(35.0, 16.0),
+    }
+    assert bench.floor(rungs, profiles, table, ("default", 64), 8.0) == pytest.approx(30.0 + 3.0 + 11.0 + 16.0)
+    # the top rung as the pick: no rung above it to prove
+    table[("default", 128)] = fit(31.0, 13.0)
+    assert bench.floor(rungs, profiles, table, ("default", 128), 8.0) == pytest.approx(31.0 + 12.0 + 16.0)
+    none = {(p, r): fail for p in profiles for r in rungs}
+    assert bench.floor(rungs, profiles, none, None, 8.0) == pytest.approx(6.0)
