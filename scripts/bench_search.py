@@ -295,7 +295,22 @@ def window_half_width(tables: list[dict[Key, Cell]]) -> float:
     return statistics.median(within or [0.0])
 
 
-def summarize(s: Settings, cap: float, table: dict[Key, Cell], ladder: Ladder, label: str = "ladder") -> tuple:
+class Row(NamedTuple):
+    """One cap's trial-seconds and picks (`summarize`)."""
+
+    grid_s: float
+    walk_s: float
+    ladder_s: float
+    oracle_s: float
+    same: bool  # ladder's pick is the grid's, one pass against one pass
+    alone_s: float  # the strict oracle: the winner's one warm-up and one window
+    grid_pick: Key | None
+    ladder_pick: Key | None
+    alone_run_s: float  # the winner's cell as the grid ran it
+    floor_s: float
+
+
+def summarize(s: Settings, cap: float, table: dict[Key, Cell], ladder: Ladder, label: str = "ladder") -> Row:
     profiles = [p.name for p in s.profiles]
     grid_s = sum(c.duration_s for c in table.values())
     walk_s, _ = replay_walk(s, table)
@@ -315,7 +330,7 @@ def summarize(s: Settings, cap: float, table: dict[Key, Cell], ladder: Ladder, l
         f"{'' if same else '  (DIFFERENT in one pass)'}",
         flush=True,
     )
-    return grid_s, walk_s, ladder_s, oracle_s, same, alone_s, grid_pick, ladder_pick, alone_run_s, floor_s
+    return Row(grid_s, walk_s, ladder_s, oracle_s, same, alone_s, grid_pick, ladder_pick, alone_run_s, floor_s)
 
 
 def floor(
@@ -359,13 +374,13 @@ def one_window(cell: Cell, window_s: float) -> float:
     return cell.duration_s - over if over > 0 else cell.duration_s
 
 
-def pooled_verdicts(caps: list[float], tables: list[dict[Key, Cell]], rows: list[tuple], label: str = "ladder") -> int:
+def pooled_verdicts(caps: list[float], tables: list[dict[Key, Cell]], rows: list[Row], label: str = "ladder") -> int:
     """Each scenario judged on every run of each configuration in this bench: the grid's best by those figures
     (ladder's rule, as `winner`), and ladder's pick against it (`same_pick`); how many are the same."""
     pool, spread = pooled(tables)
     if not pool:  # one scenario: no configuration ran twice, nothing to pool
         print(f"{label}, every run: no configuration ran in two scenarios; the one-pass verdict stands")
-        return sum(1 for r in rows if r[4])
+        return sum(1 for r in rows if r.same)
     print(
         f"one configuration from run to run: spread {spread:.1%} (sd/mean, pooled over those run in several "
         f"scenarios); one window's 95% interval: median half-width {window_half_width(tables):.1%}"
@@ -373,7 +388,7 @@ def pooled_verdicts(caps: list[float], tables: list[dict[Key, Cell]], rows: list
     same = 0
     for cap, table, row in zip(caps, tables, rows, strict=True):
         every = with_every_run(table, pool)
-        grid, ours = winner(every, list(every)), row[7]
+        grid, ours = winner(every, list(every)), row.ladder_pick
         ok = same_pick(every, grid, ours)
         same += ok
         print(
@@ -411,7 +426,7 @@ def main() -> None:
             caps = auto_caps(s, {(p.name, r): run_cell(s, p.name, r, None, root) for p in s.profiles for r in s.rungs})
         else:
             caps = [float(c) for c in args.caps.split(",")]
-        rows: dict[str, list[tuple]] = {v: [] for v in profiles}
+        rows: dict[str, list[Row]] = {v: [] for v in profiles}
         runs: dict[str, list[Ladder]] = {v: [] for v in profiles}
         tables: list[dict[Key, Cell]] = []
         for cap in caps:
@@ -424,21 +439,25 @@ def main() -> None:
 
 
 def report(
-    caps: list[float], tables: list[dict[Key, Cell]], rows: dict[str, list[tuple]], runs: dict[str, list[Ladder]]
+    caps: list[float], tables: list[dict[Key, Cell]], rows: dict[str, list[Row]], runs: dict[str, list[Ladder]]
 ) -> None:
     """The bench's totals, where a trial's time goes, the pick verdicts, and one last line per variant (`rows` and
-    `runs` by variant label, each with one entry per cap: `summarize`'s tuple and what ladder did)."""
+    `runs` by variant label, each with one entry per cap: `summarize`'s row and what ladder did)."""
     profiles = list(rows)
     fitting = [c for t in tables for c in t.values() if c.status is Status.OK and c.window_s is not None]
     first = rows["ladder"]
-    totals = [sum(r[i] for r in first) for i in range(4)]
+    grid, walk, oracle = (sum(r.grid_s for r in first), sum(r.walk_s for r in first), sum(r.oracle_s for r in first))
     print(
-        f"total: grid {totals[0]:.0f} s, walk {totals[1]:.0f} s, oracle {totals[3]:.0f} s, "
-        + ", ".join(f"{label} {sum(r[2] for r in rows[label]):.0f} s" for label in profiles)
+        f"total: grid {grid:.0f} s, walk {walk:.0f} s, oracle {oracle:.0f} s, "
+        + ", ".join(f"{label} {sum(r.ladder_s for r in rows[label]):.0f} s" for label in profiles)
     )
-    alone, alone_run, least = sum(r[5] for r in first), sum(r[8] for r in first), sum(r[9] for r in first)
+    alone, alone_run, least = (
+        sum(r.alone_s for r in first),
+        sum(r.alone_run_s for r in first),
+        sum(r.floor_s for r in first),
+    )
     print(
-        f"grid/oracle {totals[0] / totals[3]:.2f}, walk/oracle {totals[1] / totals[3]:.2f}, "
+        f"grid/oracle {grid / oracle:.2f}, walk/oracle {walk / oracle:.2f}, "
         f"median fitting trial {statistics.median([c.duration_s for c in fitting] or [0.0]):.1f} s"
     )
     outside = [c.duration_s - c.window_s for c in fitting if c.window_s is not None]
@@ -449,10 +468,10 @@ def report(
         _phases(label, [p for run in runs[label] for p in run.phases])
     lines = []
     for label in profiles:
-        one_pass = sum(1 for r in rows[label] if r[4])
+        one_pass = sum(1 for r in rows[label] if r.same)
         print(f"{label}, single pass, one window against one window: same_pick={one_pass}/{len(caps)}")
         same = pooled_verdicts(caps, tables, rows[label], label)
-        spent = sum(r[2] for r in rows[label])
+        spent = sum(r.ladder_s for r in rows[label])
         print(
             f"stricter oracle, the case's winner alone, one warm-up and one window: {alone:.0f} s, {label}/that "
             f"{spent / alone:.2f} (as the grid ran those cells, extended windows included: {alone_run:.0f} s, "
@@ -464,7 +483,7 @@ def report(
             f"or its window's opening): {least:.0f} s, that/strict {least / alone:.2f}, {label}/that "
             f"{spent / least:.2f}"
         )
-        tail = f"ratio_vs_oracle={spent / totals[3]:.3f} ratio_vs_walk={spent / totals[1]:.3f} "
+        tail = f"ratio_vs_oracle={spent / oracle:.3f} ratio_vs_walk={spent / walk:.3f} "
         picks = f"same_pick={same}/{len(caps)} same_pick_one_pass={one_pass}/{len(caps)}"
         lines.append(
             f"{label}: {tail}{picks} ratio_vs_floor={spent / least:.3f} floor_vs_strict={least / alone:.3f} "
