@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
-from ladder.core import caseclass, pick, rows
+from ladder.core import caseclass, pick, policy, rows
 from ladder.core.errors import ExitCode
-from ladder.core.records import Objective, Phase, Status, TrialRecord
+from ladder.core.records import NO_MEMORY_REASONS, Objective, Phase, Status, TrialRecord
 
 # the order in which a multirun's codes win, worst first: a sweep cut short or a bug says more than any answer; a
 # job that could not start, or a broken configuration, must be fixed before any case's answer can be trusted
@@ -50,12 +50,47 @@ def case_outcome(
     choice = pick.choose_best(probes, objective)
     chosen = pick.confirmed(every, objective) if confirm else choice.item if choice else None
     tie = tie_words(choice, objective) if choice and chosen is choice.item else ""
-    source = chosen or pick.fallback(probes)
+    same = None if chosen else not_num_envs(probes)
+    source = chosen or same or pick.fallback(probes)
     if source is None:
         return CaseOutcome(chosen, None)
     measured = {r.profile for r in probes if r.status is Status.OK}
     row = rows.best_row(source, len(probes)) | {"objective": str(objective)} | ({"tie": tie} if tie else {})
+    if same is not None:  # its status says how it failed; its class, that a lower rung fails the same way
+        return CaseOutcome(chosen, row | {"class": str(caseclass.CaseClass.BROKEN), "action": not_num_envs_action(row)})
+    errors = [r for r in probes if r.status is Status.ERROR]
+    if chosen is None and errors and source.status is not Status.ERROR:  # the row is the lowest failure's rung ...
+        error = max(errors, key=lambda r: r.number)  # ... but a walk stopped on an error: no lower rung is the fix
+        said = {"evidence": error.evidence, "trial_dir": error.info.get("trial_dir", "")}
+        return CaseOutcome(
+            chosen, row | {"class": str(caseclass.CaseClass.BROKEN), "action": caseclass.broken_action(said)}
+        )
     return CaseOutcome(chosen, classified(row, thresholds, measured))
+
+
+def failed_at_bottom(r: TrialRecord) -> bool:
+    """A launch of the ladder's lowest rung after failures that named no memory (`policy.Step.BOTTOM`), which
+    failed with no memory evidence either."""
+    return r.info.get("step") == policy.Step.BOTTOM and r.status in policy.STEP_DOWN and r.reason in NO_MEMORY_REASONS
+
+
+def not_num_envs(probes: Sequence[TrialRecord]) -> TrialRecord | None:
+    """With nothing of the case fitting anywhere, its latest failure at the lowest rung that named no memory, as
+    above it (the walk's `Outcome.UNRELATED`): num_envs is not the cause. None otherwise."""
+    if any(r.status in policy.FITS | {Status.DIVERGED} for r in probes):
+        return None
+    return max((r for r in probes if failed_at_bottom(r)), key=lambda r: r.number, default=None)
+
+
+def not_num_envs_action(row: dict[str, str]) -> str:
+    """What to do where the lowest rung failed as the ones above it, with no memory evidence."""
+    evidence, where = row.get("evidence") or "", row.get("trial_dir") or ""
+    return (
+        "fix what fails at every rung, not num_envs (no failure named memory; the lowest rung failed the same way)"
+        + (f": {evidence}" if evidence else "")
+        + (f" (see {where})" if where else "")
+        + "; stepping num_envs down will not help"
+    )
 
 
 def tie_words(choice: pick.Choice[TrialRecord], objective: str) -> str:

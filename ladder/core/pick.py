@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 from typing import Generic, NamedTuple, TypeVar
 
 from ladder.core import figkeys
-from ladder.core.records import Objective, Phase, Status, TrialRecord
+from ladder.core.records import Objective, Phase, Reason, Status, TrialRecord
 
 OTHER: dict[str, str] = {  # what breaks a tie on the objective
     Objective.MIN_AVG_UTIL: Objective.SAMPLES_PER_S,
@@ -79,6 +79,7 @@ class Fact(NamedTuple):
     confirmed: bool = True  # False: a step-down on weak evidence (a low-confidence verdict): its rung runs once more
     util: float | None = None  # the busiest GPU's mean util (%) in the window, where NVML measured it
     repeats: int = 1  # how many windows its value is the median of (`median_repeats`)
+    reason: Reason = Reason.NONE  # the finer cause of a failure (does its evidence name memory?)
 
 
 # ---------------------------------------------------------------- the pick rule
@@ -265,7 +266,7 @@ def _fact(r: TrialRecord, objective: str) -> Fact:
     value, hi, noise = objective_value(r, objective), r.figures.get(f"{objective}_hi"), noise_of(objective)
     top = reach(value, hi, noise) if value is not None and noise else hi
     repeats = int(r.figures.get("repeats", 1))
-    return Fact(r.profile, r.num_envs, r.status, mem_frac(r), value, top, not weak(r), gpu_util(r), repeats)
+    return Fact(r.profile, r.num_envs, r.status, mem_frac(r), value, top, not weak(r), gpu_util(r), repeats, r.reason)
 
 
 def weak(record: TrialRecord) -> bool:

@@ -9,7 +9,14 @@ Facts a walk relies on, for one case, profile and card:
 * `diverged` (it fits, but trained to NaN or inf) is never an answer: the walk goes on below it as below a
   failure, while its memory point still counts as a fit;
 * `error` stops the profile (a broken config never steps down); `retry` (port in use) runs the same rung again,
-  a bounded number of times; `interrupted` is as if never run.
+  a bounded number of times; `interrupted` is as if never run;
+* a step-down whose evidence names no memory (a collective's error, a lost peer, a hang: no out-of-memory line) may
+  not depend on num_envs at all (a rank that crashes as it starts, a network setting). Once a profile that fits
+  nowhere yet has failed so at two rungs, the walk tries the ladder's lowest rung next (`_bottom_check`,
+  `Step.BOTTOM`): failing there too, with no memory evidence, says num_envs is not the cause, and the profile stops
+  as on a broken config (`Outcome.UNRELATED`: the fix is not a lower ladder); fitting there, the walk goes on between,
+  as below any fit (the failures above did depend on num_envs). A later profile seeded at the lowest rung (nothing
+  fitted an earlier one) is that check at once.
 Nothing is assumed across profiles (`hiutil` has deeper nets but half the minibatch: neither is known to be
 heavier until measured).
 
@@ -70,7 +77,7 @@ from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 from ladder.core import pick
-from ladder.core.records import Status, Word
+from ladder.core.records import NO_MEMORY_REASONS, Reason, Status, Word
 
 # A lower rung that beats the best above it by less than this many times the run-to-run noise (`Tuning.noise`) from
 # one window gets a second window before it counts (`_narrow_win`)
@@ -90,6 +97,7 @@ class Outcome(str, enum.Enum):
     ERROR = "error"  # stopped on a broken config
     EXHAUSTED = "exhausted"  # no rung fits
     DIVERGED = "diverged"  # rungs fit, but each that fits trained to NaN or inf
+    UNRELATED = "not num_envs"  # it failed at the lowest rung as above it, with no memory evidence: fix, not step down
 
 
 class Step(Word):
@@ -101,6 +109,7 @@ class Step(Word):
     AGAIN = "again"  # the same rung once more: its failure was weak evidence
     RECHECK = "recheck"  # the pick once more: its figure was unstable (a second window before it counts)
     CONFIRM = "confirm"  # the pick, run for confirm_s
+    BOTTOM = "bottom"  # the lowest rung, after failures that named no memory: does num_envs matter at all?
 
 
 class Strategy(Word):
@@ -123,6 +132,8 @@ class Attempt:
     confirmed: bool = True  # False: a step-down failure on weak evidence (a low-confidence verdict, see README)
     util: float | None = None  # the busiest GPU's mean util (%) in its window (NVML; None where no GPU measured it)
     repeats: int = 1  # how many windows its value is the median of (`pick.median_repeats`)
+    reason: Reason = Reason.NONE  # the finer cause of a failure: a step-down whose evidence names no memory may not
+    # depend on num_envs at all (`_bottom_check`)
 
 
 @dataclass(frozen=True)
@@ -229,6 +240,10 @@ def walk(rungs: Sequence[int], profile: str, attempts: Sequence[Attempt], tuning
         return Walk(profile, Outcome.PENDING, decision.rung, skipped)
     if (broken := _broken(mine)) is not None:
         return Walk(profile, Outcome.ERROR, broken, skipped)
+    if (lowest := _unrelated(rungs, mine, attempts)) is not None:
+        ran = {a.rung for a in mine}
+        why = "not run: it fails at the lowest rung too, so num_envs is not the cause"
+        return Walk(profile, Outcome.UNRELATED, lowest, tuple((r, why) for r in rungs if r not in ran))
     floor = _floor(mine)
     if floor is None and (diverged := [a.rung for a in mine if a.status is Status.DIVERGED]):
         return Walk(profile, Outcome.DIVERGED, min(diverged), skipped)
@@ -248,13 +263,20 @@ def next_for(
         return Decision(
             profile, doubt, "the same rung once more: its failure was weak evidence (low confidence)", step=Step.AGAIN
         )
+    if (bottom := _bottom_check(rungs, profile, mine)) is not None:
+        return bottom
     case_best, gain = _case_best(attempts), _gain(attempts, tuning)
     left = [r for r in _left(rungs, mine) if not _above_reach(r, mine, tuning, case_best)]
     if not left:
         return _descent_step(rungs, profile, mine, gain, case_best, tuning.noise) if tuning.descends else None
+    decision: Decision | None
     if tuning.strategy is Strategy.WALK:
-        return Decision(profile, left[0], "the highest rung left")
-    return _model_step(rungs, profile, left, mine, tuning, seed, case_best, gain)
+        decision = Decision(profile, left[0], "the highest rung left")
+    else:
+        decision = _model_step(rungs, profile, left, mine, tuning, seed, case_best, gain)
+    if decision is not None and decision.rung == min(rungs) and _failed_without_memory_above(rungs, attempts):
+        return replace(decision, step=Step.BOTTOM)  # its failure, too, would say num_envs is not the cause
+    return decision
 
 
 def fit_memory(points: Sequence[tuple[int, float]]) -> Fit | None:
@@ -577,6 +599,62 @@ def _broken(mine: list[Attempt]) -> int | None:
     exhausted = [r for r in retried if sum(1 for a in mine if a.rung == r and a.status is Status.RETRY) >= MAX_RETRIES]
     bad = errors + exhausted
     return bad[0] if bad else None
+
+
+def _counted(mine: list[Attempt]) -> list[Attempt]:
+    """The step-down failures the walk counts (one on weak evidence only once its rung failed twice)."""
+    return [a for a in mine if a.status in STEP_DOWN and (a.confirmed or _failed_twice(a.rung, mine))]
+
+
+def _without_memory(attempt: Attempt) -> bool:
+    """A step-down whose evidence names no memory (`NO_MEMORY_REASONS`): it may not depend on num_envs at all."""
+    return attempt.status in STEP_DOWN and attempt.reason in NO_MEMORY_REASONS
+
+
+def _bottom_check(rungs: Sequence[int], profile: str, mine: list[Attempt]) -> Decision | None:
+    """The ladder's lowest rung, next, for a profile that fits nowhere yet and whose counted failures, at two rungs
+    or more, all named no memory: the one launch that tells whether num_envs matters at all (module doc)."""
+    lowest, fails = min(rungs), _counted(mine)
+    failed_at = sorted({a.rung for a in fails}, reverse=True)
+    if _floor(mine) is not None or any(a.status is Status.DIVERGED for a in mine) or len(failed_at) < 2:
+        return None
+    if not all(_without_memory(a) for a in fails) or lowest not in _left(rungs, mine):
+        return None
+    if any(a.rung == lowest for a in mine):
+        return None
+    reasons = ", ".join(sorted({str(a.reason or a.status) for a in fails}))
+    return Decision(
+        profile,
+        lowest,
+        f"the lowest rung: the failures at {', '.join(map(str, failed_at))} envs named no memory ({reasons}); "
+        "if it fails the same way, num_envs is not the cause",
+        step=Step.BOTTOM,
+    )
+
+
+def _failed_without_memory_above(rungs: Sequence[int], attempts: Sequence[Attempt]) -> bool:
+    """Some profile of the case failed above the lowest rung, counted, with no memory evidence."""
+    lowest = min(rungs)
+    by_profile: dict[str, list[Attempt]] = {}
+    for a in attempts:
+        by_profile.setdefault(a.profile, []).append(a)
+    return any(
+        a.rung > lowest and _without_memory(a)
+        for mine in by_profile.values()
+        for a in _counted([a for a in mine if a.status is not Status.INTERRUPTED])
+    )
+
+
+def _unrelated(rungs: Sequence[int], mine: list[Attempt], attempts: Sequence[Attempt]) -> int | None:
+    """The lowest rung, where a profile that fits nowhere failed there, counted, with no memory evidence, as the case
+    did above it: num_envs is not the cause (`Outcome.UNRELATED`); None otherwise."""
+    lowest = min(rungs)
+    if _floor(mine) is not None or any(a.status is Status.DIVERGED for a in mine):
+        return None
+    at_bottom = [a for a in _counted(mine) if a.rung == lowest]
+    if at_bottom and all(_without_memory(a) for a in at_bottom) and _failed_without_memory_above(rungs, attempts):
+        return lowest
+    return None
 
 
 def _retry(mine: list[Attempt]) -> Attempt | None:

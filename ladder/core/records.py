@@ -48,6 +48,14 @@ class Reason(Word):
     MEMORY_RISING = "memory_rising"  # it survived its budget, but its memory had not stopped rising (no whole cycle)
 
 
+# the step-down reasons whose evidence names no memory (a collective's failure, a lost peer, a hang, a trial over its
+# time): such a failure may not depend on num_envs at all, which only the ladder's lowest rung can tell
+# (`ladder.core.policy`, `Step.BOTTOM`); an out-of-memory line, or no reason recorded, is never taken for one
+NO_MEMORY_REASONS = frozenset(
+    {Reason.NCCL_ERROR, Reason.NCCL_TIMEOUT, Reason.PEER_LOST, Reason.STALLED, Reason.TRIAL_TIMEOUT}
+)
+
+
 class StopCause(Word):
     """Why ladder stopped a trial's process group (`Ending.stopped_by`); NONE when it ended by itself."""
 

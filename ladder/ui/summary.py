@@ -8,9 +8,9 @@ from collections.abc import Sequence
 
 from ladder.core import figkeys
 from ladder.core.errors import ExitCode
-from ladder.core.outcome import exit_code
+from ladder.core.outcome import exit_code, failed_at_bottom
 from ladder.core.paths import SweepPaths
-from ladder.core.policy import Outcome, Step, insurance
+from ladder.core.policy import STEP_DOWN, Outcome, Step, Walk, insurance
 from ladder.core.records import Objective, Status, TrialRecord, rung_label
 from ladder.runner.machine import Machine
 from ladder.settings.config import Settings
@@ -65,7 +65,7 @@ def purpose(r: TrialRecord, best: TrialRecord | None) -> str:
         return SPENT[0]
     if step == Step.DESCENT:
         return SPENT[3]
-    if r.status is Status.OOM_OR_NCCL:
+    if r.status in STEP_DOWN:
         return SPENT[1]
     if r.status is Status.OK:
         return SPENT[2] if r.figures.get("cut") else SPENT[4]
@@ -96,9 +96,37 @@ def no_pick_line(case: str, records: Sequence[TrialRecord]) -> str:
     return f"best: none measured for {case}: {top.profile} {rung} survived but is unmeasured ({top.evidence})"
 
 
+STOPPED = (Outcome.ERROR, Outcome.UNRELATED)  # walks that stopped on something a lower rung cannot fix
+
+
+def walk_state(w: Walk, knob: str) -> str:
+    """One profile's walk as the summary says it."""
+    at = f" at {rung_label(knob, w.rung)}" if w.rung else ""
+    if w.outcome is Outcome.FOUND:
+        return f"largest stable rung{at}"
+    if w.outcome is Outcome.UNRELATED:
+        return f"not num_envs: it failed{at}, the lowest rung, as above it, and no failure named memory"
+    return f"{w.outcome.value}{at}"
+
+
+def broken_line(summary: Summary) -> str:
+    """The `best:` line of a case without a pick whose walk stopped on something no lower rung fixes."""
+    errors = [w.profile for w in summary.walks if w.outcome is Outcome.ERROR]
+    if not errors and (same := [w.profile for w in summary.walks if w.outcome is Outcome.UNRELATED]):
+        return (
+            f"best: none for {summary.case}: {', '.join(same)} failed at the lowest rung as above it, and no failure "
+            "named memory: num_envs is not the cause (a rank that fails as it starts, the collective's or the "
+            "network's settings: see the evidence above); fix that, stepping num_envs down will not help"
+        )
+    return (
+        f"best: none for {summary.case}: a broken configuration stopped {', '.join(errors) or 'the walk'} (fix it, "
+        "see the error above; stepping num_envs down will not help)"
+    )
+
+
 def sweep_code(summary: Summary) -> ExitCode:
     """The exit code of a finished sweep (`ladder.core.outcome.exit_code`)."""
-    broken = any(w.outcome is Outcome.ERROR for w in summary.walks)
+    broken = any(w.outcome in STOPPED for w in summary.walks)
     return exit_code(summary.best, summary.records, broken)
 
 
@@ -107,8 +135,7 @@ def print_summary(
 ) -> None:
     print()
     for w in summary.walks:
-        at = f" at {rung_label(knob, w.rung)}" if w.rung else ""
-        state = f"largest stable rung{at}" if w.outcome is Outcome.FOUND else f"{w.outcome.value}{at}"
+        state = walk_state(w, knob)
         skipped = "".join(f"\n    skipped {rung_label(knob, r)}: {why}" for r, why in w.skipped)
         print(f"  {summary.case} {w.profile}: {state}{skipped}")
     if insured := insurance(
@@ -118,18 +145,15 @@ def print_summary(
     if cost := spent(summary.records, summary.best):
         print(f"  {summary.case} {cost}")
     for r in summary.records:
-        if r.status in (Status.ERROR, Status.DIVERGED):
+        if r.status in (Status.ERROR, Status.DIVERGED) or failed_at_bottom(r):
             where = paths.sweep_dir / r.info.get("trial_dir", "")
-            print(f"  {r.status} in {r.profile} {rung_label(knob, r.num_envs)}: {r.evidence}\n    see {where}")
+            what = f"{r.status} ({r.reason}) at the lowest rung" if failed_at_bottom(r) else str(r.status)
+            print(f"  {what} in {r.profile} {rung_label(knob, r.num_envs)}: {r.evidence}\n    see {where}")
     code = sweep_code(summary)
     if summary.best is not None:
         print("best: " + trial_line(summary.best, pooled=True))
     elif code is ExitCode.BROKEN_CONFIG:
-        broken = ", ".join(w.profile for w in summary.walks if w.outcome is Outcome.ERROR) or "the walk"
-        print(
-            f"best: none for {summary.case}: a broken configuration stopped {broken} (fix it, see the error above; "
-            f"stepping num_envs down will not help)"
-        )
+        print(broken_line(summary))
     elif any(r.status is Status.UNMEASURED for r in summary.records):
         print(no_pick_line(summary.case, summary.records))
     elif fits := [w.profile for w in summary.walks if w.outcome is Outcome.FOUND]:

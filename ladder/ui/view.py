@@ -154,6 +154,8 @@ def _not_needed(walk: policy.Walk, rung: int, knob: str) -> str:
         return f"not run: fits below {rung_label(knob, walk.rung)}"
     if walk.outcome is policy.Outcome.ERROR:
         return "not run: profile stopped"
+    if walk.outcome is policy.Outcome.UNRELATED:
+        return "not run: not num_envs"
     return "not run"
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from ladder.core import pick
 from ladder.core.policy import MAX_RETRIES, Attempt, Outcome, Step, Strategy, Tuning, fit_memory, next_trial, walk
-from ladder.core.records import Status
+from ladder.core.records import Reason, Status
 
 RUNGS = (256, 128, 64, 48)
 PI_PLUS = (256, 128, 64, 48, 40, 38, 36, 32)
@@ -782,3 +782,73 @@ def test_the_summary_says_what_the_insurance_cost(trials: list, line: str) -> No
     from ladder.core.policy import insurance
 
     assert insurance(trials) == line
+
+
+# ---- a failure that names no memory at every rung: the lowest rung tells whether num_envs matters at all
+
+
+def failed(profile: str, rung: int, reason: Reason, status: Status = OOM, confirmed: bool = True) -> Attempt:
+    return Attempt(profile, rung, status, confirmed=confirmed, reason=reason)
+
+
+@pytest.mark.parametrize("tuning", [WALK, Tuning(), Tuning(descend=True)], ids=["walk", "model", "descend"])
+@pytest.mark.parametrize(
+    ("reason", "status"),
+    [(Reason.NCCL_ERROR, OOM), (Reason.PEER_LOST, OOM), (Reason.NCCL_TIMEOUT, OOM), (Reason.STALLED, TIMEOUT)],
+    ids=["nccl", "peer-lost", "nccl-timeout", "stalled"],
+)
+def test_two_failures_without_memory_evidence_send_the_walk_to_the_lowest_rung(
+    reason: Reason, status: Status, tuning: Tuning
+) -> None:
+    top = [failed("default", 256, reason, status)]
+    assert next_trial(PI_PLUS, ["default"], top, tuning).rung == 128  # one such failure: the walk as ever
+    two = [*top, failed("default", 128, reason, status)]
+    bottom = next_trial(PI_PLUS, ["default"], two, tuning)
+    assert bottom is not None and (bottom.rung, bottom.step) == (32, Step.BOTTOM)
+    assert "256, 128" in bottom.why and str(reason) in bottom.why
+    same = [*two, failed("default", 32, reason, status)]
+    assert next_trial(PI_PLUS, ["default"], same, tuning) is None  # 3 launches, not 8
+    assert (walk(PI_PLUS, "default", same, tuning).outcome, walk(PI_PLUS, "default", same, tuning).rung) == (
+        Outcome.UNRELATED,
+        32,
+    )
+
+
+@pytest.mark.parametrize("tuning", [WALK, Tuning()], ids=["walk", "model"])
+def test_where_the_lowest_rung_fits_the_walk_goes_on_between_and_finds_the_same_largest_fit(tuning: Tuning) -> None:
+    """NCCL failures that did depend on num_envs (fits from 48 down): one launch more than the plain walk, and
+    the same answer."""
+    fits_from = 48
+    history: list[Attempt] = []
+    while (step := next_trial(PI_PLUS, ["default"], history, tuning)) is not None:
+        ok = step.rung <= fits_from
+        history.append(
+            Attempt("default", step.rung, OK if ok else OOM, reason=Reason.NONE if ok else Reason.NCCL_ERROR)
+        )
+        assert len(history) <= len(PI_PLUS)
+    assert [a.rung for a in history][:3] == [256, 128, 32]
+    state = walk(PI_PLUS, "default", history, tuning)
+    assert (state.outcome, state.rung) == (Outcome.FOUND, fits_from)
+
+
+def test_memory_evidence_or_no_reason_keeps_the_walk_stepping_down() -> None:
+    memory = [failed("default", 256, Reason.CUDA_OOM), failed("default", 128, Reason.NCCL_ERROR)]
+    assert next_trial(PI_PLUS, ["default"], memory, WALK).rung == 64  # one line named memory: it matters
+    unknown = [failed("default", 256, Reason.NONE), failed("default", 128, Reason.NONE)]
+    assert next_trial(PI_PLUS, ["default"], unknown, WALK).rung == 64  # no reason recorded: never taken for one
+    weak = [failed("default", 256, Reason.NCCL_ERROR), failed("default", 128, Reason.NCCL_ERROR, confirmed=False)]
+    again = next_trial(PI_PLUS, ["default"], weak, WALK)
+    assert again is not None and (again.rung, again.step) == (128, Step.AGAIN)  # weak evidence runs once more first
+    everywhere = [failed("default", r, Reason.HOST_OOM) for r in PI_PLUS]
+    assert walk(PI_PLUS, "default", everywhere).outcome is Outcome.EXHAUSTED  # out of memory at every rung: no fit
+
+
+def test_a_later_profile_seeded_at_the_lowest_rung_is_the_same_check_at_once() -> None:
+    first = [failed("default", r, Reason.PEER_LOST) for r in (256, 128, 32)]
+    seeded = next_trial(PI_PLUS, ["default", "hiutil"], first, Tuning())
+    assert seeded is not None and (seeded.profile, seeded.rung, seeded.step) == ("hiutil", 32, Step.BOTTOM)
+    same = [*first, failed("hiutil", 32, Reason.PEER_LOST)]
+    assert next_trial(PI_PLUS, ["default", "hiutil"], same, Tuning()) is None
+    assert walk(PI_PLUS, "hiutil", same).outcome is Outcome.UNRELATED
+    memory = [*first, failed("hiutil", 32, Reason.HOST_OOM)]
+    assert walk(PI_PLUS, "hiutil", memory).outcome is Outcome.EXHAUSTED  # its own failure there named memory
