@@ -286,6 +286,18 @@ PATTERNS: tuple[Pattern, ...] = (
         "github.com/pytorch/pytorch#152780, #131755; github.com/isaac-sim/OmniIsaacGymEnvs#64",
     ),
     _row(_R.ERROR, r"invalid device ordinal", "github.com/isaac-sim/IsaacSim#555"),
+    # a process that died of a segmentation fault, as torchrun, torch's spawn or the shell reports it: the other
+    # ranks' lost peer or broken pipe after it is its consequence, never a step-down of its own (SIGBUS is left
+    # out: a full /dev/shm ends DataLoader workers with it; SIGABRT too: NCCL's watchdog aborts with it)
+    _row(
+        _R.ERROR,
+        r"exitcode\s*:\s*-11\b|Signal 11 \(SIGSEGV\)|terminated with signal SIGSEGV\b|\bSegmentation fault\b",
+        _DEV
+        + "carla-roach-15, dribblebot-1, legged-gym-62 (the shell's word); "
+        + _CAPTURED
+        + "torchrun_sigsegv.log, spawn_sigsegv.log (torch.multiprocessing.spawn, as MimicKit starts its ranks)",
+        failing_only=True,
+    ),
     _row(
         _R.ERROR,
         r"assert\s*\(?\s*self\.\w*batch\w*\s*%\s*self\.\w*batch",

@@ -481,6 +481,9 @@ CAPTURED_LOGS = {
     "shell_killed_bash.log": (137, Reason.HOST_OOM, "Killed"),
     "torchrun_sigkill.log": (1, Reason.HOST_OOM, "failed (exitcode: -9)"),
     "gloo_peer_closed.log": (1, Reason.PEER_LOST, "Connection closed by peer"),
+    # rank 1 died of SIGSEGV as it started; rank 0's lost peer after it is its consequence
+    "torchrun_sigsegv.log": (1, Reason.ERROR, "failed (exitcode: -11) local_rank: 1"),
+    "spawn_sigsegv.log": (1, Reason.ERROR, "process 1 terminated with signal SIGSEGV"),
     "gloo_timeout.log": (1, Reason.NCCL_TIMEOUT, "Timed out waiting 2000ms for recv operation"),
     "store_timeout.log": (1, Reason.PEER_LOST, "waiting for clients. 1/2 clients joined"),
     "store_peer_died.log": (1, Reason.PEER_LOST, "Failed to recv, got 0 bytes"),
