@@ -71,7 +71,13 @@ def case_outcome(
 def failed_at_bottom(r: TrialRecord) -> bool:
     """A launch of the ladder's lowest rung after failures that named no memory (`policy.Step.BOTTOM`), which
     failed with no memory evidence either."""
-    return r.info.get("step") == policy.Step.BOTTOM and r.status in policy.STEP_DOWN and r.reason in NO_MEMORY_REASONS
+    full = (frac := pick.mem_frac(r)) is not None and frac >= pick.NEAR_FULL
+    return (
+        r.info.get("step") == policy.Step.BOTTOM
+        and r.status in policy.STEP_DOWN
+        and r.reason in NO_MEMORY_REASONS
+        and not full
+    )
 
 
 def not_num_envs(probes: Sequence[TrialRecord]) -> TrialRecord | None:

@@ -34,6 +34,10 @@ from typing import Generic, NamedTuple, TypeVar
 from ladder.core import figkeys
 from ladder.core.records import Objective, Phase, Reason, Status, TrialRecord
 
+# a failure whose memory peak reached this share of its card was under memory pressure, whatever its lines say
+# (`ladder.core.policy`: such a failure always counts as num_envs')
+NEAR_FULL = 0.9
+
 OTHER: dict[str, str] = {  # what breaks a tie on the objective
     Objective.MIN_AVG_UTIL: Objective.SAMPLES_PER_S,
     Objective.SAMPLES_PER_S: Objective.MIN_AVG_UTIL,

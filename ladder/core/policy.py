@@ -10,8 +10,8 @@ Facts a walk relies on, for one case, profile and card:
   failure, while its memory point still counts as a fit;
 * `error` stops the profile (a broken config never steps down); `retry` (port in use) runs the same rung again,
   a bounded number of times; `interrupted` is as if never run;
-* a step-down whose evidence names no memory (a collective's error, a lost peer, a hang: no out-of-memory line) may
-  not depend on num_envs at all (a rank that crashes as it starts, a network setting). Once a profile that fits
+* a step-down whose evidence names no memory (a collective's error, a lost peer, a hang: no out-of-memory line, and
+  its card not near full, `pick.NEAR_FULL`) may not depend on num_envs at all (a rank that crashes as it starts, a network setting). Once a profile that fits
   nowhere yet has failed so at two rungs, the walk tries the ladder's lowest rung next (`_bottom_check`,
   `Step.BOTTOM`): failing there too, with no memory evidence, says num_envs is not the cause, and the profile stops
   as on a broken config (`Outcome.UNRELATED`: the fix is not a lower ladder); fitting there, the walk goes on between,
@@ -607,8 +607,11 @@ def _counted(mine: list[Attempt]) -> list[Attempt]:
 
 
 def _without_memory(attempt: Attempt) -> bool:
-    """A step-down whose evidence names no memory (`NO_MEMORY_REASONS`): it may not depend on num_envs at all."""
-    return attempt.status in STEP_DOWN and attempt.reason in NO_MEMORY_REASONS
+    """A step-down whose evidence names no memory (`NO_MEMORY_REASONS`), and which did not fill its card either
+    (`pick.NEAR_FULL`: a collective that fails at a full card fails for want of memory as often as not): it may not
+    depend on num_envs at all."""
+    full = attempt.mem_frac is not None and attempt.mem_frac >= pick.NEAR_FULL
+    return attempt.status in STEP_DOWN and attempt.reason in NO_MEMORY_REASONS and not full
 
 
 def _bottom_check(rungs: Sequence[int], profile: str, mine: list[Attempt]) -> Decision | None:

@@ -839,6 +839,11 @@ def test_memory_evidence_or_no_reason_keeps_the_walk_stepping_down() -> None:
     weak = [failed("default", 256, Reason.NCCL_ERROR), failed("default", 128, Reason.NCCL_ERROR, confirmed=False)]
     again = next_trial(PI_PLUS, ["default"], weak, WALK)
     assert again is not None and (again.rung, again.step) == (128, Step.AGAIN)  # weak evidence runs once more first
+    full = [
+        replace(a, mem_frac=0.93)
+        for a in (failed("default", 256, Reason.NCCL_ERROR), failed("default", 128, Reason.NCCL_ERROR))
+    ]
+    assert next_trial(PI_PLUS, ["default"], full, WALK).rung == 64  # at a full card, an NCCL error is memory's too
     everywhere = [failed("default", r, Reason.HOST_OOM) for r in PI_PLUS]
     assert walk(PI_PLUS, "default", everywhere).outcome is Outcome.EXHAUSTED  # out of memory at every rung: no fit
 
