@@ -233,7 +233,7 @@ def _fallback(ending: Ending) -> Verdict:
 
 # torchrun's own report of a failed child (its traceback, separators, the failures table) says nothing of the cause
 _LAUNCHER_NOISE = re.compile(
-    r"^(?:[=\-]{8,}|Traceback \(most recent|File \"|\^+$|[\w.]+ FAILED$|Failures:|Root Cause|<NO_OTHER_FAILURES>"
+    r"^(?:[=\-]{8,}|Traceback \(most recent|File \"|\^+$|\S+ FAILED$|Failures:|Root Cause|<NO_OTHER_FAILURES>"
     r"|\[\d+\]:$)"
     r"|ChildFailedError|elastic/multiprocessing/|^(?:time|host|rank|exitcode|error_file|traceback)\s*:"
 )
@@ -269,13 +269,26 @@ def uncaught_exception(text: str) -> str:
     return lines[-1] if _EXCEPTION_LINE.search(lines[-1]) else ""
 
 
+# torchrun's agent on the first rank that failed: which rank, and its exit code (negative: the signal)
+_AGENT_FAILED = re.compile(r"failed \(exitcode: -?\d+\) local_rank: \d+.*")
+
+
 def telling_line(text: str) -> str:
     """The line that best says why a run without a known failure line ended: the last error-like line that is
     not the launcher's own report nor a hint (HYDRA_FULL_ERROR, --help, usage), with a box's borders taken off and
-    the CLI's suggestion that follows it (tyro's "Perhaps you meant:", click's "Did you mean"); else the last line
-    that is none of those, else ''."""
-    lines = [s for line in text.splitlines() if (s := _unboxed(line)) and not _LAUNCHER_NOISE.search(s)]
+    the CLI's suggestion that follows it (tyro's "Perhaps you meant:", click's "Did you mean"); else torchrun's word
+    on the first rank that failed (its exit code); else the last line that is none of those, else ''."""
+    raw = text.splitlines()
+    code_lines = {i + 1 for i, line in enumerate(raw) if line.lstrip().startswith('File "')}  # a frame's source
+    lines = [
+        s
+        for i, line in enumerate(raw)
+        if i not in code_lines and (s := _unboxed(line)) and not _LAUNCHER_NOISE.search(s)
+    ]
     told = [(i, line) for i, line in enumerate(lines) if not _HINT.search(line)]
+    agent = _AGENT_FAILED.search(text)
+    if not any(_ERRORISH.search(line) for _, line in told) and agent:
+        return agent.group(0)
     if not told:
         return ""
     i, line = next(((i, line) for i, line in reversed(told) if _ERRORISH.search(line)), told[-1])

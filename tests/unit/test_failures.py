@@ -484,6 +484,8 @@ CAPTURED_LOGS = {
     # rank 1 died of SIGSEGV as it started; rank 0's lost peer after it is its consequence
     "torchrun_sigsegv.log": (1, Reason.ERROR, "failed (exitcode: -11) local_rank: 1"),
     "spawn_sigsegv.log": (1, Reason.ERROR, "process 1 terminated with signal SIGSEGV"),
+    # a rank that exits 3 with nothing printed: torchrun's word on it, not its own traceback's lines
+    "torchrun_rank_exit3.log": (1, Reason.ERROR, "failed (exitcode: 3) local_rank: 1"),
     "gloo_timeout.log": (1, Reason.NCCL_TIMEOUT, "Timed out waiting 2000ms for recv operation"),
     "store_timeout.log": (1, Reason.PEER_LOST, "waiting for clients. 1/2 clients joined"),
     "store_peer_died.log": (1, Reason.PEER_LOST, "Failed to recv, got 0 bytes"),
