@@ -11,12 +11,12 @@ Facts a walk relies on, for one case, profile and card:
 * `error` stops the profile (a broken config never steps down); `retry` (port in use) runs the same rung again,
   a bounded number of times; `interrupted` is as if never run;
 * a step-down whose evidence names no memory (a collective's error, a lost peer, a hang: no out-of-memory line, and
-  its card not near full, `pick.NEAR_FULL`) may not depend on num_envs at all (a rank that crashes as it starts, a network setting). Once a profile that fits
-  nowhere yet has failed so at two rungs, the walk tries the ladder's lowest rung next (`_bottom_check`,
-  `Step.BOTTOM`): failing there too, with no memory evidence, says num_envs is not the cause, and the profile stops
-  as on a broken config (`Outcome.UNRELATED`: the fix is not a lower ladder); fitting there, the walk goes on between,
-  as below any fit (the failures above did depend on num_envs). A later profile seeded at the lowest rung (nothing
-  fitted an earlier one) is that check at once.
+  its card not near full, `pick.NEAR_FULL`) may not depend on num_envs at all (a rank stuck in a driver call, a
+  network setting). Once a profile that fits nowhere yet has failed so at two rungs, the walk tries the ladder's
+  lowest rung next (`_bottom_check`, `Step.BOTTOM`): failing there too, with no memory evidence, says num_envs is not
+  the cause, and the profile stops as on a broken config (`Outcome.UNRELATED`: the fix is not a lower ladder);
+  fitting there, the walk goes on between, as below any fit (the failures above did depend on num_envs). A later
+  profile seeded at the lowest rung (nothing fitted an earlier one) is that check at once.
 Nothing is assumed across profiles (`hiutil` has deeper nets but half the minibatch: neither is known to be
 heavier until measured).
 
