@@ -113,11 +113,17 @@ def classify_row(
     return cls, _agreeing(cls, action, row.get("variant", ""), tried)
 
 
-def broken_action(row: Mapping[str, str]) -> str:
-    """Fix the configuration: what proved it broken, and where its trial's files are."""
+NOT_NUM_ENVS = (
+    "fix what fails at every rung, not num_envs (no failure named memory; the lowest rung failed the same way)"
+)
+
+
+def broken_action(row: Mapping[str, str], fix: str = "fix the configuration") -> str:
+    """Fix the configuration (`fix`: or what else to fix, `NOT_NUM_ENVS`): what proved it broken, and where its
+    trial's files are."""
     evidence, where = row.get("evidence") or "", row.get("trial_dir") or ""
     return (
-        "fix the configuration"
+        fix
         + (f": {evidence}" if evidence else "")
         + (f" (see {where})" if where else "")
         + "; stepping num_envs down will not help"

@@ -57,15 +57,18 @@ def case_outcome(
     measured = {r.profile for r in probes if r.status is Status.OK}
     row = rows.best_row(source, len(probes)) | {"objective": str(objective)} | ({"tie": tie} if tie else {})
     if same is not None:  # its status says how it failed; its class, that a lower rung fails the same way
-        return CaseOutcome(chosen, row | {"class": str(caseclass.CaseClass.BROKEN), "action": not_num_envs_action(row)})
+        return CaseOutcome(chosen, as_broken(row, caseclass.broken_action(row, caseclass.NOT_NUM_ENVS)))
     errors = [r for r in probes if r.status is Status.ERROR]
     if chosen is None and errors and source.status is not Status.ERROR:  # the row is the lowest failure's rung ...
         error = max(errors, key=lambda r: r.number)  # ... but a walk stopped on an error: no lower rung is the fix
         said = {"evidence": error.evidence, "trial_dir": error.info.get("trial_dir", "")}
-        return CaseOutcome(
-            chosen, row | {"class": str(caseclass.CaseClass.BROKEN), "action": caseclass.broken_action(said)}
-        )
+        return CaseOutcome(chosen, as_broken(row, caseclass.broken_action(said)))
     return CaseOutcome(chosen, classified(row, thresholds, measured))
+
+
+def as_broken(row: dict[str, str], action: str) -> dict[str, str]:
+    """The row, classed a broken configuration, with `action`."""
+    return row | {"class": str(caseclass.CaseClass.BROKEN), "action": action}
 
 
 def failed_at_bottom(r: TrialRecord) -> bool:
@@ -86,17 +89,6 @@ def not_num_envs(probes: Sequence[TrialRecord]) -> TrialRecord | None:
     if any(r.status in policy.FITS | {Status.DIVERGED} for r in probes):
         return None
     return max((r for r in probes if failed_at_bottom(r)), key=lambda r: r.number, default=None)
-
-
-def not_num_envs_action(row: dict[str, str]) -> str:
-    """What to do where the lowest rung failed as the ones above it, with no memory evidence."""
-    evidence, where = row.get("evidence") or "", row.get("trial_dir") or ""
-    return (
-        "fix what fails at every rung, not num_envs (no failure named memory; the lowest rung failed the same way)"
-        + (f": {evidence}" if evidence else "")
-        + (f" (see {where})" if where else "")
-        + "; stepping num_envs down will not help"
-    )
 
 
 def tie_words(choice: pick.Choice[TrialRecord], objective: str) -> str:
