@@ -636,26 +636,27 @@ def _bottom_check(rungs: Sequence[int], profile: str, mine: list[Attempt]) -> De
 
 
 def _failed_without_memory_above(rungs: Sequence[int], attempts: Sequence[Attempt]) -> bool:
-    """Some profile of the case failed above the lowest rung, counted, with no memory evidence."""
+    """Some profile of the case failed above the lowest rung, counted, and none of its failures named memory."""
     lowest = min(rungs)
     by_profile: dict[str, list[Attempt]] = {}
     for a in attempts:
         by_profile.setdefault(a.profile, []).append(a)
-    return any(
-        a.rung > lowest and _without_memory(a)
-        for mine in by_profile.values()
-        for a in _counted([a for a in mine if a.status is not Status.INTERRUPTED])
-    )
+    for mine in by_profile.values():
+        fails = _counted(_mine(mine[0].profile, mine))
+        if any(a.rung > lowest for a in fails) and all(_without_memory(a) for a in fails):
+            return True
+    return False
 
 
 def _unrelated(rungs: Sequence[int], mine: list[Attempt], attempts: Sequence[Attempt]) -> int | None:
-    """The lowest rung, where a profile that fits nowhere failed there, counted, with no memory evidence, as the case
-    did above it: num_envs is not the cause (`Outcome.UNRELATED`); None otherwise."""
+    """The lowest rung, where a profile that fits nowhere failed there, counted, with no memory evidence in any of
+    its failures, as the case did above it: num_envs is not the cause (`Outcome.UNRELATED`); None otherwise."""
     lowest = min(rungs)
     if _floor(mine) is not None or any(a.status is Status.DIVERGED for a in mine):
         return None
-    at_bottom = [a for a in _counted(mine) if a.rung == lowest]
-    if at_bottom and all(_without_memory(a) for a in at_bottom) and _failed_without_memory_above(rungs, attempts):
+    fails = _counted(mine)
+    at_bottom = any(a.rung == lowest for a in fails)
+    if at_bottom and all(_without_memory(a) for a in fails) and _failed_without_memory_above(rungs, attempts):
         return lowest
     return None
 

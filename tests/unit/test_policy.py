@@ -844,6 +844,11 @@ def test_memory_evidence_or_no_reason_keeps_the_walk_stepping_down() -> None:
         for a in (failed("default", 256, Reason.NCCL_ERROR), failed("default", 128, Reason.NCCL_ERROR))
     ]
     assert next_trial(PI_PLUS, ["default"], full, WALK).rung == 64  # at a full card, an NCCL error is memory's too
+    mixed = [failed("default", 256, Reason.NCCL_ERROR), *(failed("default", r, Reason.HOST_OOM) for r in PI_PLUS[1:-1])]
+    last = next_trial(PI_PLUS, ["default"], mixed, WALK)
+    assert last is not None and (last.rung, last.step) == (32, Step.WALK)  # memory named at 128..36: a plain step
+    nccl_last = [*mixed, failed("default", 32, Reason.NCCL_ERROR)]
+    assert walk(PI_PLUS, "default", nccl_last).outcome is Outcome.EXHAUSTED  # num_envs mattered above it
     everywhere = [failed("default", r, Reason.HOST_OOM) for r in PI_PLUS]
     assert walk(PI_PLUS, "default", everywhere).outcome is Outcome.EXHAUSTED  # out of memory at every rung: no fit
 
