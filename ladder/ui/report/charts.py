@@ -175,13 +175,18 @@ def case_chart(trials: Sequence[Row], case: str, best: Sequence[Row] = ()) -> Ca
 
 def _sps_series(rows: Sequence[Row]) -> tuple[Series, ...]:
     """samples/s per profile through its measured rungs, each with its interval; where the window held too few
-    points for one (recorded as 0 to inf), the point is listed in `no_interval` and has no bar."""
-    groups: dict[str, dict[int, tuple[float, float, float]]] = {}
+    points for one (recorded as 0 to inf), the point is listed in `no_interval` and has no bar. A rung measured in
+    several windows shows the one the pick counts (the lower middle by value, `pick.median_repeats`)."""
+    windows: dict[str, dict[int, list[tuple[float, float, float]]]] = {}
     for row in rows:
         if (v := num(row, "samples_per_s")) is not None:
             lo, hi = num(row, "samples_per_s_lo"), num(row, "samples_per_s_hi")
             bounds = (lo, hi) if lo is not None and hi is not None else (v, v)
-            groups.setdefault(series_label(row), {})[int(row["num_envs"])] = (v, *bounds)
+            windows.setdefault(series_label(row), {}).setdefault(int(row["num_envs"]), []).append((v, *bounds))
+    groups = {
+        label: {rung: sorted(ws)[(len(ws) - 1) // 2] for rung, ws in by_rung.items()}
+        for label, by_rung in windows.items()
+    }
     out = []
     for label, pts in sorted(groups.items()):
         xs = sorted(pts)
