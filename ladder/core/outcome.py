@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from ladder.core import caseclass, pick, policy, rows
 from ladder.core.errors import ExitCode
-from ladder.core.records import NO_MEMORY_REASONS, Objective, Phase, Status, TrialRecord
+from ladder.core.records import Objective, Phase, Status, TrialRecord
 
 # the order in which a multirun's codes win, worst first: a sweep cut short or a bug says more than any answer; a
 # job that could not start, or a broken configuration, must be fixed before any case's answer can be trusted
@@ -74,13 +74,8 @@ def as_broken(row: dict[str, str], action: str) -> dict[str, str]:
 def failed_at_bottom(r: TrialRecord) -> bool:
     """A launch of the ladder's lowest rung after failures that named no memory (`policy.Step.BOTTOM`), which
     failed with no memory evidence either."""
-    full = (frac := pick.mem_frac(r)) is not None and frac >= pick.NEAR_FULL
-    return (
-        r.info.get("step") == policy.Step.BOTTOM
-        and r.status in policy.STEP_DOWN
-        and r.reason in NO_MEMORY_REASONS
-        and not full
-    )
+    at_bottom = r.info.get("step") == policy.Step.BOTTOM
+    return at_bottom and r.status in policy.STEP_DOWN and pick.names_no_memory(r.reason, pick.mem_frac(r))
 
 
 def not_num_envs(probes: Sequence[TrialRecord]) -> TrialRecord | None:

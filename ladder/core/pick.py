@@ -32,11 +32,17 @@ from dataclasses import dataclass, replace
 from typing import Generic, NamedTuple, TypeVar
 
 from ladder.core import figkeys
-from ladder.core.records import Objective, Phase, Reason, Status, TrialRecord
+from ladder.core.records import NO_MEMORY_REASONS, Objective, Phase, Reason, Status, TrialRecord
 
 # a failure whose memory peak reached this share of its card was under memory pressure, whatever its lines say
 # (`ladder.core.policy`: such a failure always counts as num_envs')
 NEAR_FULL = 0.9
+
+
+def names_no_memory(reason: Reason, frac: float | None) -> bool:
+    """A failure's evidence names no memory (`NO_MEMORY_REASONS`) and its card was not near full (`NEAR_FULL`)."""
+    return reason in NO_MEMORY_REASONS and not (frac is not None and frac >= NEAR_FULL)
+
 
 OTHER: dict[str, str] = {  # what breaks a tie on the objective
     Objective.MIN_AVG_UTIL: Objective.SAMPLES_PER_S,

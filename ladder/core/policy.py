@@ -77,7 +77,7 @@ from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 from ladder.core import pick
-from ladder.core.records import NO_MEMORY_REASONS, Reason, Status, Word
+from ladder.core.records import Reason, Status, Word
 
 # A lower rung that beats the best above it by less than this many times the run-to-run noise (`Tuning.noise`) from
 # one window gets a second window before it counts (`_narrow_win`)
@@ -606,12 +606,16 @@ def _counted(mine: list[Attempt]) -> list[Attempt]:
     return [a for a in mine if a.status in STEP_DOWN and (a.confirmed or _failed_twice(a.rung, mine))]
 
 
+def _fits_nowhere(mine: list[Attempt]) -> bool:
+    """No rung of the profile fits (neither ran nor diverged: a rung that diverged fitted in memory)."""
+    return _floor(mine) is None and not any(a.status is Status.DIVERGED for a in mine)
+
+
 def _without_memory(attempt: Attempt) -> bool:
     """A step-down whose evidence names no memory (`NO_MEMORY_REASONS`), and which did not fill its card either
     (`pick.NEAR_FULL`: a collective that fails at a full card fails for want of memory as often as not): it may not
     depend on num_envs at all."""
-    full = attempt.mem_frac is not None and attempt.mem_frac >= pick.NEAR_FULL
-    return attempt.status in STEP_DOWN and attempt.reason in NO_MEMORY_REASONS and not full
+    return attempt.status in STEP_DOWN and pick.names_no_memory(attempt.reason, attempt.mem_frac)
 
 
 def _bottom_check(rungs: Sequence[int], profile: str, mine: list[Attempt]) -> Decision | None:
@@ -619,7 +623,7 @@ def _bottom_check(rungs: Sequence[int], profile: str, mine: list[Attempt]) -> De
     or more, all named no memory: the one launch that tells whether num_envs matters at all (module doc)."""
     lowest, fails = min(rungs), _counted(mine)
     failed_at = sorted({a.rung for a in fails}, reverse=True)
-    if _floor(mine) is not None or any(a.status is Status.DIVERGED for a in mine) or len(failed_at) < 2:
+    if not _fits_nowhere(mine) or len(failed_at) < 2:
         return None
     if not all(_without_memory(a) for a in fails) or lowest not in _left(rungs, mine):
         return None
@@ -638,11 +642,8 @@ def _bottom_check(rungs: Sequence[int], profile: str, mine: list[Attempt]) -> De
 def _failed_without_memory_above(rungs: Sequence[int], attempts: Sequence[Attempt]) -> bool:
     """Some profile of the case failed above the lowest rung, counted, and none of its failures named memory."""
     lowest = min(rungs)
-    by_profile: dict[str, list[Attempt]] = {}
-    for a in attempts:
-        by_profile.setdefault(a.profile, []).append(a)
-    for mine in by_profile.values():
-        fails = _counted(_mine(mine[0].profile, mine))
+    for profile in {a.profile for a in attempts}:
+        fails = _counted(_mine(profile, attempts))
         if any(a.rung > lowest for a in fails) and all(_without_memory(a) for a in fails):
             return True
     return False
@@ -651,10 +652,9 @@ def _failed_without_memory_above(rungs: Sequence[int], attempts: Sequence[Attemp
 def _unrelated(rungs: Sequence[int], mine: list[Attempt], attempts: Sequence[Attempt]) -> int | None:
     """The lowest rung, where a profile that fits nowhere failed there, counted, with no memory evidence in any of
     its failures, as the case did above it: num_envs is not the cause (`Outcome.UNRELATED`); None otherwise."""
-    lowest = min(rungs)
-    if _floor(mine) is not None or any(a.status is Status.DIVERGED for a in mine):
+    if not _fits_nowhere(mine):
         return None
-    fails = _counted(mine)
+    lowest, fails = min(rungs), _counted(mine)
     at_bottom = any(a.rung == lowest for a in fails)
     if at_bottom and all(_without_memory(a) for a in fails) and _failed_without_memory_above(rungs, attempts):
         return lowest
