@@ -28,7 +28,7 @@ from omegaconf.errors import InterpolationKeyError
 
 from ladder.core.errors import ExitCode, LadderError, disk_full
 from ladder.core.outcome import worst
-from ladder.runner import procs, stop, suspend
+from ladder.runner import procs, stop, suspend, warm
 from ladder.runner.machine import emulated_card_gb, find_machine
 from ladder.settings import argv
 from ladder.settings.catalog import CONF_DIR
@@ -89,6 +89,11 @@ def execute(settings: Settings) -> int:
         raise
     view.close()
     print_summary(summary, paths, settings.knob, settings.objective)
+    for starter in warm.started():
+        print(
+            f"warm starter: ready in {starter.ready_s:.1f} s, once for this process (the proxy's ranks are forked "
+            "from it; workload.proxy_start=cold starts each alone)"
+        )
     return sweep_code(summary)
 
 

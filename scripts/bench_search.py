@@ -34,6 +34,11 @@ measured in full, as before the short insurance probe), so both walks are measur
 
     python scripts/bench_search.py [--window-s 30] [--caps auto|0.354,0.473,0.533,0.681,1.339] [--compare]
 
+The proxy's ranks start as a sweep starts them (`workload.proxy_start=warm` by default: forked from a starter that
+has torch imported, `ladder.runner.warm`). The starter's own start is in no trial's duration, so every search is
+charged it once per cap: ladder's run its own (the `warm starter:` line it prints), and every search priced from the
+grid's cells (grid, walk, oracle, strict oracle, floor) the grid's starter's.
+
 The floor (`floor`) is what no search held to ladder's evidence can spend less than, priced from the grid's own
 cells: the strict oracle's window, the rungs either side of the winner (it is the largest fit, or the best of those
 above it; the rung below is no faster), and one launch of every other profile up to its window's opening (the first
@@ -66,7 +71,7 @@ from hydra import compose, initialize_config_dir
 from ladder.core import pick, policy, stats
 from ladder.core.errors import ExitCode
 from ladder.core.records import Phase, Reason, Status, TrialRecord
-from ladder.runner import launch, trial
+from ladder.runner import launch, trial, warm
 from ladder.runner.monitor import HostSampler
 from ladder.settings.config import Settings, register, settings_from
 from ladder.storage.tsv import read_tsv
@@ -176,6 +181,7 @@ class Ladder(NamedTuple):
     trials: int
     outside: list[float]  # per fitting (ok) trial: its duration less its measured window (start-up, warm-up, stop)
     phases: list[tuple[float, float, float, float]]  # per fitting trial: first step, window start, window, duration
+    starter_s: float = 0.0  # its warm starter's start, paid once (in `seconds`)
 
 
 def run_ladder(window_s: float, cap: float, root: Path, extra: tuple[str, ...] = ()) -> Ladder:
@@ -194,8 +200,11 @@ def run_ladder(window_s: float, cap: float, root: Path, extra: tuple[str, ...] =
     ]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=1800)
     lines = [
-        ln for ln in done.stdout.splitlines() if ln.startswith("amp_pi_plus ") or re.search(r"(insurance|spent) ", ln)
+        ln
+        for ln in done.stdout.splitlines()
+        if ln.startswith("amp_pi_plus ") or re.search(r"(insurance|spent) |^warm starter", ln)
     ]
+    starter = re.search(r"^warm starter: ready in ([\d.]+) s", done.stdout, re.MULTILINE)
     label = "ladder" + (f" ({' '.join(extra)})" if extra else "")
     print("\n".join(f"  {label}: {ln.strip()}" for ln in lines), flush=True)
     if done.returncode not in (ExitCode.PICK_FOUND, ExitCode.NO_RUNG_FITS):  # a cap where nothing fits exits 3
@@ -213,7 +222,8 @@ def run_ladder(window_s: float, cap: float, root: Path, extra: tuple[str, ...] =
         for r in rows
         if r["status"] == "ok" and all(r.get(k) for k in ("first_step_s", "window_start_s", "window_s", "duration_s"))
     ]
-    return Ladder(sum(float(r["duration_s"]) for r in rows), pick, len(rows), outside, phases)
+    starter_s = float(starter.group(1)) if starter else 0.0
+    return Ladder(sum(float(r["duration_s"]) for r in rows) + starter_s, pick, len(rows), outside, phases, starter_s)
 
 
 def winner(table: dict[Key, Cell], keys: list[Key]) -> Key | None:
@@ -310,16 +320,20 @@ class Row(NamedTuple):
     floor_s: float
 
 
-def summarize(s: Settings, cap: float, table: dict[Key, Cell], ladder: Ladder, label: str = "ladder") -> Row:
+def summarize(
+    s: Settings, cap: float, table: dict[Key, Cell], ladder: Ladder, label: str = "ladder", start_s: float = 0.0
+) -> Row:
+    """One cap's figures. `start_s`: the warm starter's start (where the grid's ranks were forked from one), which
+    every search priced from the grid's cells pays once, as ladder's own run paid its own."""
     profiles = [p.name for p in s.profiles]
-    grid_s = sum(c.duration_s for c in table.values())
-    walk_s, _ = replay_walk(s, table)
+    grid_s = sum(c.duration_s for c in table.values()) + start_s
+    walk_s = replay_walk(s, table)[0] + start_s
     winners = [w for p in profiles if (w := winner(table, [(p, r) for r in s.rungs])) is not None]
-    oracle_s = sum(table[w].duration_s for w in winners)
+    oracle_s = sum(table[w].duration_s for w in winners) + start_s
     grid_pick = winner(table, list(table))
-    alone_run_s = table[grid_pick].duration_s if grid_pick is not None else 0.0
-    alone_s = one_window(table[grid_pick], s.measure.window_s) if grid_pick is not None else 0.0
-    floor_s = floor(list(s.rungs), profiles, table, grid_pick, s.measure.window_s)
+    alone_run_s = (table[grid_pick].duration_s if grid_pick is not None else 0.0) + start_s
+    alone_s = (one_window(table[grid_pick], s.measure.window_s) if grid_pick is not None else 0.0) + start_s
+    floor_s = floor(list(s.rungs), profiles, table, grid_pick, s.measure.window_s) + start_s
     ladder_s, ladder_pick, n = ladder.seconds, ladder.pick, ladder.trials
     same = same_pick(table, grid_pick, ladder_pick)
     print(
@@ -432,9 +446,10 @@ def main() -> None:
         for cap in caps:
             print(f"scenario: cap {cap} GB per rank", flush=True)
             tables.append(scenario_table(s, cap, root))
+            start_s = sum(st.ready_s for st in warm.started())  # the grid's ranks forked from it: paid once a search
             for label, extra in profiles.items():
                 runs[label].append(run_ladder(args.window_s, cap, root, extra))
-                rows[label].append(summarize(s, cap, tables[-1], runs[label][-1], label))
+                rows[label].append(summarize(s, cap, tables[-1], runs[label][-1], label, start_s))
     report(caps, tables, rows, runs)
 
 

@@ -55,3 +55,4 @@ class TrialSpec:
     progress_samples_per_iter: float | None = None  # for trainers that print only a rate (CleanRL's SPS)
     progress_per_iteration: bool = False  # each progress point is a whole iteration, its update included
     cwd: str = ""  # the folder the program starts in; "" = ladder's own working folder
+    warm_python: str = ""  # the interpreter whose warm starter forks the ranks (`ladder.runner.warm`); "" = none

@@ -3,7 +3,8 @@
 A trial's argv is what its spec planned: torchrun for several ranks, the trainer itself with torchrun's variables
 for one (`ladder.workloads.builtin.ranks`); either way it is one supervised process group, killed whole.
 A trial runs in its own session (`start_new_session`), inside a memory cgroup where the system allows one, and
-every process it starts carries `LADDER_TRIAL_ID` in its environment. The orchestrator is a child subreaper, so
+every process it starts carries `LADDER_TRIAL_ID` in its environment (a rank forked by the warm starter,
+`ladder.runner.warm`, joins the cgroup first and is found through its client). The orchestrator is a child subreaper, so
 workers orphaned by a dying launcher are re-parented to it; stopping sends SIGTERM to the group, waits a grace
 period, then SIGKILLs the cgroup, the group and every remaining process that carries the trial's id
 (`ladder.runner.procs`, where every process of a trial is found and killed).
@@ -26,7 +27,7 @@ from typing import IO
 
 from ladder.core import paths
 from ladder.core.spec import TrialSpec
-from ladder.runner import procs, suspend
+from ladder.runner import procs, suspend, warm
 from ladder.runner.cgroup import MemCgroup, Usage
 from ladder.runner.procs import TRIAL_ID_VAR, become_subreaper, reap_orphans
 
@@ -74,6 +75,8 @@ def start(spec: TrialSpec, trial_dir: Path, trial_id: str, mem_limit_bytes: int 
     join = ["--cgroup", str(cgroup.path)] if cgroup is not None else []
     argv = [sys.executable, "-m", "ladder.runner.trialexec", *join, "--", *spec.argv]
     env = {**os.environ, **spec.env, TRIAL_ID_VAR: trial_id}
+    if spec.warm_python and cgroup is not None and (starter := warm.starter(spec.warm_python)) is not None:
+        env.update(starter.env(cgroup.path))  # the ranks are forked from it, into the trial's cgroup
     out = open(trial_dir / paths.STDOUT, "wb")  # noqa: SIM115 - closed in stop()
     proc = subprocess.Popen(
         argv,

@@ -25,6 +25,7 @@ import psutil
 
 from ladder.core import ballast
 from ladder.core.records import Sample, Source
+from ladder.runner import warm
 from ladder.runner.procs import TRIAL_ID_VAR
 
 log = logging.getLogger(__name__)
@@ -48,13 +49,16 @@ def process_tree(root_pid: int) -> list[tuple[int, int]]:
     """(pid, parent pid) of every descendant of root_pid, parents first; [] once the root is gone.
 
     Walks `/proc/<pid>/task/<tid>/children`, which reads only the tree; psutil's `children()` reads every
-    process on the machine (3-6 ms), kept as the fallback where those files do not exist."""
+    process on the machine (3-6 ms), kept as the fallback where those files do not exist. A rank forked by the warm
+    starter (`ladder.runner.warm`) is listed as its client's child."""
     if not os.path.exists(f"/proc/{root_pid}/task/{root_pid}/children"):  # no /proc, or no CONFIG_PROC_CHILDREN
         return _psutil_tree(root_pid)
     out, todo = [], [root_pid]
     while todo:
         parent = todo.pop(0)
         kids = _proc_children(parent)
+        if (rank := warm.linked(parent)) is not None:  # a rank forked by the warm starter: its client's child here
+            kids.append(rank)
         out += [(kid, parent) for kid in kids]
         todo += kids
     return out

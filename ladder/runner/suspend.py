@@ -3,9 +3,10 @@
 A trial runs in a session of its own (`ladder.runner.launch`), out of the terminal's reach: SIGTSTP (Ctrl-Z) stops
 the sweep alone, and its trial would go on unwatched, holding its memory and its devices. `install` makes the sweep
 stop every process of its running trials first (SIGSTOP, each process found as `ladder.runner.procs.members` finds
-it, torchrun's workers in their own sessions included), then stop itself; on SIGCONT (`fg`, `bg`, `kill -CONT`) it
-continues them. Each pause is counted (`PAUSES`), so a trial's watch can leave the pause out of its limits and
-restart its window (`ladder.runner.trial`): a window that spans a pause measures the pause, not the trainer.
+it, torchrun's workers in their own sessions included) and its warm starters (`ladder.runner.warm`), then stop
+itself; on SIGCONT (`fg`, `bg`, `kill -CONT`) it continues them. Each pause is counted (`PAUSES`), so a trial's
+watch can leave the pause out of its limits and restart its window (`ladder.runner.trial`): a window that spans a
+pause measures the pause, not the trainer.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from types import FrameType
 
 import psutil
 
-from ladder.runner import procs
+from ladder.runner import procs, warm
 from ladder.runner.cgroup import MemCgroup
 
 
@@ -52,12 +53,19 @@ def install() -> None:
 
 
 def _signal_trials(sig: signal.Signals) -> int:
+    """`sig` to every process of the running trials (their count), then to the warm starters and their keepers."""
     sent = 0
     for trial_id, groups in list(_running.items()):
         for proc in procs.members(trial_id, groups, but={os.getpid()}):
             with contextlib.suppress(psutil.Error):
                 proc.send_signal(sig)
                 sent += 1
+    for starter in warm.started():  # idle between trials, but the sweep's: a stopped sweep holds them too
+        with contextlib.suppress(psutil.Error):
+            top = psutil.Process(starter.proc.pid)
+            for proc in (top, *top.children(recursive=True)):
+                with contextlib.suppress(psutil.Error):
+                    proc.send_signal(sig)
     return sent
 
 

@@ -121,6 +121,7 @@ class WorkloadConf:
     launcher: str = "direct"  # kind command: direct or torchrun
     single_rank: str = "direct"  # a one-rank torchrun trial: direct (torchrun's variables, no agent) or torchrun
     proxy_ranks: str = "direct"  # several ranks of the proxy: direct (ladder's rank launcher, no agent) or torchrun
+    proxy_start: str = "warm"  # the proxy's ranks: warm (forked from one interpreter with torch imported) or cold
     progress: str = ""  # "" = the kind's own; mimickit: mimickit_stdout|mimickit_log; command: regex|jsonl
     progress_regex: str = ""  # kind command with regex progress: the pattern or a preset; "" = the default
     progress_file: str = ""  # kind command: relative to the trial folder; "" = stdout.log or progress.jsonl

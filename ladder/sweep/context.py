@@ -89,6 +89,7 @@ def plan(run: Run, decision: policy.Decision, trial_dir: Path, port: int) -> Tri
         run.machine.python,
         single_rank=work.single_rank,
         proxy_ranks=work.proxy_ranks,
+        proxy_start=work.proxy_start,
     )
     return planner.plan(
         run.workload,

@@ -7,7 +7,8 @@ launch, measured on a slower day). Several ranks of the proxy, by default (`work
 started by ladder's own rank launcher (`ladder.runner.ranks`) with the same variables, each rank's logs and error
 file where torchrun's `--log-dir` puts them; several ranks of any other trainer run under torchrun. Without the
 agent each rank 0 hosts the rendezvous store itself (`TORCHELASTIC_USE_AGENT_STORE=False`), and the evidence is
-read the same way.
+read the same way. The proxy's ranks, by default (`workload.proxy_start=warm`), are forked from an interpreter that
+has torch imported already (`ladder.runner.warm`): what a cold rank spends in imports is paid once a sweep.
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ from ladder.workloads.profiles import apply_profile
 # The proxy's --method follows the algorithm the agent config runs (its agent_name), so a case whose method
 # names its task rather than its algorithm (vault: a PPO agent on a static-objects env) gets the right nets.
 START_WAYS = ("direct", "torchrun")  # workload.single_rank (one rank) and workload.proxy_ranks (the proxy's several)
+PROXY_STARTS = ("warm", "cold")  # workload.proxy_start: the proxy's ranks forked from ladder.runner.warm, or not
+PROXY = "ladder.workloads.proxy"
+WARM = "ladder.runner.warm"
 AGENT_METHODS = {"AMP": "amp", "ADD": "add", "ASE": "ase", "PPO": "ppo", "AWR": "awr", "LCP": "lcp", "SMP": "smp"}
 
 
@@ -40,6 +44,7 @@ class Placement:
     gpus: tuple[int, ...] = ()
     single_rank: str = "direct"  # one rank: direct (started with torchrun's variables, no agent) or torchrun
     proxy_ranks: str = "direct"  # several ranks of the proxy: direct (ladder.runner.ranks, no agent) or torchrun
+    proxy_start: str = "warm"  # the proxy's ranks: warm (forked from ladder.runner.warm's starter) or cold
 
     def devices(self) -> tuple[str, ...]:
         """One device name per rank: cuda:<i>, or cpu."""
@@ -61,7 +66,12 @@ def plan_proxy(
     agent = apply_profile(case.agent, profile.agent_patch)
     trainer = _proxy_args(case, num_envs, workload, place, trial_dir, max_seconds)
     prefix, rank_vars, launcher = ranks(place, trial_dir, own=True)
-    argv = prefix + ("-m", "ladder.workloads.proxy") + trainer
+    if place.proxy_start not in PROXY_STARTS:
+        raise ConfigError(
+            f"unknown workload.proxy_start '{place.proxy_start}'", f"use one of: {', '.join(PROXY_STARTS)}"
+        )
+    warm = place.proxy_start == "warm"
+    argv = prefix + (("-m", WARM, PROXY) if warm else ("-m", PROXY)) + trainer
     env = {**rank_vars, **extra_env, "PYTHONUNBUFFERED": "1"}
     if place.device == "cpu":
         env["OMP_NUM_THREADS"] = "1"  # one core per rank, as torchrun would pick for several ranks
@@ -74,6 +84,7 @@ def plan_proxy(
         launcher=launcher,
         progress_kind=ProgressKind.JSONL,
         progress_per_iteration=True,  # the proxy writes a line once an iteration, after its update
+        warm_python=place.python if warm else "",
     )
 
 

@@ -16,8 +16,8 @@ from ladder.workloads.builtin import Placement, plan_proxy
 from tests.integration.test_failure_scenarios import CASE
 
 
-def one(single_rank: str = "direct", nproc: int = 1, proxy_ranks: str = "direct") -> Placement:
-    return Placement("cpu", nproc, 29611, "python", single_rank=single_rank, proxy_ranks=proxy_ranks)
+def one(single_rank: str = "direct", nproc: int = 1, proxy_ranks: str = "direct", start: str = "cold") -> Placement:
+    return Placement("cpu", nproc, 29611, "python", single_rank=single_rank, proxy_ranks=proxy_ranks, proxy_start=start)
 
 
 def test_one_rank_starts_the_trainer_itself_and_the_proxys_ranks_start_by_ladders_launcher() -> None:
@@ -35,6 +35,20 @@ def test_one_rank_starts_the_trainer_itself_and_the_proxys_ranks_start_by_ladder
         spec = plan_proxy(CASE, Profile("default", {}), 64, WorkloadConf(), place, "/t", 60.0, {})
         assert spec.argv[:3] == ("python", "-m", "torch.distributed.run") and spec.launcher is Launcher.TORCHRUN
         assert "RANK" not in spec.env and spec.info["launcher"] == "torchrun"
+
+
+def test_warm_ranks_are_the_proxy_under_the_warm_client_of_this_interpreters_starter() -> None:
+    for nproc in (1, 2):
+        warm = plan_proxy(
+            CASE, Profile("default", {}), 64, WorkloadConf(), one(nproc=nproc, start="warm"), "/t", 60, {}
+        )
+        cold = plan_proxy(CASE, Profile("default", {}), 64, WorkloadConf(), one(nproc=nproc), "/t", 60.0, {})
+        at = warm.argv.index("ladder.runner.warm")
+        assert warm.argv[at - 2 : at + 2] == ("python", "-m", "ladder.runner.warm", "ladder.workloads.proxy")
+        assert warm.argv[at + 2 :] == cold.argv[cold.argv.index("ladder.workloads.proxy") + 1 :]
+        assert warm.warm_python == "python" and cold.warm_python == ""
+    with pytest.raises(ConfigError, match="(?s)proxy_start 'hot'.*warm, cold"):
+        plan_proxy(CASE, Profile("default", {}), 64, WorkloadConf(), one(start="hot"), "/t", 60.0, {})
 
 
 def test_an_nccl_setting_wins_over_the_contracts_default() -> None:

@@ -1,0 +1,381 @@
+"""The warm starter: the proxy's ranks forked from an interpreter that has torch imported already.
+
+A cold rank of the proxy spends most of its start in imports (torch, and torch._dynamo, which the optimizers' first
+param group pulls in): 4-5 s of the 7-8 s from launch to its first step on two idle cores
+(`scripts/bench_launch.py --nproc 2`), paid again by every launch of a sweep. That time is ladder's way of starting
+its own trainer, not the trainer's work, so ladder pays it once: the orchestrator starts one starter per interpreter
+(`python -m ladder.runner.warm serve`), which imports `PRELOAD` and waits on a Unix socket, and each rank is
+
+    python -m ladder.runner.warm MODULE ARGS...
+
+a small client that, where a starter runs for it (`SOCKET_VAR`) and the trial has a memory cgroup (`CGROUP_VAR`),
+hands the starter its argv, environment, working folder and standard streams. The starter forks a keeper for the
+rank and the keeper forks the rank: it joins the trial's cgroup before anything else (so the trial's stop, its
+memory figures and Ctrl-Z reach it as any of its processes), takes the client's streams, variables and folder, and
+runs MODULE as `python -m MODULE` would (with the client's CPU affinity: a trial's leased slots hold it). The client
+stays as the rank's stand-in in the trial's process tree: a stop signal it gets goes on to the rank, it leaves as
+the rank did (the same code, or the same signal), and its death kills the rank (the keeper sees the connection
+close). The keeper and the rank die with their parents (PR_SET_PDEATHSIG), and the starter ends when the
+orchestrator does (its stdin closes), so no rank outlives its trial or its sweep. The sampler finds the rank through
+`LINKS_VAR`: a file per client, named by its pid, holding the rank's pid (`linked`).
+
+Without a starter (a recorded `cmd.txt` run by hand, a machine without memory cgroups, a starter that failed), the
+client runs MODULE itself, cold, as `python -m MODULE ARGS...` would. What a fork keeps from the starter is only
+what an import made; the emulated card's cap (`proxy.device.cap_memory`) counts from the rank's own size at the
+moment it is set, so a warm rank's figures and failures are a cold one's.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import os
+import random
+import runpy
+import select
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+
+from ladder.runner.procs import die_with_parent, exit_as
+
+MODULE = "ladder.runner.warm"
+SOCKET_VAR = "LADDER_WARM_SOCKET"  # the starter's socket, set on a trial's ranks by `ladder.runner.launch.start`
+CGROUP_VAR = "LADDER_WARM_CGROUP"  # the trial's memory cgroup, which the forked rank joins first
+LINKS_VAR = "LADDER_WARM_LINKS"  # the folder of client pid -> rank pid files
+PRELOAD = ("torch", "torch._dynamo", "ladder.workloads.proxy.loop")  # what every proxy rank imports first
+READY_TIMEOUT_S = 180.0  # a starter not ready by then is given up (the ranks start cold)
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+HEADER = struct.Struct("!I")
+USAGE = "usage: python -m ladder.runner.warm MODULE [ARGS...]  |  python -m ladder.runner.warm serve --socket PATH"
+
+
+# ---------------------------------------------------------------- the orchestrator's side
+
+
+@dataclass
+class Starter:
+    """A running starter: its process, its socket, the links folder, and how long it took to be ready."""
+
+    proc: subprocess.Popen[bytes]
+    socket_path: str
+    links: str
+    ready_s: float
+
+    def env(self, cgroup: Path) -> dict[str, str]:
+        """The variables a trial's ranks need to be forked from this starter into `cgroup`."""
+        return {SOCKET_VAR: self.socket_path, CGROUP_VAR: str(cgroup), LINKS_VAR: self.links}
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            with contextlib.suppress(OSError):
+                assert self.proc.stdin is not None
+                self.proc.stdin.close()  # the starter's cue to end (it also ends if this process dies)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        with contextlib.suppress(OSError):
+            for link in Path(self.links).iterdir():
+                link.unlink()
+            Path(self.links).rmdir()
+
+
+_starters: dict[str, Starter | None] = {}  # per interpreter; None: it failed once, the ranks start cold
+
+
+def starter(python: str) -> Starter | None:
+    """The starter for `python`, started (and waited for) the first time it is asked for; None where it cannot run."""
+    if python not in _starters:
+        _starters[python] = _start(python)
+        if len(_starters) == 1:
+            atexit.register(close_all)
+    return _starters[python]
+
+
+def started() -> list[Starter]:
+    return [s for s in _starters.values() if s is not None]
+
+
+def close_all() -> None:
+    for s in started():
+        s.close()
+    _starters.clear()
+
+
+def _start(python: str) -> Starter | None:
+    folder = tempfile.mkdtemp(prefix="ladder-warm-")
+    sock, links = os.path.join(folder, "sock"), os.path.join(folder, "links")
+    os.mkdir(links)
+    t0 = time.monotonic()
+    proc = subprocess.Popen(
+        [python, "-m", MODULE, "serve", "--socket", sock],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,  # a Ctrl-C at the terminal is the orchestrator's to pass on, not the starter's
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    assert proc.stdout is not None
+    ready, _, _ = select.select([proc.stdout], [], [], READY_TIMEOUT_S)
+    line = proc.stdout.readline() if ready else b""
+    if line.strip() != b"ready":
+        proc.kill()
+        proc.wait()
+        return None
+    return Starter(proc, sock, links, time.monotonic() - t0)
+
+
+def linked(pid: int) -> int | None:
+    """The rank a warm client with this pid stands in for, where this orchestrator's starters forked one."""
+    for s in started():
+        with contextlib.suppress(OSError, ValueError):
+            return int(Path(s.links, str(pid)).read_text())
+    return None
+
+
+# ---------------------------------------------------------------- the starter
+
+
+def serve(sock_path: str) -> int:
+    for name in PRELOAD:
+        __import__(name)
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():  # a fork would carry a CUDA context no rank can use
+        return 1
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(sock_path)
+    listener.listen(64)
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # keepers are reaped by the kernel
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    os.write(1, b"ready\n")
+    while True:
+        ready, _, _ = select.select([listener.fileno(), 0], [], [])
+        if 0 in ready and not os.read(0, 4096):  # the orchestrator closed our stdin, or died
+            return 0
+        if listener.fileno() in ready:
+            conn, _ = listener.accept()
+            if os.fork() == 0:
+                listener.close()
+                os._exit(_keep(conn))
+            conn.close()
+
+
+def _keep(conn: socket.socket) -> int:
+    """The keeper of one rank: reads the request, forks the rank, passes stop signals on, reports how it ended."""
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    _die_with_parent()
+    os.close(0)
+    size = HEADER.unpack(_read_exact(conn, HEADER.size))[0]
+    payload, fds, _, _ = socket.recv_fds(conn, size, 3)
+    while len(payload) < size:
+        payload += _read_exact(conn, size - len(payload))
+    request = json.loads(payload)
+    pid = os.fork()
+    if pid == 0:
+        conn.close()
+        _rank(request, fds)  # never returns
+    for fd in fds:
+        os.close(fd)
+    conn.sendall(f"P {pid}\n".encode())
+    pidfd = os.pidfd_open(pid)
+    buf = b""
+    while True:
+        ready, _, _ = select.select([conn.fileno(), pidfd], [], [])
+        if pidfd in ready:
+            _, status = os.waitpid(pid, 0)
+            with contextlib.suppress(OSError):
+                conn.sendall(f"X {status}\n".encode())
+            return 0
+        chunk = conn.recv(4096)
+        if not chunk:  # the client is gone: so is the rank
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            return 0
+        buf += chunk
+        while b"\n" in buf:
+            line, buf = buf.split(b"\n", 1)
+            if line.startswith(b"S "):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, int(line[2:]))
+
+
+def _rank(request: dict[str, object], fds: list[int]) -> None:
+    """The forked rank: into the trial's cgroup, the client's streams, variables and folder, then MODULE."""
+    code = 1
+    try:
+        _die_with_parent()
+        for target, fd in enumerate(fds):  # first, so that whatever fails next is in the trial's logs
+            os.dup2(fd, target)
+            os.close(fd)
+        sys.stderr = open(2, "w", buffering=1, closefd=False, errors="backslashreplace")  # noqa: SIM115
+        Path(str(request["cgroup"]), "cgroup.procs").write_text(str(os.getpid()))
+        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
+            signal.signal(sig, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        env = request["env"]
+        assert isinstance(env, dict)
+        os.environ.clear()
+        os.environ.update(env)
+        os.chdir(str(request["cwd"]))
+        cpus = request["cpus"]
+        assert isinstance(cpus, list)
+        os.sched_setaffinity(0, {int(c) for c in cpus})
+        sys.path[0] = str(request["cwd"])  # as `python -m` puts the working folder first
+        # line by line, as the copies of a rank's output into its logs read them
+        sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115
+        random.seed()
+        torch = sys.modules.get("torch")
+        if torch is not None and (threads := os.environ.get("OMP_NUM_THREADS", "")).isdigit():
+            torch.set_num_threads(int(threads))  # the OpenMP runtime read the variable when the starter loaded it
+        argv = request["argv"]
+        assert isinstance(argv, list)
+        code = run_module([str(a) for a in argv])
+    except BaseException:  # noqa: BLE001 - anything before the module ran: say it, as Python would
+        traceback.print_exc()
+    finally:
+        _exit(code)
+
+
+def run_module(argv: list[str]) -> int:
+    """`python -m argv[0] argv[1:]` in this interpreter: the code it would leave with (a signal as minus it)."""
+    sys.argv = [argv[0], *argv[1:]]
+    try:
+        runpy.run_module(argv[0], run_name="__main__", alter_sys=True)
+    except SystemExit as exc:
+        if exc.code is None:
+            return 0
+        if isinstance(exc.code, int):
+            return exc.code
+        print(exc.code, file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        traceback.print_exc()
+        return -signal.SIGINT
+    except BaseException:  # noqa: BLE001 - the interpreter's own way: the traceback, then 1
+        traceback.print_exc()
+        return 1
+    return 0
+
+
+def _exit(code: int) -> None:
+    with contextlib.suppress(Exception):
+        atexit._run_exitfuncs()  # noqa: SLF001 - what the interpreter runs at its end (logging's flush, torch's own)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    if code < 0:
+        signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+    os._exit(code & 0xFF)
+
+
+def _die_with_parent() -> None:
+    if not die_with_parent(os.getppid(), signal.SIGKILL):
+        os._exit(1)
+
+
+def _read_exact(conn: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = conn.recv(n - len(data))
+        if not chunk:
+            raise EOFError("the client closed the connection")
+        data += chunk
+    return data
+
+
+# ---------------------------------------------------------------- the client (each rank)
+
+
+class Client:
+    """A rank's stand-in: asks the starter for the rank, passes stop signals on, and leaves as the rank did."""
+
+    def __init__(self, sock_path: str, links: str) -> None:
+        self.pending: list[int] = []
+        self.conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.conn.connect(sock_path)
+        self.link = Path(links, str(os.getpid())) if links else None
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, self.on_signal)
+
+    def on_signal(self, signum: int, frame: FrameType | None) -> None:
+        with contextlib.suppress(OSError):
+            self.conn.sendall(f"S {signum}\n".encode())
+
+    def run(self, argv: list[str], cgroup: str) -> int:
+        cpus = sorted(os.sched_getaffinity(0))  # a trial pinned to its leased CPU slots pins its ranks too
+        request = {"argv": argv, "env": dict(os.environ), "cwd": os.getcwd(), "cgroup": cgroup, "cpus": cpus}
+        payload = json.dumps(request).encode()
+        self.conn.sendall(HEADER.pack(len(payload)))
+        socket.send_fds(self.conn, [payload], [0, 1, 2])
+        buf = b""
+        while True:
+            try:
+                chunk = self.conn.recv(4096)
+            except InterruptedError:  # pragma: no cover - PEP 475 retries
+                continue
+            if not chunk:
+                print("ladder: the warm starter ended before the rank did", file=sys.stderr)
+                return 1
+            buf += chunk
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                kind, _, value = line.decode().partition(" ")
+                if kind == "P" and self.link is not None:
+                    self.link.write_text(value)
+                elif kind == "X":
+                    if self.link is not None:
+                        with contextlib.suppress(OSError):
+                            self.link.unlink()
+                    return os.waitstatus_to_exitcode(int(value))
+
+
+def usable() -> tuple[str, str, str] | None:
+    """(socket, cgroup, links) where this rank can be forked from a starter: one runs for it and the trial has a
+    memory cgroup this process may move a process into; None otherwise (the rank starts cold)."""
+    sock, cgroup = os.environ.get(SOCKET_VAR, ""), os.environ.get(CGROUP_VAR, "")
+    if not sock or not cgroup or not os.path.exists(sock):
+        return None
+    if not os.access(os.path.join(cgroup, "cgroup.procs"), os.W_OK):
+        return None
+    return sock, cgroup, os.environ.get(LINKS_VAR, "")
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["serve"]:
+        if len(argv) != 3 or argv[1] != "--socket":
+            print(USAGE, file=sys.stderr)
+            return 2
+        return serve(argv[2])
+    if not argv or argv[0].startswith("-"):
+        print(USAGE, file=sys.stderr)
+        return 2
+    where = usable()
+    if where is not None:
+        sock, cgroup, links = where
+        try:
+            client = Client(sock, links)
+        except OSError:  # the starter is gone: start cold
+            where = None
+        else:
+            for var in (SOCKET_VAR, CGROUP_VAR, LINKS_VAR):
+                os.environ.pop(var, None)  # the rank's own children start as they would anywhere
+            return client.run(argv, cgroup)
+    for var in (SOCKET_VAR, CGROUP_VAR, LINKS_VAR):
+        os.environ.pop(var, None)
+    return run_module(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(exit_as(main(sys.argv[1:])))

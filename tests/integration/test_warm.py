@@ -1,0 +1,165 @@
+"""The warm starter: a rank forked from it runs, ends and is stopped as the same rank started cold would be.
+
+Real processes: a starter (torch imported), clients started as a rank launcher starts them, a trial cgroup."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from ladder.runner import monitor, procs, warm
+from ladder.runner.cgroup import MemCgroup
+from tests.helpers import need_memory_cgroups, wait_for
+
+pytestmark = pytest.mark.integration
+
+RANK = textwrap.dedent(
+    """
+    import json, os, signal, sys, time
+    from pathlib import Path
+    out = Path(os.environ["OUT"])
+    threads = __import__("torch").get_num_threads()
+    seen = {"pid": os.getpid(), "argv": sys.argv[1:], "cwd": os.getcwd(), "var": os.environ.get("VAR"),
+            "cpus": sorted(os.sched_getaffinity(0))}
+    out.write_text(json.dumps({**seen, "threads": threads}))
+    print("rank says hello", flush=True)
+    what = sys.argv[1]
+    if what == "exit":
+        sys.exit(int(sys.argv[2]))
+    if what == "raise":
+        raise KeyError("no_such_key")
+    if what == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    if what == "wait":
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(7))
+        while True:
+            time.sleep(0.05)
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def starter() -> Iterator[warm.Starter]:
+    need_memory_cgroups()
+    got = warm.starter(sys.executable)
+    assert got is not None, "the warm starter did not get ready"
+    yield got
+    warm.close_all()
+
+
+@pytest.fixture
+def cgroup(tmp_path: Path) -> Iterator[MemCgroup]:
+    group = MemCgroup.create(procs.cgroup_name(tmp_path.name[-12:]), None)
+    assert group is not None
+    yield group
+    procs.remove_cgroups([group])
+
+
+def client(tmp_path: Path, env: dict[str, str], *args: str, cpus: set[int] | None = None) -> subprocess.Popen[bytes]:
+    (tmp_path / "rankmod.py").write_text(RANK)
+    return subprocess.Popen(
+        [sys.executable, "-m", warm.MODULE, "rankmod", *args],
+        cwd=tmp_path,
+        env={**os.environ, **env, "OUT": str(tmp_path / "out.json"), "VAR": "given", "OMP_NUM_THREADS": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None,  # noqa: PLW1509 - as trialexec pins
+    )
+
+
+def seen(tmp_path: Path) -> dict[str, object]:
+    wait_for(lambda: (tmp_path / "out.json").exists() and (tmp_path / "out.json").read_text())
+    return json.loads((tmp_path / "out.json").read_text())
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "said"),
+    [(("exit", "0"), 0, ""), (("exit", "3"), 3, ""), (("raise",), 1, "KeyError: 'no_such_key'"), (("kill",), -9, "")],
+)
+def test_a_warm_rank_ends_as_a_cold_one(
+    tmp_path: Path, starter: warm.Starter, cgroup: MemCgroup, args: tuple[str, ...], code: int, said: str
+) -> None:
+    codes = []
+    for env in (starter.env(cgroup.path), {}):  # warm, then cold (no starter named)
+        (tmp_path / "out.json").unlink(missing_ok=True)
+        proc = client(tmp_path, env, *args)
+        out, err = proc.communicate(timeout=120)
+        codes.append(proc.returncode)
+        assert b"rank says hello" in out
+        assert said.encode() in err
+        got = seen(tmp_path)
+        assert got["argv"] == list(args) and got["cwd"] == str(tmp_path) and got["var"] == "given"
+        assert got["threads"] == 1  # OMP_NUM_THREADS reaches a forked rank too
+        assert got["pid"] != proc.pid if env else got["pid"] == proc.pid
+    assert codes == [code, code]
+
+
+def test_the_rank_runs_in_the_trial_cgroup_under_its_client(
+    tmp_path: Path, starter: warm.Starter, cgroup: MemCgroup
+) -> None:
+    proc = client(tmp_path, starter.env(cgroup.path), "wait")
+    rank = int(str(seen(tmp_path)["pid"]))
+    assert rank in cgroup.pids()
+    wait_for(lambda: warm.linked(proc.pid) == rank)
+    assert (rank, proc.pid) in monitor.process_tree(os.getpid())  # the sampler's tree walk finds it
+    proc.send_signal(signal.SIGTERM)  # a stop reaches the rank, whose own handler leaves with 7
+    assert proc.wait(timeout=60) == 7
+    wait_for(lambda: not psutil.pid_exists(rank))
+    assert warm.linked(proc.pid) is None
+
+
+def test_the_rank_keeps_the_cpus_its_trial_leased(tmp_path: Path, starter: warm.Starter, cgroup: MemCgroup) -> None:
+    one = {min(os.sched_getaffinity(0))}
+    proc = client(tmp_path, starter.env(cgroup.path), "exit", "0", cpus=one)
+    assert proc.wait(timeout=120) == 0
+    got = seen(tmp_path)
+    assert got["pid"] != proc.pid and got["cpus"] == sorted(one)
+
+
+def test_a_killed_client_takes_its_rank_with_it(tmp_path: Path, starter: warm.Starter, cgroup: MemCgroup) -> None:
+    proc = client(tmp_path, starter.env(cgroup.path), "wait")
+    rank = int(str(seen(tmp_path)["pid"]))
+    proc.kill()
+    proc.wait()
+    wait_for(lambda: not psutil.pid_exists(rank) or psutil.Process(rank).status() == psutil.STATUS_ZOMBIE)
+
+
+def test_a_rank_cannot_outlive_its_starter(tmp_path: Path, cgroup: MemCgroup) -> None:
+    need_memory_cgroups()
+    own = warm._start(sys.executable)  # noqa: SLF001 - a starter of this test's own, to end
+    assert own is not None
+    try:
+        proc = client(tmp_path, own.env(cgroup.path), "wait")
+        rank = int(str(seen(tmp_path)["pid"]))
+        own.proc.kill()  # the starter dies: its keeper, then the rank, die with it
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 1 and b"warm starter ended before the rank did" in err
+        wait_for(lambda: not psutil.pid_exists(rank) or psutil.Process(rank).status() == psutil.STATUS_ZOMBIE)
+    finally:
+        own.close()
+
+
+def test_without_a_cgroup_it_starts_cold(tmp_path: Path, starter: warm.Starter) -> None:
+    env = {warm.SOCKET_VAR: starter.socket_path, warm.CGROUP_VAR: str(tmp_path / "no_such_cgroup")}
+    proc = client(tmp_path, env, "exit", "5")
+    assert proc.wait(timeout=120) == 5
+    assert seen(tmp_path)["pid"] == proc.pid
+
+
+def test_the_starter_ends_with_its_orchestrator(tmp_path: Path) -> None:
+    code = (
+        "import os, sys; from ladder.runner import warm; s = warm._start(sys.executable); "
+        "print(s.proc.pid, flush=True); os._exit(0)"  # no atexit: the starter sees its stdin close, nothing more
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180, check=True)
+    pid = int(out.stdout.split()[0])
+    wait_for(lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE)
