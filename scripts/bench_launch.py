@@ -56,7 +56,9 @@ def once(way: str, num_envs: int, root: Path, device: str = "cpu", nproc: int = 
     if way in STARTS:
         place = Placement(device, nproc, launch.free_port(), sys.executable, proxy_start=way)
     else:
-        place = Placement(device, nproc, launch.free_port(), sys.executable, single_rank=way, proxy_ranks=way)
+        place = Placement(  # the launchers alone: cold ranks either way, as before the warm starter
+            device, nproc, launch.free_port(), sys.executable, single_rank=way, proxy_ranks=way, proxy_start="cold"
+        )
     trial_dir = root / f"{way}_{uuid.uuid4().hex[:6]}"
     spec = plan_proxy(settings.case, settings.profiles[0], num_envs, settings.workload, place, str(trial_dir), 120, {})
     run = launch.start(spec, trial_dir, uuid.uuid4().hex[:12], None)

@@ -34,6 +34,7 @@ import os
 import random
 import runpy
 import select
+import shutil
 import signal
 import socket
 import struct
@@ -46,6 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
+from ladder.runner.cgroup import join
 from ladder.runner.procs import die_with_parent, exit_as
 
 MODULE = "ladder.runner.warm"
@@ -67,9 +69,16 @@ class Starter:
     """A running starter: its process, its socket, the links folder, and how long it took to be ready."""
 
     proc: subprocess.Popen[bytes]
-    socket_path: str
-    links: str
+    folder: str  # its socket and the links folder, removed when it ends
     ready_s: float
+
+    @property
+    def socket_path(self) -> str:
+        return os.path.join(self.folder, "sock")
+
+    @property
+    def links(self) -> str:
+        return os.path.join(self.folder, "links")
 
     def env(self, cgroup: Path) -> dict[str, str]:
         """The variables a trial's ranks need to be forked from this starter into `cgroup`."""
@@ -85,10 +94,7 @@ class Starter:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-        with contextlib.suppress(OSError):
-            for link in Path(self.links).iterdir():
-                link.unlink()
-            Path(self.links).rmdir()
+        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 _starters: dict[str, Starter | None] = {}  # per interpreter; None: it failed once, the ranks start cold
@@ -115,11 +121,10 @@ def close_all() -> None:
 
 def _start(python: str) -> Starter | None:
     folder = tempfile.mkdtemp(prefix="ladder-warm-")
-    sock, links = os.path.join(folder, "sock"), os.path.join(folder, "links")
-    os.mkdir(links)
+    os.mkdir(os.path.join(folder, "links"))
     t0 = time.monotonic()
     proc = subprocess.Popen(
-        [python, "-m", MODULE, "serve", "--socket", sock],
+        [python, "-m", MODULE, "serve", "--socket", os.path.join(folder, "sock")],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -132,8 +137,9 @@ def _start(python: str) -> Starter | None:
     if line.strip() != b"ready":
         proc.kill()
         proc.wait()
+        shutil.rmtree(folder, ignore_errors=True)
         return None
-    return Starter(proc, sock, links, time.monotonic() - t0)
+    return Starter(proc, folder, time.monotonic() - t0)
 
 
 def linked(pid: int) -> int | None:
@@ -148,6 +154,14 @@ def linked(pid: int) -> int | None:
 
 
 def serve(sock_path: str) -> int:
+    """Import `PRELOAD`, say `ready`, and fork a keeper per connection until stdin closes; its folder goes with it."""
+    try:
+        return _serve(sock_path)
+    finally:
+        shutil.rmtree(os.path.dirname(sock_path), ignore_errors=True)
+
+
+def _serve(sock_path: str) -> int:
     for name in PRELOAD:
         __import__(name)
     torch = sys.modules.get("torch")
@@ -219,7 +233,7 @@ def _rank(request: dict[str, object], fds: list[int]) -> None:
             os.dup2(fd, target)
             os.close(fd)
         sys.stderr = open(2, "w", buffering=1, closefd=False, errors="backslashreplace")  # noqa: SIM115
-        Path(str(request["cgroup"]), "cgroup.procs").write_text(str(os.getpid()))
+        join(Path(str(request["cgroup"])))
         for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
             signal.signal(sig, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -274,10 +288,7 @@ def _exit(code: int) -> None:
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
-    if code < 0:
-        signal.signal(-code, signal.SIG_DFL)
-        os.kill(os.getpid(), -code)
-    os._exit(code & 0xFF)
+    os._exit(exit_as(code) & 0xFF)
 
 
 def _die_with_parent() -> None:
@@ -302,7 +313,6 @@ class Client:
     """A rank's stand-in: asks the starter for the rank, passes stop signals on, and leaves as the rank did."""
 
     def __init__(self, sock_path: str, links: str) -> None:
-        self.pending: list[int] = []
         self.conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.conn.connect(sock_path)
         self.link = Path(links, str(os.getpid())) if links else None
@@ -362,18 +372,15 @@ def main(argv: list[str]) -> int:
         print(USAGE, file=sys.stderr)
         return 2
     where = usable()
+    for var in (SOCKET_VAR, CGROUP_VAR, LINKS_VAR):
+        os.environ.pop(var, None)  # the rank's own children start as they would anywhere
     if where is not None:
         sock, cgroup, links = where
         try:
             client = Client(sock, links)
-        except OSError:  # the starter is gone: start cold
-            where = None
-        else:
-            for var in (SOCKET_VAR, CGROUP_VAR, LINKS_VAR):
-                os.environ.pop(var, None)  # the rank's own children start as they would anywhere
-            return client.run(argv, cgroup)
-    for var in (SOCKET_VAR, CGROUP_VAR, LINKS_VAR):
-        os.environ.pop(var, None)
+        except OSError:  # a starter gone since: start cold
+            return run_module(argv)
+        return client.run(argv, cgroup)
     return run_module(argv)
 
 
