@@ -472,6 +472,26 @@ def window_ci_frac(points: Sequence[Point], window: Window) -> float | None:
     return ci_frac(_rate_figures(points, window))
 
 
+def projected_ci_frac(points: Sequence[Point], window: Window, until_t: float) -> float | None:
+    """The width of the samples/s interval over `window` (as `window_ci_frac`) that running on to `until_t` would
+    leave if its steps went on as they have: as many more as its mean step fits in the time left, spread as the steps
+    so far (one step's relative sd, `step_noise`, or the reported rates' spread). The width falls as t/sqrt(n) does:
+    a window whose spread is a drift, not step noise, is projected to stay wide. None under two steps."""
+    inside = [p for p in points if window.start_t <= p.t <= window.end_t]
+    steps = intervals(inside)
+    reported = [p.sps for p in inside if p.sps is not None]
+    if len(steps) >= 2 and sum(s.samples for s in steps) > 0:
+        sd_frac, n = step_noise([s.samples for s in steps], [s.seconds for s in steps]).get("step_sd_frac"), len(steps)
+    elif len(reported) >= 2 and statistics.fmean(reported) > 0:
+        sd_frac, n = statistics.stdev(reported) / statistics.fmean(reported), len(reported)
+    else:
+        return None
+    if sd_frac is None:
+        return None
+    more = int(max(0.0, until_t - inside[-1].t) // (sum(s.seconds for s in steps) / len(steps))) if steps else 0
+    return 2 * t975(n + more - 1) * sd_frac / math.sqrt(n + more)
+
+
 def ci_frac(figures: Mapping[str, float]) -> float | None:
     """The width of the samples/s interval as a fraction of the rate (what `max_ci_frac` bounds); None without."""
     rate = Rate.of(figures)

@@ -37,6 +37,11 @@ SHORT_FRAC = 0.25  # an insurance probe's short window, as a share of measure.wi
 KILL_AT_ONCE = frozenset({StopCause.OUT_OF_MEMORY, StopCause.WINDOW_DONE})
 LOG_TAIL_BYTES = 256 * 1024
 MIB = 1024 * 1024
+# An extension ends (or is not made) once the steps so far project its interval wider than this many times
+# `max_ci_frac` at its end: at 1, once it is more likely to end wide than narrow. Running on for an interval that
+# ends wide anyway costs up to a whole `window_s`, and a second launch after it where `recheck_unstable` is on; giving
+# up on one that would have narrowed costs an `unstable` figure (that second launch, where it is on)
+FUTILE_MARGIN = 1.0
 SHOWN_LINES = 3  # lines of the trainer's own output a "no progress matched" verdict shows
 # ladder's own SIGTERM, echoed back by torchrun or the trainer: never the trainer's evidence
 OWN_SIGNAL = re.compile(r"SignalException|got signal: 15\b|Received Signals\.SIGTERM|signal SIGTERM|Terminated$")
@@ -58,6 +63,7 @@ class Watch:
     short_s: float | None = None  # an insurance probe: past this much window, a rate below `beat` ends it
     short: bool = False  # ... and it did
     extended: bool = False  # the window was extended once: its samples/s interval was wider than max_ci_frac
+    futile: bool = False  # ... or was not, or its extension ended early: its steps could not narrow it (`_futile`)
     unsettled: str = ""  # why the closed window cannot stand for a fit yet (memory still rising, no update in it)
     held: bool = False  # the window ran past window_s, held open while its memory was unsettled
     overtime: bool = False  # it ran past trial_timeout_s, printing steadily, its window due within budget_s
@@ -189,6 +195,7 @@ def _after_pause(watch: Watch) -> None:
     watch.paused_s, watch.since_t = total, suspend.PAUSES.last_end_t
     if watch.window is not None:
         watch.window, watch.restarted, watch.extended, watch.unsettled = None, True, False, ""
+        watch.futile = False
 
 
 def _tick(watch: Watch, monitor: Monitor, running: launch.Running) -> Tick:
@@ -257,11 +264,13 @@ def _window_done(watch: Watch, measure: MeasureConf) -> bool:
     bursts); once, a rate whose interval is wider than `max_ci_frac` extends it by another `window_s`
     (`measure.extend_unstable`), and the extension ends at the first point where the interval over the whole
     window is no wider than that (`_narrow_enough`): it runs for the steps the interval lacked, not always a
-    whole second window."""
+    whole second window. Nor for steps that cannot narrow it (`_futile`): a window whose steps, going on as they
+    have until the extension's end, would still leave it wider than that (`FUTILE_MARGIN`) is not extended, or its
+    extension ends there; its rate stands `unstable` (`window_futile` 1), as it would have at the end."""
     assert watch.window is not None
     closed = stats.close_window(watch.window, watch.points, measure.min_window_iters)
     if closed is None and watch.extended:
-        closed = _narrow_enough(watch, measure)
+        closed = _narrow_enough(watch, measure) or _futile(watch, measure)
     if closed is None:
         return False
     watch.unsettled = stats.outlived_peak(watch.samples(), watch.fresh(), closed, watch.cadence_s, watch.per_iteration)
@@ -270,10 +279,32 @@ def _window_done(watch: Watch, measure: MeasureConf) -> bool:
         return False
     wide = (stats.window_ci_frac(watch.points, closed) or 0.0) > measure.max_ci_frac
     if wide and measure.extend_unstable and not watch.extended:
-        watch.window, watch.extended = replace(watch.window, end_t=closed.end_t + measure.window_s), True
-        return False
+        extended = replace(watch.window, end_t=closed.end_t + measure.window_s)
+        if not _hopeless(watch, closed, extended.end_t, measure):
+            watch.window, watch.extended = extended, True
+            return False
     watch.window = closed
     return True
+
+
+def _futile(watch: Watch, measure: MeasureConf) -> stats.Window | None:
+    """An extended window, closed at its newest point once its steps so far say the rest of the extension cannot
+    bring its interval within `max_ci_frac` (`_hopeless`); None while it still may."""
+    assert watch.window is not None
+    if not watch.points:
+        return None
+    now = replace(watch.window, end_t=watch.points[-1].t)
+    if stats.window_points(now, watch.points) < max(1, measure.min_window_iters):
+        return None
+    return now if _hopeless(watch, now, watch.window.end_t, measure) else None
+
+
+def _hopeless(watch: Watch, window: stats.Window, until_t: float, measure: MeasureConf) -> bool:
+    """Running `window` on to `until_t` would, at its steps' pace and spread so far, leave its interval wider than
+    `FUTILE_MARGIN` times `max_ci_frac` (`stats.projected_ci_frac`); then `watch.futile` says so."""
+    projected = stats.projected_ci_frac(watch.points, window, until_t)
+    watch.futile = projected is not None and projected > FUTILE_MARGIN * measure.max_ci_frac
+    return watch.futile
 
 
 def _narrow_enough(watch: Watch, measure: MeasureConf) -> stats.Window | None:
@@ -386,7 +417,7 @@ def _finish(
         figures["overtime"] = 1.0
     if watch.paused_s:  # suspended with the sweep: out of its limits; a window it interrupted started again
         figures |= {"paused_s": round(watch.paused_s, 2), "window_restarted": float(watch.restarted)}
-    figures |= _interval_verdict(figures, measure, watch.extended)
+    figures |= _interval_verdict(figures, measure, watch.extended) | ({"window_futile": 1.0} if watch.futile else {})
     duration = round(time.monotonic() - running.started_mono, 2)
     return Result(verdict, figures, code, duration, len(left), stats.source_of(samples), watch.stopped_by)
 

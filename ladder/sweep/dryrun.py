@@ -226,7 +226,8 @@ def _measure(m: MeasureConf) -> str:
     return (
         f"{gate}, at most {m.warmup_timeout_s:g} s; window {m.window_s:g} s of at least {m.min_window_iters} "
         f"progress points (95% interval over {m.max_ci_frac:.0%} of samples/s: unstable"
-        f"{', window extended once' if m.extend_unstable else ''}); stop on no progress for "
+        f"{', window extended once where more steps can narrow it' if m.extend_unstable else ''}); "
+        "stop on no progress for "
         f"{m.stall_timeout_s:g} s ({m.startup_timeout_s:g} s before the first), a trial at "
         f"{m.trial_timeout_s:g} s (up to {m.budget_s:g} s for a slow but steady trainer); "
         f"sampled at {m.sample_hz:g} Hz{repeats}"

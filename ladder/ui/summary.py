@@ -179,6 +179,13 @@ def print_summary(
             "(measure.window_s, or confirm_s), held open until it could stand for a fit: a whole update in it, its "
             "memory no longer rising (and, where the trainer's cadence is its own, three windows of steady printing)"
         )
+    if summary.best is not None and summary.best.figures.get("window_futile"):
+        print(
+            f"note: the pick's samples/s interval is {summary.best.figures.get('ci_frac', 0):.0%} of it, over "
+            "measure.max_ci_frac; its window was not run on for it: at its steps' spread so far, even the extension's "
+            "whole length would have left it wide (a longer measure.window_s, or measure.recheck_unstable=true for a "
+            "second launch)"
+        )
     if code is ExitCode.BROKEN_CONFIG and summary.best is not None:
         print("note: a profile stopped on a broken configuration; the pick is among the others (fix it and resume)")
     if summary.resumed:

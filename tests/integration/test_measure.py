@@ -140,15 +140,19 @@ def test_a_silent_idle_start_is_stopped_at_the_start_up_limit(tmp_path: Path) ->
     assert "starting: building the envs" in result.verdict.evidence
 
 
-def test_a_wide_interval_extends_the_window_once_then_says_unstable(tmp_path: Path) -> None:
-    """Lines 0.15 s and 1.5 s apart: the rate's interval is far wider than max_ci_frac; the window goes on once
-    more by window_s, and the figures then carry the verdict."""
+def test_a_wide_interval_its_steps_cannot_narrow_says_unstable_without_an_extension(tmp_path: Path) -> None:
+    """Lines 0.15 s and 1.5 s apart: the rate's interval is far wider than max_ci_frac, and as many steps again of
+    that spread would leave it so; the window is not run on for them (`window_futile`), and the figures carry the
+    verdict. With the extension off, the same window says the same, without the flag."""
     result = run(tmp_path, ("0", "0.15", "idle", "jitter"), conf(window_s=2.0))
     assert result.verdict.status is Status.OK and result.stopped_by == "window_done"
     f = result.figures
-    assert f["window_extended"] == 1.0 and f["unstable"] == 1.0 and f["ci_frac"] > 0.10
-    assert f["window_s"] >= 4.0  # the window ran its length twice
+    assert f["window_futile"] == 1.0 and "window_extended" not in f
+    assert f["unstable"] == 1.0 and f["ci_frac"] > 0.10
     assert 0 <= f["samples_per_s_lo"] < f["samples_per_s"] < f["samples_per_s_hi"]
+    (tmp_path / "off").mkdir()
+    off = run(tmp_path / "off", ("0", "0.15", "idle", "jitter"), conf(window_s=2.0, extend_unstable=False))
+    assert off.figures["unstable"] == 1.0 and "window_futile" not in off.figures
 
 
 def test_a_confirmation_window_keeps_its_length_and_says_unstable(tmp_path: Path) -> None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from ladder.core import stats
 from ladder.core.records import Point
 from ladder.core.stats import Window
@@ -51,7 +53,8 @@ def test_out_of_trial_time_while_extended_keeps_the_window_it_had() -> None:
 
 def test_an_extended_window_closes_once_its_interval_is_narrow_enough() -> None:
     """Extended for a wide interval, the window does not always run a whole second `window_s`: at the first point
-    where the interval over all of it is within `max_ci_frac`, it closes there; a rate that stays wide runs on."""
+    where the interval over all of it is within `max_ci_frac`, it closes there; a rate that stays wide, where more
+    steps of its spread would narrow it, runs on."""
     steady = [Point(1000.0 + i, i, 100.0 * i) for i in range(1, 12)]  # 100 samples each second: a narrow interval
     now = time.monotonic()
     watch = trial.Watch(
@@ -59,7 +62,7 @@ def test_an_extended_window_closes_once_its_interval_is_narrow_enough() -> None:
     )
     assert trial._window_done(watch, conf(window_s=15.0))
     assert watch.window == Window(1001.0, 1011.0, gated=True)
-    jitter = [Point(1000.0 + i, i, 100.0 * i + (60.0 if i % 2 else 0.0)) for i in range(1, 12)]
+    jitter = [Point(1000.0 + i, i, 100.0 * i + (10.0 if i % 2 else 0.0)) for i in range(1, 12)]  # 20% apart
     wide = trial.Watch(
         launch_t=990.0, last_progress_mono=now, points=list(jitter), extended=True, window=Window(1001.0, 1030.0, True)
     )
@@ -69,6 +72,62 @@ def test_an_extended_window_closes_once_its_interval_is_narrow_enough() -> None:
         launch_t=990.0, last_progress_mono=now, points=list(steady), window=Window(1001.0, 1030.0, True)
     )
     assert not trial._window_done(first, conf(window_s=15.0))  # not extended: its window_s runs whole
+
+
+def steps_at(times: list[float], start: float = 1000.0, samples: float = 100.0) -> list[Point]:
+    """Progress points `times` seconds apart (the first at `start`), `samples` each."""
+    pts, t = [Point(start, 1, samples)], start
+    for i, dt in enumerate(times, start=2):
+        t += dt
+        pts.append(Point(t, i, samples * i))
+    return pts
+
+
+def test_the_projected_interval_is_today_s_at_its_last_point_and_narrows_with_more_steps_of_the_same_spread() -> None:
+    """Projected to the window's own last point, the width is the interval the window has now; further on, it
+    narrows as t/sqrt(n) does for more steps of the same spread. Under two steps there is none."""
+    pts = steps_at([0.9, 1.1] * 4)
+    window = Window(1000.0, pts[-1].t, gated=True)
+    now = stats.window_ci_frac(pts, window)  # from the figures, rounded to 0.1 samples/s
+    assert now is not None and stats.projected_ci_frac(pts, window, pts[-1].t) == pytest.approx(now, rel=0.01)
+    later = stats.projected_ci_frac(pts, window, pts[-1].t + 8.0)  # eight more steps of 1 s
+    assert later is not None and later < now
+    assert later == pytest.approx(now * stats.t975(15) / stats.t975(7) * (8 / 16) ** 0.5, rel=0.01)
+    assert stats.projected_ci_frac(pts[:2], Window(1000.0, pts[1].t, gated=True), pts[1].t + 60.0) is None
+
+
+def test_a_wide_window_its_steps_can_narrow_is_extended_and_one_they_cannot_closes_unstable() -> None:
+    """Wide at window_s: extended where more steps of the same spread would narrow the interval by the extension's
+    end; closed there, `futile`, where even twice as many would leave it wider than
+    max_ci_frac (every other step ten times longer): the extension could not make it stable."""
+    now = time.monotonic()
+    mild = steps_at([0.93, 1.07] * 4)  # 8 s of steps 14% apart: wide over 8 steps, narrow over 16
+    closed = Window(1000.0, mild[-1].t, gated=True)
+    assert stats.window_ci_frac(mild, closed) > 0.10  # type: ignore[operator]
+    watch = trial.Watch(launch_t=990.0, last_progress_mono=now, points=mild, window=Window(1000.0, 1008.0, True))
+    assert not trial._window_done(watch, conf(window_s=8.0, min_window_iters=4))
+    assert watch.extended and not watch.futile and watch.window == Window(1000.0, mild[-1].t + 8.0, gated=True)
+    rough = steps_at([0.2, 2.0] * 4)
+    watch = trial.Watch(launch_t=990.0, last_progress_mono=now, points=rough, window=Window(1000.0, 1008.0, True))
+    assert trial._window_done(watch, conf(window_s=8.0, min_window_iters=4))
+    assert watch.futile and not watch.extended and watch.window == Window(1000.0, rough[-1].t, gated=True)
+
+
+def test_an_extension_ends_once_its_steps_say_the_rest_of_it_cannot_narrow_the_interval() -> None:
+    """Extended, a window whose steps turn rough (the machine got busy) closes at the newest point once the steps
+    left before the extension's end could not bring its interval within reach; while they still could, it runs on."""
+    now = time.monotonic()
+    pts = steps_at([0.93, 1.07] * 4 + [0.3, 2.5] * 2)
+    hopeful = trial.Watch(
+        launch_t=990.0, last_progress_mono=now, points=pts[:9], extended=True, window=Window(1000.0, 1030.0, True)
+    )
+    assert not trial._window_done(hopeful, conf(window_s=15.0, min_window_iters=4))
+    assert not hopeful.futile
+    rough = trial.Watch(
+        launch_t=990.0, last_progress_mono=now, points=pts, extended=True, window=Window(1000.0, 1020.0, True)
+    )
+    assert trial._window_done(rough, conf(window_s=10.0, min_window_iters=4))
+    assert rough.futile and rough.window == Window(1000.0, pts[-1].t, gated=True)
 
 
 # ---------------------------------------------------------------- a slow trainer's budget
