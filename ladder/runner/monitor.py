@@ -64,6 +64,28 @@ def process_tree(root_pid: int) -> list[tuple[int, int]]:
     return out
 
 
+# What starts a trial's ranks: ladder's supervisor and rank launcher, torchrun's agent (`launches`)
+LAUNCHER_MODULES = (b"ladder.runner.trialexec", b"ladder.runner.ranks", b"torch.distributed.run")
+
+
+def launches(pid: int) -> bool:
+    """Is this process one that starts ranks rather than one (ladder's trial supervisor, its rank launcher,
+    torchrun's agent, a warm client standing in for a rank forked elsewhere: `warm.stands_in`)? Its few MiB are
+    ladder's or torchrun's, not the trainer's; a rank that ended before the sampler saw it has no figure rather
+    than its launcher's. A process gone says no."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            args = fh.read().split(b"\0")
+    except OSError:
+        return False
+    at = args.index(b"-m") if b"-m" in args else -1
+    if at >= 0 and args[at + 1 : at + 2] and args[at + 1] in LAUNCHER_MODULES:
+        return True
+    if any(os.path.basename(a) == b"torchrun" for a in args[:2]):
+        return True
+    return warm.stands_in(pid)
+
+
 def _proc_children(pid: int) -> list[int]:
     kids: list[int] = []
     with contextlib.suppress(OSError):
@@ -350,7 +372,9 @@ class _ProcStat:
 class HostSampler:
     """CPU% and RSS of each rank's process tree. A process's rank is the LOCAL_RANK in its environment (torchrun
     sets it; children inherit it), else its parent's; a tree with no LOCAL_RANK at all (MimicKit spawns its own
-    ranks) is one series, index 0, root included."""
+    ranks) is one series, index 0, root included. The processes that start ranks (`launches`: ladder's supervisor
+    and rank launcher, torchrun's agent, a warm client) are never counted: before the first rank is up there is no
+    sample, rather than one of a launcher's few MiB."""
 
     source = Source.HOST
 
@@ -362,6 +386,7 @@ class HostSampler:
         self._rank_of: dict[int, int] = {}
         self._stats: dict[int, _ProcStat] = {}
         self._env_rank: dict[int, int | None] = {}
+        self._not_launcher: set[int] = set()
 
     def sample(self, now: float) -> list[Sample]:
         if now - self._last < self._every_s:
@@ -380,7 +405,7 @@ class HostSampler:
 
     def _rescan(self) -> None:
         tree = process_tree(self._root_pid)
-        ranks = self._ranks(tree)
+        ranks = {pid: rank for pid, rank in self._ranks(tree).items() if not self._launches(pid)}
         for pid in set(self._stats) - set(ranks):
             self._stats.pop(pid).close()
         for pid in set(ranks) - set(self._stats):
@@ -394,7 +419,18 @@ class HostSampler:
             rank = own if own is not None else ranks.get(parent)
             if rank is not None:
                 ranks[pid] = rank
-        return ranks or {pid: 0 for pid in (self._root_pid, *(pid for pid, _ in tree))}
+        return ranks or {pid: 0 for pid in (self._root_pid, *(pid for pid, _ in tree)) if not self._launches(pid)}
+
+    def _launches(self, pid: int) -> bool:
+        """One of the processes that start a trial's ranks, not a rank (`launches`): not sampled, so that a rank's
+        figures are its own. A process that is none never becomes one (it is remembered); a warm client may become
+        its rank cold (exec), so it is looked at again."""
+        if pid in self._not_launcher:
+            return False
+        if launches(pid):
+            return True
+        self._not_launcher.add(pid)
+        return False
 
     def _read_rank(self, pid: int) -> int | None:
         value = _environ(pid).get("LOCAL_RANK")

@@ -20,9 +20,13 @@ orchestrator does (its stdin closes), so no rank outlives its trial or its sweep
 `LINKS_VAR`: a file per client, named by its pid, holding the rank's pid (`linked`).
 
 Without a starter (a recorded `cmd.txt` run by hand, a machine without memory cgroups, a starter that failed), the
-client runs MODULE itself, cold, as `python -m MODULE ARGS...` would. What a fork keeps from the starter is only
-what an import made; the emulated card's cap (`proxy.device.cap_memory`) counts from the rank's own size at the
-moment it is set, so a warm rank's figures and failures are a cold one's.
+client becomes `python -m MODULE ARGS...` (exec: the same process, cold), so that any process listing shows a rank
+started cold as one. The sampler counts a rank's own process, never its stand-in (`stands_in`): a client's few
+MiB are ladder's, and a rank that ended before it was seen has no figure rather than its client's.
+
+What a fork keeps from the starter is only what an import made; the emulated card's cap
+(`proxy.device.cap_memory`) counts from the rank's own size at the moment it is set, so a warm rank's figures and
+failures are a cold one's.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
+from typing import NoReturn
 
 from ladder.runner.cgroup import join
 from ladder.runner.procs import die_with_parent, exit_as
@@ -140,6 +145,18 @@ def _start(python: str) -> Starter | None:
         shutil.rmtree(folder, ignore_errors=True)
         return None
     return Starter(proc, folder, time.monotonic() - t0)
+
+
+def stands_in(pid: int) -> bool:
+    """Is this process a warm client (this module run for a MODULE, not `serve`)? A client that found no starter has
+    become its MODULE by exec (`run_cold`), and says so from then on; a process gone says no."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            args = fh.read().split(b"\0")
+    except OSError:
+        return False
+    at = args.index(b"-m") if b"-m" in args else -1
+    return at >= 0 and args[at + 1 : at + 2] == [MODULE.encode()] and args[at + 2 : at + 3] != [b"serve"]
 
 
 def linked(pid: int) -> int | None:
@@ -282,6 +299,13 @@ def run_module(argv: list[str]) -> int:
     return 0
 
 
+def run_cold(argv: list[str]) -> NoReturn:
+    """This process becomes `python -m argv[0] argv[1:]`: a rank with no starter to fork it starts cold."""
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os.execv(sys.executable, [sys.executable, "-m", *argv])
+
+
 def _exit(code: int) -> None:
     with contextlib.suppress(Exception):
         atexit._run_exitfuncs()  # noqa: SLF001 - what the interpreter runs at its end (logging's flush, torch's own)
@@ -379,9 +403,9 @@ def main(argv: list[str]) -> int:
         try:
             client = Client(sock, links)
         except OSError:  # a starter gone since: start cold
-            return run_module(argv)
+            return run_cold(argv)
         return client.run(argv, cgroup)
-    return run_module(argv)
+    return run_cold(argv)
 
 
 if __name__ == "__main__":

@@ -117,6 +117,37 @@ def test_the_rank_runs_in_the_trial_cgroup_under_its_client(
     assert warm.linked(proc.pid) is None
 
 
+def test_the_sampler_counts_the_rank_and_not_its_stand_in(
+    tmp_path: Path, starter: warm.Starter, cgroup: MemCgroup
+) -> None:
+    """The host sampler's rank is the forked rank alone: its client (ladder's stand-in) is walked through, never
+    counted. Started cold, the client has become the rank (exec) and is counted as such."""
+    proc = client(tmp_path, {**starter.env(cgroup.path), "LOCAL_RANK": "0"}, "wait")
+    rank = int(str(seen(tmp_path)["pid"]))
+    wait_for(lambda: warm.linked(proc.pid) == rank)
+    assert warm.stands_in(proc.pid) and not warm.stands_in(rank)
+    sampler = monitor.HostSampler(os.getpid())
+    try:
+        (sample,) = sampler.sample(0.0)
+        assert sample.index == 0 and set(sampler._rank_of) == {rank}  # noqa: SLF001 - which processes it counts
+    finally:
+        sampler.close()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 7
+    (tmp_path / "cold").mkdir()
+    cold = client(tmp_path / "cold", {"LOCAL_RANK": "0"}, "wait")
+    wait_for(lambda: (tmp_path / "cold" / "out.json").exists() and (tmp_path / "cold" / "out.json").read_text())
+    assert not warm.stands_in(cold.pid) and "rankmod" in psutil.Process(cold.pid).cmdline()
+    sampler = monitor.HostSampler(os.getpid())
+    try:
+        (sample,) = sampler.sample(0.0)
+        assert set(sampler._rank_of) == {cold.pid}  # noqa: SLF001
+    finally:
+        sampler.close()
+        cold.send_signal(signal.SIGTERM)
+        assert cold.wait(timeout=60) == 7
+
+
 def test_the_rank_keeps_the_cpus_its_trial_leased(tmp_path: Path, starter: warm.Starter, cgroup: MemCgroup) -> None:
     one = {min(os.sched_getaffinity(0))}
     proc = client(tmp_path, starter.env(cgroup.path), "exit", "0", cpus=one)
