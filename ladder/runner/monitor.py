@@ -26,7 +26,7 @@ import psutil
 from ladder.core import ballast
 from ladder.core.records import Sample, Source
 from ladder.runner import warm
-from ladder.runner.procs import TRIAL_ID_VAR
+from ladder.runner.procs import TRIAL_ID_VAR, python_module
 
 log = logging.getLogger(__name__)
 
@@ -73,15 +73,11 @@ def launches(pid: int) -> bool:
     torchrun's agent, a warm client standing in for a rank forked elsewhere: `warm.stands_in`)? Its few MiB are
     ladder's or torchrun's, not the trainer's; a rank that ended before the sampler saw it has no figure rather
     than its launcher's. A process gone says no."""
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as fh:
-            args = fh.read().split(b"\0")
-    except OSError:
+    run = python_module(pid)
+    if run is None:
         return False
-    at = args.index(b"-m") if b"-m" in args else -1
-    if at >= 0 and args[at + 1 : at + 2] and args[at + 1] in LAUNCHER_MODULES:
-        return True
-    if any(os.path.basename(a) == b"torchrun" for a in args[:2]):
+    module, _, args = run
+    if module in LAUNCHER_MODULES or any(os.path.basename(a) == b"torchrun" for a in args[:2]):
         return True
     return warm.stands_in(pid)
 

@@ -165,6 +165,18 @@ def signal_group(pgid: int, sig: signal.Signals) -> None:
         os.killpg(pgid, sig)
 
 
+def python_module(pid: int) -> tuple[bytes, list[bytes], list[bytes]] | None:
+    """(MODULE, ARGS, the whole command line) of a `python -m MODULE ARGS...` process; (b"", [], command line) for
+    any other; None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            args = fh.read().rstrip(b"\0").split(b"\0")
+    except OSError:
+        return None
+    at = args.index(b"-m") if b"-m" in args[:-1] else -1
+    return (args[at + 1], args[at + 2 :], args) if at >= 0 else (b"", [], args)
+
+
 def exit_as(code: int) -> int:
     """Leave the way the program did: a signal as that signal (so the launcher reads -N), a code as that code."""
     if code < 0:

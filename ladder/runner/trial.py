@@ -291,12 +291,17 @@ def _futile(watch: Watch, measure: MeasureConf) -> stats.Window | None:
     """An extended window, closed at its newest point once its steps so far say the rest of the extension cannot
     bring its interval within `max_ci_frac` (`_hopeless`); None while it still may."""
     assert watch.window is not None
+    now = _so_far(watch, measure)
+    return now if now is not None and _hopeless(watch, now, watch.window.end_t, measure) else None
+
+
+def _so_far(watch: Watch, measure: MeasureConf) -> stats.Window | None:
+    """The open window up to its newest point, once it holds `min_window_iters` points (None before)."""
+    assert watch.window is not None
     if not watch.points:
         return None
     now = replace(watch.window, end_t=watch.points[-1].t)
-    if stats.window_points(now, watch.points) < max(1, measure.min_window_iters):
-        return None
-    return now if _hopeless(watch, now, watch.window.end_t, measure) else None
+    return now if stats.window_points(now, watch.points) >= max(1, measure.min_window_iters) else None
 
 
 def _hopeless(watch: Watch, window: stats.Window, until_t: float, measure: MeasureConf) -> bool:
@@ -310,13 +315,8 @@ def _hopeless(watch: Watch, window: stats.Window, until_t: float, measure: Measu
 def _narrow_enough(watch: Watch, measure: MeasureConf) -> stats.Window | None:
     """An extended window, closed at its newest point once the samples/s interval over all of it is within
     `max_ci_frac` (None while it is wider)."""
-    assert watch.window is not None
-    if not watch.points:
-        return None
-    now = replace(watch.window, end_t=watch.points[-1].t)
-    if stats.window_points(now, watch.points) < max(1, measure.min_window_iters):
-        return None
-    ci = stats.window_ci_frac(watch.points, now)
+    now = _so_far(watch, measure)
+    ci = None if now is None else stats.window_ci_frac(watch.points, now)
     return now if ci is not None and ci <= measure.max_ci_frac else None
 
 

@@ -53,7 +53,7 @@ from types import FrameType
 from typing import NoReturn
 
 from ladder.runner.cgroup import join
-from ladder.runner.procs import die_with_parent, exit_as
+from ladder.runner.procs import die_with_parent, exit_as, python_module
 
 MODULE = "ladder.runner.warm"
 SOCKET_VAR = "LADDER_WARM_SOCKET"  # the starter's socket, set on a trial's ranks by `ladder.runner.launch.start`
@@ -150,13 +150,8 @@ def _start(python: str) -> Starter | None:
 def stands_in(pid: int) -> bool:
     """Is this process a warm client (this module run for a MODULE, not `serve`)? A client that found no starter has
     become its MODULE by exec (`run_cold`), and says so from then on; a process gone says no."""
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as fh:
-            args = fh.read().split(b"\0")
-    except OSError:
-        return False
-    at = args.index(b"-m") if b"-m" in args else -1
-    return at >= 0 and args[at + 1 : at + 2] == [MODULE.encode()] and args[at + 2 : at + 3] != [b"serve"]
+    run = python_module(pid)
+    return run is not None and run[0] == MODULE.encode() and run[1][:1] != [b"serve"]
 
 
 def linked(pid: int) -> int | None:
