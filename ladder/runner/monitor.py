@@ -77,9 +77,8 @@ def launches(pid: int) -> bool:
     if run is None:
         return False
     module, _, args = run
-    if module in LAUNCHER_MODULES or any(os.path.basename(a) == b"torchrun" for a in args[:2]):
-        return True
-    return warm.stands_in(pid)
+    torchrun = any(os.path.basename(a) == b"torchrun" for a in args[:2])
+    return module in LAUNCHER_MODULES or torchrun or warm.is_client(run)
 
 
 def _proc_children(pid: int) -> list[int]:

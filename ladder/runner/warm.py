@@ -150,7 +150,11 @@ def _start(python: str) -> Starter | None:
 def stands_in(pid: int) -> bool:
     """Is this process a warm client (this module run for a MODULE, not `serve`)? A client that found no starter has
     become its MODULE by exec (`run_cold`), and says so from then on; a process gone says no."""
-    run = python_module(pid)
+    return is_client(python_module(pid))
+
+
+def is_client(run: tuple[bytes, list[bytes], list[bytes]] | None) -> bool:
+    """`stands_in` on a command line already read (`procs.python_module`)."""
     return run is not None and run[0] == MODULE.encode() and run[1][:1] != [b"serve"]
 
 
