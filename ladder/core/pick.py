@@ -49,6 +49,7 @@ OTHER: dict[str, str] = {  # what breaks a tie on the objective
     Objective.SAMPLES_PER_S: Objective.MIN_AVG_UTIL,
 }
 REPEAT_FIGURES = ("repeats", "unstable", "repeat_spread", "ci_frac")  # about all repeats of a configuration
+WIDE_WINDOWS = "wide_windows"  # how many of a configuration's repeats ran a whole window that was wide (`window_wide`)
 # objectives whose noise is a half-width figure, not a _lo/_hi interval
 SPREAD: dict[str, str] = {Objective.MIN_AVG_UTIL: "util_spread"}
 # How far two launches of one configuration may differ beyond one window's interval, as a fraction of the objective
@@ -90,6 +91,8 @@ class Fact(NamedTuple):
     util: float | None = None  # the busiest GPU's mean util (%) in the window, where NVML measured it
     repeats: int = 1  # how many windows its value is the median of (`median_repeats`)
     reason: Reason = Reason.NONE  # the finer cause of a failure (does its evidence name memory?)
+    wide: int = 0  # how many of its windows ran whole with a wide interval (`window_wide`; they count only where
+    # all did)
 
 
 # ---------------------------------------------------------------- the pick rule
@@ -184,7 +187,8 @@ def best(records: Sequence[TrialRecord], objective: str) -> TrialRecord | None:
 def median_repeats(records: Sequence[TrialRecord], objective: str) -> list[TrialRecord]:
     """A configuration measured several times (`measure.repeats`: same profile, rung and phase, each ok) as one
     record: its median repeat by `objective` (the lower middle one for an even count), so that the best of n
-    repeats never stands for the configuration, carrying the repeat verdict over all of them (`REPEAT_FIGURES`, from
+    repeats never stands for the configuration; repeats whose own window was wide (`window_wide`) count only
+    where none was narrow, carrying the repeat verdict over all of them (`REPEAT_FIGURES`, from
     the last repeat, which saw them all). Every other record stays; the order of first appearance is kept."""
     groups: dict[tuple[str, int, str], list[TrialRecord]] = {}
     slots: list[TrialRecord | tuple[str, int, str]] = []
@@ -200,13 +204,29 @@ def median_repeats(records: Sequence[TrialRecord], objective: str) -> list[Trial
     return [slot if isinstance(slot, TrialRecord) else _median_of(groups[slot], objective) for slot in slots]
 
 
+def window_wide(record: TrialRecord) -> bool:
+    """The record's own window ran whole (not cut short, not a short probe) and its interval was still wider than
+    `measure.max_ci_frac` (`window_unstable`; a first window's `unstable` in records written before that figure).
+    Such a window's rate is as likely a slow stretch of the machine as the configuration's (the steps of a trainer
+    slowed part of the time spread wide, and their mean falls): where a repeat of the same configuration measured a
+    narrow window, the wide one does not count (`median_repeats`), and the walk gives an incumbent it says fell
+    behind a second window (`ladder.core.policy`). A cut window stays evidence however wide: its whole interval was
+    below what it had to reach."""
+    f = record.figures
+    if record.status is not Status.OK or f.get("cut") or f.get("short"):
+        return False
+    own = f.get("window_unstable", f.get("unstable") if f.get("repeats", 1) <= 1 else None)
+    return bool(own)
+
+
 def _median_of(repeats: list[TrialRecord], objective: str) -> TrialRecord:
     if len(repeats) == 1:
         return repeats[0]
-    ranked = sorted(repeats, key=lambda r: (objective_value(r, objective), r.number))
+    narrow = [r for r in repeats if not window_wide(r)]
+    ranked = sorted(narrow or repeats, key=lambda r: (objective_value(r, objective), r.number))
     median, last = ranked[(len(ranked) - 1) // 2], max(repeats, key=lambda r: r.number)
     verdict = {k: v for k, v in last.figures.items() if k in REPEAT_FIGURES}
-    return replace(median, figures={**median.figures, **verdict})
+    return replace(median, figures={**median.figures, **verdict, WIDE_WINDOWS: float(len(repeats) - len(narrow))})
 
 
 # ---------------------------------------------------------------- the walk's facts, confirmation, fallback
@@ -276,7 +296,10 @@ def _fact(r: TrialRecord, objective: str) -> Fact:
     value, hi, noise = objective_value(r, objective), r.figures.get(f"{objective}_hi"), noise_of(objective)
     top = reach(value, hi, noise) if value is not None and noise else hi
     repeats = int(r.figures.get("repeats", 1))
-    return Fact(r.profile, r.num_envs, r.status, mem_frac(r), value, top, not weak(r), gpu_util(r), repeats, r.reason)
+    wide = int(r.figures[WIDE_WINDOWS]) if WIDE_WINDOWS in r.figures else int(repeats == 1 and window_wide(r))
+    return Fact(
+        r.profile, r.num_envs, r.status, mem_frac(r), value, top, not weak(r), gpu_util(r), repeats, r.reason, wide
+    )
 
 
 def weak(record: TrialRecord) -> bool:

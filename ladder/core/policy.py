@@ -66,7 +66,11 @@ what the steps below the largest fit cost, for the summary.
 A lower rung that took over from one window by less than `SECOND_WINDOW_NOISES` times the run-to-run noise
 (`_narrow_win`) is measured once more before the descent goes on, and stands as the lower of its two windows: on a
 machine whose launches differ by more than `pick.RUN_TO_RUN`, one window's win that size is as likely noise, and
-taking it would both pick the lower rung and walk on down past it.
+taking it would both pick the lower rung and walk on down past it. A lower rung that beat a best measured once in a
+whole window that was still wide (`Attempt.wide`: as likely a slow stretch of the machine, which spreads the steps and
+drags the mean down) gets that best measured again first (`_doubted`); a narrow window then outweighs the wide one
+(`pick.median_repeats`). A lower rung's narrow win whose second window came wide gets a third, at most
+(`SECOND_WINDOW_TRIES`).
 """
 
 from __future__ import annotations
@@ -82,6 +86,8 @@ from ladder.core.records import Reason, Status, Word
 # A lower rung that beats the best above it by less than this many times the run-to-run noise (`Tuning.noise`) from
 # one window gets a second window before it counts (`_narrow_win`)
 SECOND_WINDOW_NOISES = 4.0
+# ... and is launched at most this many times in all while its windows come wide (`_settled`)
+SECOND_WINDOW_TRIES = 3
 MAX_RETRIES = 3  # launches of one rung that fail for reasons unrelated to it (port in use) before giving up
 
 STEP_DOWN = frozenset({Status.OOM_OR_NCCL, Status.TIMEOUT})
@@ -134,6 +140,8 @@ class Attempt:
     repeats: int = 1  # how many windows its value is the median of (`pick.median_repeats`)
     reason: Reason = Reason.NONE  # the finer cause of a failure: a step-down whose evidence names no memory may not
     # depend on num_envs at all (`_bottom_check`)
+    wide: int = 0  # how many of its windows ran whole and were still wide (`pick.window_wide`): they count only where
+    # all did; one such window that a lower rung beats is measured again first (`_doubted`)
 
 
 @dataclass(frozen=True)
@@ -330,6 +338,16 @@ def _jump(profile: str, left: list[int], fit: Fit, tuning: Tuning) -> Decision |
 def _descent_step(
     rungs: Sequence[int], profile: str, mine: list[Attempt], gain: Gain, case_best: float | None, noise: float = 0.0
 ) -> Decision | None:
+    if (doubt := _doubted(mine, case_best)) is not None:
+        low, high = doubt
+        return Decision(
+            profile,
+            high.rung,
+            f"{DESCENT_WHY}: {low.rung} envs beat {high.rung}, whose one window was wide (its interval over "
+            f"measure.max_ci_frac: as likely a slow stretch of the machine): {high.rung} envs get a second window "
+            "before the descent goes on",
+            step=Step.DESCENT,
+        )
     if (narrow := _narrow_win(mine, case_best, noise)) is not None:
         low, high = narrow
         assert low.value is not None and high.value is not None
@@ -472,10 +490,33 @@ def _narrow_win(mine: list[Attempt], case_best: float | None, noise: float) -> t
     if noise <= 0 or len(measured) < 2:
         return None
     low, high = measured[-1], _best_of(measured[:-1])
-    if low.repeats > 1 or not _beats(low, high) or (case_best is not None and _upper(low) < case_best):
+    if _settled(low) or not _beats(low, high) or (case_best is not None and _upper(low) < case_best):
         return None
     assert low.value is not None and high.value is not None
     return (low, high) if low.value < high.value + abs(high.value) * noise * SECOND_WINDOW_NOISES else None
+
+
+def _doubted(mine: list[Attempt], case_best: float | None) -> tuple[Attempt, Attempt] | None:
+    """The profile's lowest measured rung and the best above it, where the lower one beat it and the best was
+    measured once, in a window that ran whole and was still wide (`Attempt.wide`), and the lower one could be the
+    case's pick. A slow stretch of a shared machine spreads a window's steps and drags its mean down (the largest
+    fit measured a quarter below its rate, then the descent walked three rungs past it, measuring each twice): the
+    best gets a second window before the descent trusts the win, and a narrow one outweighs the wide one
+    (`pick.median_repeats`)."""
+    measured = _measured(mine)
+    if len(measured) < 2:
+        return None
+    low, high = measured[-1], _best_of(measured[:-1])
+    if high.wide < 1 or high.repeats > 1 or not _beats(low, high):
+        return None
+    return None if case_best is not None and _upper(low) < case_best else (low, high)
+
+
+def _settled(attempt: Attempt) -> bool:
+    """Measured in two windows that count (`pick.median_repeats`: a wide one only where every one was), or launched
+    `SECOND_WINDOW_TRIES` times: it gets no further window."""
+    narrow = attempt.repeats - attempt.wide if attempt.wide < attempt.repeats else attempt.repeats
+    return narrow > 1 or attempt.repeats >= SECOND_WINDOW_TRIES
 
 
 class Gain(NamedTuple):

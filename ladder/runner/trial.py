@@ -553,11 +553,14 @@ def _budget_advice(watch: Watch, measure: MeasureConf) -> str:
 
 
 def _interval_verdict(figures: dict[str, float], measure: MeasureConf, extended: bool) -> dict[str, float]:
-    """Every measured rate says whether its interval is narrow enough (`unstable` 1: wider than max_ci_frac)."""
+    """Every measured rate says whether its interval is narrow enough (`unstable` 1: wider than max_ci_frac; the
+    sweep replaces `unstable` with the verdict over every repeat of its configuration, `window_unstable` stays this
+    window's own, `pick.window_wide`)."""
     frac = stats.ci_frac(figures)
     if frac is None:
         return {}
-    out = {"ci_frac": round(frac, 4) if frac != float("inf") else 1e9, "unstable": float(frac > measure.max_ci_frac)}
+    wide = float(frac > measure.max_ci_frac)
+    out = {"ci_frac": round(frac, 4) if frac != float("inf") else 1e9, "unstable": wide, "window_unstable": wide}
     return out | ({"window_extended": 1.0} if extended else {})
 
 

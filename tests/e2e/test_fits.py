@@ -123,3 +123,29 @@ def test_a_lower_rung_that_wins_once_by_a_little_gets_a_second_window_and_the_la
     (best,) = read_tsv(tmp_path / "out" / "case_gpu_bench_lucky" / "best_by_case.tsv")
     assert best["num_envs"] == "32" and code == ExitCode.PICK_FOUND, out
     assert "16 envs beat 32 by" in trials[2]["why"] and "a second window before it counts" in trials[2]["why"]
+
+
+def test_a_largest_fit_whose_window_was_wide_is_measured_again_before_a_lower_rung_takes_over(tmp_path: Path) -> None:
+    """e32's first run lands in a slow stretch of the machine: its steps come unevenly, its window is wide and its
+    mean half its rate, so e16 (10% slower in truth) beats it. Before the descent trusts that, e32 gets a second
+    window; that one is narrow, it outweighs the wide one, and e32 stays the pick, where the first window alone would
+    have handed the pick to e16."""
+    code, out, trials = search(
+        tmp_path,
+        "stretch",
+        f'workload.cmd="python {DATA / "trainers" / "slow_once.py"} {{num_envs}} progress.jsonl {tmp_path}"',
+        "workload.progress=jsonl",
+        "ladder.rungs=[32,16]",
+        "measure.window_s=2",
+        "objective=samples_per_s",
+    )
+    assert [(t["num_envs"], t["status"], t["step"], t["window_unstable"]) for t in trials] == [
+        ("32", "ok", "walk", "1"),
+        ("16", "ok", "descent", "0"),
+        ("32", "ok", "descent", "0"),
+    ], out
+    wide, lower, calm = (float(t["samples_per_s"]) for t in trials)
+    assert wide < lower < calm, out
+    assert "16 envs beat 32, whose one window was wide" in trials[2]["why"]
+    (best,) = read_tsv(tmp_path / "out" / "case_gpu_bench_stretch" / "best_by_case.tsv")
+    assert (best["num_envs"], best["repeats"]) == ("32", "2") and code == ExitCode.PICK_FOUND, out

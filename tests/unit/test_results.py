@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ladder.core.pick import best, median_repeats, objective_value, pick, to_beat
+from ladder.core.pick import attempts, best, median_repeats, objective_value, pick, to_beat
 from ladder.core.records import Phase, Reason, Status, TrialRecord
 from ladder.core.rows import SEED_HEAD, best_row, columns, merge_rows
 from ladder.storage.tsv import read_tsv, write_best, write_trials
@@ -87,6 +87,30 @@ def test_repeats_count_as_their_median_and_carry_the_verdict_over_all_of_them() 
     assert [(r.num_envs, r.number) for r in median_repeats(records, "samples_per_s")] == [(64, 3), (128, 6), (256, 0)]
     even = median_repeats(records[:2], "samples_per_s")[0]  # two repeats: the lower one, with the second's verdict
     assert (even.figures["samples_per_s"], even.figures["repeats"]) == (5000, 2)
+
+
+def test_a_wide_whole_window_counts_only_where_no_repeat_of_it_was_narrow() -> None:
+    """A slow stretch of the machine spreads a window's steps and drags its mean down: where the same configuration
+    measured a narrow window too, the wide one does not count. A cut window counts however wide (its whole interval
+    was below what it had to reach), and where every window was wide the lower one stands, as before."""
+
+    def window(envs: int, value: float, number: int, **figures: float) -> TrialRecord:
+        r = rec("default", envs, Status.OK, 50.0)
+        return replace(r, figures={**r.figures, "samples_per_s": value, **figures}, number=number)
+
+    slow = window(48, 1582, 1, repeats=1, unstable=1.0, window_unstable=1.0)
+    calm = window(48, 2170, 2, repeats=2, unstable=1.0, window_unstable=0.0)
+    (merged,) = median_repeats([slow, calm], "samples_per_s")
+    assert (merged.number, merged.figures["repeats"], merged.figures["unstable"]) == (2, 2, 1.0)
+    assert attempts([slow, calm], "samples_per_s")[0].wide == 1
+    cut = window(48, 1700, 3, repeats=3, window_unstable=1.0, cut=1.0)
+    assert median_repeats([calm, cut], "samples_per_s")[0].number == 3  # the cut one is evidence: the lower stands
+    both = window(48, 1900, 2, repeats=2, window_unstable=1.0)
+    (lower,) = median_repeats([slow, both], "samples_per_s")
+    assert lower.number == 1 and attempts([slow, both], "samples_per_s")[0].wide == 2
+    (alone,) = attempts([slow], "samples_per_s")
+    assert (alone.repeats, alone.wide) == (1, 1)
+    assert attempts([window(48, 1582, 1, repeats=1, unstable=1.0)], "samples_per_s")[0].wide == 1  # older records
 
 
 def test_a_trial_below_what_it_must_beat_never_becomes_the_pick_whatever_comes_after() -> None:
