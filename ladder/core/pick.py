@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Generic, NamedTuple, TypeVar
 
-from ladder.core import figkeys
+from ladder.core import figkeys, stats
 from ladder.core.records import NO_MEMORY_REASONS, Objective, Phase, Reason, Status, TrialRecord
 
 # a failure whose memory peak reached this share of its card was under memory pressure, whatever its lines say
@@ -205,18 +205,10 @@ def median_repeats(records: Sequence[TrialRecord], objective: str) -> list[Trial
 
 
 def window_wide(record: TrialRecord) -> bool:
-    """The record's own window ran whole (not cut short, not a short probe) and its interval was still wider than
-    `measure.max_ci_frac` (`window_unstable`; a first window's `unstable` in records written before that figure).
-    Such a window's rate is as likely a slow stretch of the machine as the configuration's (the steps of a trainer
-    slowed part of the time spread wide, and their mean falls): where a repeat of the same configuration measured a
-    narrow window, the wide one does not count (`median_repeats`), and the walk gives an incumbent it says fell
-    behind a second window (`ladder.core.policy`). A cut window stays evidence however wide: its whole interval was
-    below what it had to reach."""
-    f = record.figures
-    if record.status is not Status.OK or f.get("cut") or f.get("short"):
-        return False
-    own = f.get("window_unstable", f.get("unstable") if f.get("repeats", 1) <= 1 else None)
-    return bool(own)
+    """An ok record whose own window ran whole and was still wide (`stats.window_wide`): where a repeat of the same
+    configuration measured a narrow window, it does not count (`median_repeats`), and the walk gives an incumbent it
+    says fell behind a second window (`ladder.core.policy`)."""
+    return record.status is Status.OK and stats.window_wide(record.figures)
 
 
 def _median_of(repeats: list[TrialRecord], objective: str) -> TrialRecord:

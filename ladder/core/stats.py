@@ -617,10 +617,25 @@ def _spread(values: list[float]) -> float:
 # ---------------------------------------------------------------- repeats
 
 
+def window_wide(figures: Mapping[str, float]) -> bool:
+    """A window that ran whole (not cut short, not a short probe) and whose samples/s interval was still wider than
+    `measure.max_ci_frac` (`window_unstable`: its own, where `unstable` becomes the verdict over every repeat; a first
+    window's `unstable` in records written before that figure). Its rate is as likely a slow stretch of the machine
+    as the configuration's: a trainer slowed part of the time spreads its steps wide, and their mean falls. Where a
+    repeat of the same configuration measured a narrow window, a wide one does not count (`repeat_verdict`,
+    `pick.median_repeats`). A cut window stays evidence however wide: its whole interval was below what it had to
+    reach."""
+    if "samples_per_s" not in figures or figures.get("cut") or figures.get("short"):
+        return False
+    own = figures.get("window_unstable", figures.get("unstable") if figures.get("repeats", 1) <= 1 else None)
+    return bool(own)
+
+
 class Rate(NamedTuple):
     value: float  # samples/s
     lo: float  # its 95% interval
     hi: float
+    wide: bool = False  # its window ran whole and was still wide (`window_wide`)
 
     @staticmethod
     def of(figures: Mapping[str, float]) -> Rate | None:
@@ -628,7 +643,8 @@ class Rate(NamedTuple):
         if "samples_per_s" not in figures:
             return None
         value = figures["samples_per_s"]
-        return Rate(value, figures.get("samples_per_s_lo", -math.inf), figures.get("samples_per_s_hi", math.inf))
+        lo, hi = figures.get("samples_per_s_lo", -math.inf), figures.get("samples_per_s_hi", math.inf)
+        return Rate(value, lo, hi, window_wide(figures))
 
 
 def pooled_ci_frac(rates: Sequence[Rate]) -> float:
@@ -665,9 +681,12 @@ def repeat_verdict(
 ) -> Repeatability:
     """Is one configuration's samples/s reproducible? Unstable when the repeats' pooled interval
     (`pooled_ci_frac`) is wider than max_ci_frac of their rate, or the repeats differ by more than max_spread of
-    their mean: one wide window is unstable; a second that agrees with it and is narrow makes it stable."""
+    their mean: one wide window is unstable. Windows that ran whole and wide (`window_wide`) count only where none was
+    narrow, as for the configuration's figure: a narrow second window stands for the configuration, and the console
+    says how many were set aside (`pick.WIDE_WINDOWS`)."""
     if not rates:
         return Repeatability(False, math.inf, math.inf, "no repeat measured a rate")
+    rates = [r for r in rates if not r.wide] or list(rates)
     values = [r.value for r in rates]
     mean = statistics.fmean(values)
     spread = (max(values) - min(values)) / mean if mean > 0 else math.inf

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ladder.core import figkeys
+from ladder.core import figkeys, pick
 from ladder.core.errors import ExitCode
 from ladder.core.outcome import exit_code, failed_at_bottom
 from ladder.core.paths import SweepPaths
@@ -33,6 +33,9 @@ def trial_line(r: TrialRecord, pooled: bool = False) -> str:
     noise = " unstable" if f.get("unstable") and r.status is Status.OK else ""  # its interval is wider than allowed
     if (windows := f.get("repeats", 1.0)) > 1:  # a configuration launched again: which of its windows this is
         which = f"median of {windows:.0f} windows" if pooled else f"window {windows:.0f}"
+        if pooled and (wide := f.get(pick.WIDE_WINDOWS, 0.0)) and wide < windows:  # set aside (`pick.median_repeats`)
+            kept = windows - wide
+            which = f"{'median of ' if kept > 1 else ''}{kept:.0f} of {windows:.0f} windows ({wide:.0f} wide set aside)"
         noise = f" {which}{noise}"
     label = "rss(sum)" if r.info.get("source") == "host" else "mem"  # a rank's process tree, summed; or NVML's
     return (

@@ -128,8 +128,8 @@ def test_a_lower_rung_that_wins_once_by_a_little_gets_a_second_window_and_the_la
 def test_a_largest_fit_whose_window_was_wide_is_measured_again_before_a_lower_rung_takes_over(tmp_path: Path) -> None:
     """e32's first run lands in a slow stretch of the machine: its steps come unevenly, its window is wide and its
     mean half its rate, so e16 (10% slower in truth) beats it. Before the descent trusts that, e32 gets a second
-    window; that one is narrow, it outweighs the wide one, and e32 stays the pick, where the first window alone would
-    have handed the pick to e16."""
+    window; that one is narrow, it outweighs the wide one (set aside, and the best line says so), and e32 stays the
+    pick, where the first window alone would have handed the pick to e16."""
     code, out, trials = search(
         tmp_path,
         "stretch",
@@ -148,4 +148,5 @@ def test_a_largest_fit_whose_window_was_wide_is_measured_again_before_a_lower_ru
     assert wide < lower < calm, out
     assert "16 envs beat 32, whose one window was wide" in trials[2]["why"]
     (best,) = read_tsv(tmp_path / "out" / "case_gpu_bench_stretch" / "best_by_case.tsv")
-    assert (best["num_envs"], best["repeats"]) == ("32", "2") and code == ExitCode.PICK_FOUND, out
+    assert (best["num_envs"], best["repeats"], best["unstable"]) == ("32", "2", "0") and code == ExitCode.PICK_FOUND
+    assert "1 of 2 windows (1 wide set aside)" in out.split("best: ")[1].splitlines()[0], out

@@ -58,3 +58,5 @@ def test_the_console_line_says_which_window_of_a_configuration_launched_again_it
 def test_the_best_line_says_its_figure_is_the_median_of_its_windows() -> None:
     pooled = trial_line(record("host", samples_per_s=3000.0, repeats=2.0), pooled=True)
     assert "samples/s=   3000 median of 2 windows  (" in pooled
+    aside = trial_line(record("host", samples_per_s=3000.0, repeats=2.0, wide_windows=1.0), pooled=True)
+    assert "samples/s=   3000 1 of 2 windows (1 wide set aside)  (" in aside

@@ -251,8 +251,24 @@ def test_ratio_interval_matches_student_t() -> None:
         ([Rate(1000, 850, 1150), Rate(1020, 870, 1170)], False, "95% interval 21.0% of samples/s (over 10%)"),
         ([Rate(1000, -math.inf, math.inf)], False, "95% interval inf% of samples/s (over 10%)"),
         ([], False, "no repeat measured a rate"),
+        ([Rate(700, 600, 800, wide=True), Rate(1000, 990, 1010)], True, ""),  # a whole wide window set aside
+        (
+            [Rate(700, 600, 800, wide=True), Rate(1000, 850, 1150, wide=True)],
+            False,
+            "95% interval 21.0% of samples/s (over 10%); repeats differ by 35.3% (over 5%)",
+        ),
     ],
-    ids=["agree", "disagree", "wide-interval", "wide-then-narrow", "both-wide", "no-interval", "none"],
+    ids=[
+        "agree",
+        "disagree",
+        "wide-interval",
+        "wide-then-narrow",
+        "both-wide",
+        "no-interval",
+        "none",
+        "slow-stretch-set-aside",
+        "every-window-wide",
+    ],
 )
 def test_repeat_verdict(rates: list[Rate], stable: bool, why: str) -> None:
     verdict = repeat_verdict(rates)
@@ -262,6 +278,9 @@ def test_repeat_verdict(rates: list[Rate], stable: bool, why: str) -> None:
 
 def test_rate_from_figures() -> None:
     assert Rate.of({"samples_per_s": 5.0, "samples_per_s_lo": 4.0, "samples_per_s_hi": 6.0}) == Rate(5.0, 4.0, 6.0)
+    whole_wide = {"samples_per_s": 5.0, "samples_per_s_lo": 4.0, "samples_per_s_hi": 6.0, "window_unstable": 1.0}
+    assert Rate.of(whole_wide) == Rate(5.0, 4.0, 6.0, wide=True)
+    assert Rate.of(whole_wide | {"cut": 1.0}) == Rate(5.0, 4.0, 6.0)  # a cut window is evidence however wide
     assert Rate.of({"min_avg_util": 50.0}) is None
 
 
