@@ -189,6 +189,13 @@ def print_summary(
             "whole length would have left it wide (a longer measure.window_s, or measure.recheck_unstable=true for a "
             "second launch)"
         )
+    windows = summary.best.figures.get("repeats", 1.0) if summary.best is not None else 0.0
+    if summary.best is not None and 0 < (aside := summary.best.figures.get(pick.WIDE_WINDOWS, 0.0)) < windows:
+        print(
+            f"note: {aside:.0f} of the pick's {windows:.0f} windows ran whole and stayed wide (over "
+            "measure.max_ci_frac: a slow stretch of the machine, or uneven steps) and were set aside; its figure and "
+            "verdict are the narrow ones'"
+        )
     if code is ExitCode.BROKEN_CONFIG and summary.best is not None:
         print("note: a profile stopped on a broken configuration; the pick is among the others (fix it and resume)")
     if summary.resumed:

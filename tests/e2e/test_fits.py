@@ -150,3 +150,4 @@ def test_a_largest_fit_whose_window_was_wide_is_measured_again_before_a_lower_ru
     (best,) = read_tsv(tmp_path / "out" / "case_gpu_bench_stretch" / "best_by_case.tsv")
     assert (best["num_envs"], best["repeats"], best["unstable"]) == ("32", "2", "0") and code == ExitCode.PICK_FOUND
     assert "1 of 2 windows (1 wide set aside)" in out.split("best: ")[1].splitlines()[0], out
+    assert "note: 1 of the pick's 2 windows ran whole and stayed wide" in out, out
