@@ -110,7 +110,7 @@ def test_a_lower_rung_that_wins_once_by_a_little_gets_a_second_window_and_the_la
         f'workload.cmd="python {DATA / "trainers" / "lucky_once.py"} {{num_envs}} progress.jsonl {tmp_path}"',
         "workload.progress=jsonl",
         "ladder.rungs=[32,16]",
-        "measure.window_s=2",
+        "measure.window_s=3",
         "objective=samples_per_s",
     )
     assert [(t["num_envs"], t["status"], t["step"], t["repeats"]) for t in trials] == [
