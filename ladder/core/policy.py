@@ -486,14 +486,12 @@ def _narrow_win(mine: list[Attempt], case_best: float | None, noise: float) -> t
     as the lower of the two (`pick.median_repeats`): the descent goes on, and the lower rung becomes the pick, only
     if both windows beat the rung above. Simulated (tests/unit/test_policy.py), launches 6% apart run to run: a
     pick below the largest fit on a plateau in 15% of sweeps instead of 28%, for 3% more launches."""
-    measured = _measured(mine)
-    if noise <= 0 or len(measured) < 2:
+    pair = _challenge(mine, case_best)
+    if noise <= 0 or pair is None or _settled(low := pair[0]):
         return None
-    low, high = measured[-1], _best_of(measured[:-1])
-    if _settled(low) or not _beats(low, high) or (case_best is not None and _upper(low) < case_best):
-        return None
+    high = pair[1]
     assert low.value is not None and high.value is not None
-    return (low, high) if low.value < high.value + abs(high.value) * noise * SECOND_WINDOW_NOISES else None
+    return pair if low.value < high.value + abs(high.value) * noise * SECOND_WINDOW_NOISES else None
 
 
 def _doubted(mine: list[Attempt], case_best: float | None) -> tuple[Attempt, Attempt] | None:
@@ -503,13 +501,20 @@ def _doubted(mine: list[Attempt], case_best: float | None) -> tuple[Attempt, Att
     fit measured a quarter below its rate, then the descent walked three rungs past it, measuring each twice): the
     best gets a second window before the descent trusts the win, and a narrow one outweighs the wide one
     (`pick.median_repeats`)."""
+    pair = _challenge(mine, case_best)
+    return pair if pair is not None and pair[1].wide >= 1 and pair[1].repeats == 1 else None
+
+
+def _challenge(mine: list[Attempt], case_best: float | None) -> tuple[Attempt, Attempt] | None:
+    """The profile's lowest measured rung and the best above it, where the lower one beat it (`_beats`) and could
+    be the case's pick: the win `_doubted` and `_narrow_win` look at twice before the descent goes on past it."""
     measured = _measured(mine)
     if len(measured) < 2:
         return None
     low, high = measured[-1], _best_of(measured[:-1])
-    if high.wide < 1 or high.repeats > 1 or not _beats(low, high):
+    if not _beats(low, high) or (case_best is not None and _upper(low) < case_best):
         return None
-    return None if case_best is not None and _upper(low) < case_best else (low, high)
+    return low, high
 
 
 def _settled(attempt: Attempt) -> bool:
