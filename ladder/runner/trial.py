@@ -227,7 +227,7 @@ def _stop_reason(watch: Watch, measure: MeasureConf, started_mono: float) -> Sto
     if watch.window is not None and _window_done(watch, measure):
         return StopCause.WINDOW_DONE
     beat = watch.beat
-    if watch.window is not None and beat is not None and (_beaten(watch, beat, measure) or _short_lost(watch)):
+    if watch.window is not None and beat is not None and (_beaten(watch, beat, measure) or _short_lost(watch, measure)):
         return StopCause.WINDOW_DONE
     silent_s = now_mono - watch.last_progress_mono
     if watch.points and silent_s > stats.stall_limit_s(watch.fresh(), measure.stall_timeout_s):
@@ -356,13 +356,16 @@ def _open_step_upper(watch: Watch, since: float, measure: MeasureConf) -> float 
     return stats.open_step_upper(watch.points, since, now, watch.noise)
 
 
-def _short_lost(watch: Watch, min_points: int = 3) -> bool:
+def _short_lost(watch: Watch, measure: MeasureConf, min_points: int = 3) -> bool:
     """An insurance probe's short window has closed (`short_s`, and at least `min_points` points) with a rate below
-    `beat`: its window ends there."""
+    `beat`: its window ends there. Like the cut (`_beaten`), it counts from the steady steps that opened the window
+    (`stats.stable_since`): they are as steady as the window's own, so a probe whose warm-up already spans its short
+    window is judged as its window opens."""
     if watch.short_s is None or watch.window is None or watch.beat is None:
         return False
+    since = stats.stable_since(watch.fresh(), watch.window, measure.stable_k)
     short = stats.close_window(
-        replace(watch.window, end_t=watch.window.start_t + watch.short_s), watch.points, min_points
+        replace(watch.window, start_t=since, end_t=since + watch.short_s), watch.points, min_points
     )
     if short is None:
         return False

@@ -8,6 +8,7 @@ top for the whole window (no usual cut) and above the rate itself (the short rul
 
 from __future__ import annotations
 
+import json
 import sys
 import uuid
 from pathlib import Path
@@ -29,13 +30,13 @@ for i in range(1, 100000):
 """
 
 
-def run(tmp_path: Path, short: bool) -> trial.Result:
+def run(tmp_path: Path, short: bool, stable_k: int = 2) -> trial.Result:
     folder = tmp_path / ("short" if short else "full")
     folder.mkdir()
     spec = TrialSpec(argv=(sys.executable, "-c", UNEVEN, str(folder)), env={}, launcher=Launcher.DIRECT)
     measure = MeasureConf(
-        warmup_iters=2,
-        stable_k=2,
+        warmup_iters=stable_k,
+        stable_k=stable_k,
         stable_tol=10.0,
         warmup_timeout_s=60.0,
         window_s=WINDOW_S,
@@ -57,6 +58,18 @@ def test_a_short_probe_below_what_it_must_beat_ends_after_its_short_window(tmp_p
     assert short.figures["samples_per_s"] < 427.0 * 1.02 < full.figures["samples_per_s_hi"]
     assert short.figures["window_s"] < full.figures["window_s"]
     assert full.figures["window_s"] >= WINDOW_S * 0.9  # the full one measured its window (less one step)
+
+
+def test_a_short_probe_counts_the_steady_steps_that_opened_its_window(tmp_path: Path) -> None:
+    """16 steady steps open the window (about 2.4 s of them, more than the 2 s short window): the probe is judged
+    on them as its window opens, not a short window after it."""
+    result = run(tmp_path, short=True, stable_k=16)
+    assert result.figures["short"] == result.figures["cut"] == 1.0
+    points = [json.loads(line) for line in (tmp_path / "short" / "progress.jsonl").read_text().splitlines()]
+    launch_t = points[0]["t"] - result.figures["first_step_s"]
+    opened = next(p["t"] for p in points if p["iter"] == 16)  # the window opened here (stable_tol admits any steps)
+    assert result.figures["window_start_s"] == result.figures["first_step_s"]  # from the first steady step
+    assert launch_t + result.figures["window_start_s"] + result.figures["window_s"] < opened + WINDOW_S * 0.25
 
 
 def test_a_short_probe_that_may_win_measures_its_whole_window(tmp_path: Path) -> None:
