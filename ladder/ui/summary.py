@@ -25,7 +25,9 @@ def trial_line(r: TrialRecord, pooled: bool = False) -> str:
     mems = "/".join(str(round(v)) for v in figkeys.values(f, figkeys.MAX_MEM)) or "-"
     util = f"{f['min_avg_util']:.1f}" if "min_avg_util" in f else "-"
     sps = f"{f['samples_per_s']:.0f}" if "samples_per_s" in f and r.status is Status.OK else "-"
-    if f.get("cut"):  # cut on a step still running: how long that step had run without a point
+    if f.get("short"):  # an insurance probe ended by its short window (`trial._short_lost`), not by the cut
+        sps += " (cut, short probe)"
+    elif f.get("cut"):  # cut on a step still running: how long that step had run without a point
         sps += f" (cut, a step open {f['cut_open_step_s']:.1f} s)" if "cut_open_step_s" in f else " (cut)"
     rung = rung_label(r.info.get("knob", "num_envs"), r.num_envs)
     copy = r.info.get("why") or f"reused from {r.info['reused_from']}" if r.info.get("reused_from") else ""

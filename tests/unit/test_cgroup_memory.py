@@ -47,9 +47,10 @@ def test_the_console_line_names_rss_and_shows_what_the_cap_limits(source: str, f
         ({"samples_per_s": 3000.0}, "samples/s=   3000  ("),
         ({"samples_per_s": 3000.0, "repeats": 2.0}, "samples/s=   3000 window 2  ("),
         ({"samples_per_s": 2600.0, "repeats": 2.0, "unstable": 1.0, "cut": 1.0}, "=2600 (cut) window 2 unstable  ("),
+        ({"samples_per_s": 2600.0, "cut": 1.0, "short": 1.0}, "=2600 (cut, short probe)  ("),
         ({"samples_per_s": 640.0, "cut": 1.0, "cut_open_step_s": 12.34}, "=640 (cut, a step open 12.3 s)  ("),
     ],
-    ids=["one-window", "second", "second-cut-unstable", "cut-on-an-open-step"],
+    ids=["one-window", "second", "second-cut-unstable", "short-probe", "cut-on-an-open-step"],
 )
 def test_the_console_line_says_which_window_of_a_configuration_launched_again_it_is(figures: dict, shown: str) -> None:
     assert shown in line("host", **figures)
