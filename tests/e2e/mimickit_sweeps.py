@@ -32,10 +32,11 @@ MK = Path(os.environ.get("MIMICKIT_TEST_ROOT") or ROOT.parent / "shared" / "mimi
 CASE = "deepmimic_humanoid_ppo"
 SWAY = "data/motions/synthetic/humanoid_sway.pkl"  # relative to the MimicKit folder, where MimicKit starts
 MODULES = ("newton", "warp", "mujoco_warp", "mujoco", "pyglet", "moviepy", "wandb", "tensorboardX", "gymnasium")
-SAMPLES_PER_ITER = 32  # the agent's steps_per_iter, per env and rank
-# Short windows, and patience on a loaded machine (MimicKit's imports and env build take ~24 s on idle cores, its
-# iteration 0 also plays 32 test episodes). The window opens on the stable rule alone (the warm-up timeout is out of
-# reach), so it is bracketed by iterations and has a rate.
+SAMPLES_PER_ITER = 8  # the agent's steps_per_iter as the tests set it (32 as shipped), per env and rank
+# Short windows, and patience on a loaded machine (MimicKit's imports and env build take ~24 s on idle cores, two
+# ranks sharing two cores much longer under the suite's load; lighter iterations: `lighter_iterations` below). The
+# window opens on the stable rule alone (the warm-up timeout is out of reach), so it is bracketed by iterations and
+# has a rate.
 FAST = (
     "measure.warmup_iters=1",
     "measure.stable_k=2",
@@ -74,11 +75,17 @@ class Sweep:
         return next(t for t in self.trials() if (t["variant"], t["num_envs"]) == (profile, str(num_envs)))
 
 
-def fewer_test_episodes(overrides: tuple[str, ...]) -> list[str]:
-    """MimicKit's iteration 0 also plays the agent's `test_episodes` (32: 16 s of a 20 s first iteration on idle
-    cores): one round of 4 for each profile the sweep walks."""
+def lighter_iterations(overrides: tuple[str, ...]) -> list[str]:
+    """Each profile the sweep walks, lightened as a user would through the profile's agent settings: no test
+    episodes (MimicKit's iteration 0 plays `test_episodes`, 32 as shipped: 16 s of a 20 s first iteration on idle
+    cores; 0 is MimicKit's own way to skip them) and `steps_per_iter` 8 instead of 32 (a quarter of the rollout and
+    of the update behind each iteration, so a window's iterations come four times as often)."""
     walked = next((o.split("=", 1)[1].strip("[]").split(",") for o in overrides if o.startswith("profile=")), [])
-    return [f"+profile.{name}.agent.test_episodes=4" for name in walked]
+    return [
+        f"+profile.{name}.agent.{key}={value}"
+        for name in walked
+        for key, value in (("test_episodes", 0), ("steps_per_iter", SAMPLES_PER_ITER))
+    ]
 
 
 def search(out: Path, sweep: str, *overrides: str) -> subprocess.Popen[str]:
@@ -95,7 +102,7 @@ def search(out: Path, sweep: str, *overrides: str) -> subprocess.Popen[str]:
         f"+workload.env_patch.motion_file={SWAY}",
         *FAST,
         *overrides,
-        *fewer_test_episodes(overrides),
+        *lighter_iterations(overrides),
     ]
     env = {k: v for k, v in os.environ.items() if k != "MIMICKIT_ROOT"} | {"PYTHONPATH": str(ROOT)}
     return subprocess.Popen(argv, cwd=out.parent, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
