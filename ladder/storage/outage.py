@@ -12,12 +12,12 @@ trying it again records nothing twice.
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
-import sqlalchemy.exc
 from optuna.exceptions import StorageInternalError
 from optuna.storages import BaseStorage
 
@@ -36,13 +36,16 @@ class StorageUnavailable(StorageError):
 
 def unreachable(exc: BaseException) -> bool:
     """Whether `exc` says the server could not be reached (rather than a query or data that is wrong)."""
+    sa = sys.modules.get("sqlalchemy.exc")  # a database storage imports it; with none open, no error is the server's
+    if sa is None:
+        return False
     seen: BaseException | None = exc
     while seen is not None:
-        if isinstance(seen, sqlalchemy.exc.OperationalError | sqlalchemy.exc.InterfaceError):
+        if isinstance(seen, sa.OperationalError | sa.InterfaceError):
             return True
-        if isinstance(seen, sqlalchemy.exc.DBAPIError) and seen.connection_invalidated:
+        if isinstance(seen, sa.DBAPIError) and seen.connection_invalidated:
             return True
-        seen = seen.__cause__ if isinstance(seen, StorageInternalError | sqlalchemy.exc.SQLAlchemyError) else None
+        seen = seen.__cause__ if isinstance(seen, StorageInternalError | sa.SQLAlchemyError) else None
     return False
 
 

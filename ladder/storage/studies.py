@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 import optuna
-import sqlalchemy.exc
 from optuna.distributions import CategoricalDistribution, IntDistribution
 from optuna.exceptions import DuplicatedStudyError, UpdateFinishedTrialError
 from optuna.storages import BaseStorage, JournalStorage
@@ -300,6 +299,8 @@ def mark_abandoned(
 def _open_url(url: str, wait_s: float = outage.RETRY_S) -> BaseStorage:
     """Optuna's RDB storage creates its tables on first use; on PostgreSQL two processes doing so at once can fail
     with a unique violation (CREATE TABLE is not safe against itself), so that error is retried a few times."""
+    import sqlalchemy.exc  # here, not at the top: a sweep on a journal file never loads SQLAlchemy
+
     url = with_password(url)
     for attempt in range(1, SCHEMA_RACE_TRIES + 1):
         try:
