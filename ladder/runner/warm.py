@@ -1,9 +1,9 @@
 """The warm starter: the proxy's ranks forked from an interpreter that has torch imported already.
 
-A cold rank of the proxy spends most of its start in imports (torch, and torch._dynamo, which the optimizers' first
-param group pulls in): 4-5 s of the 7-8 s from launch to its first step on two idle cores
-(`scripts/bench_launch.py --nproc 2`), paid again by every launch of a sweep. That time is ladder's way of starting
-its own trainer, not the trainer's work, so ladder pays it once: the orchestrator starts one starter per interpreter
+A cold rank of the proxy spends most of its start importing torch (its optimizer is the proxy's own, so no
+torch._dynamo import follows: `ladder.workloads.proxy.buffers.Optimizer`), paid again by every launch of a sweep.
+That time is ladder's way of starting its own trainer, not the trainer's work, so ladder pays it once: the
+orchestrator starts one starter per interpreter
 (`python -m ladder.runner.warm serve`), which imports `PRELOAD` and waits on a Unix socket, and each rank is
 
     python -m ladder.runner.warm MODULE ARGS...
@@ -59,7 +59,7 @@ MODULE = "ladder.runner.warm"
 SOCKET_VAR = "LADDER_WARM_SOCKET"  # the starter's socket, set on a trial's ranks by `ladder.runner.launch.start`
 CGROUP_VAR = "LADDER_WARM_CGROUP"  # the trial's memory cgroup, which the forked rank joins first
 LINKS_VAR = "LADDER_WARM_LINKS"  # the folder of client pid -> rank pid files
-PRELOAD = ("torch", "torch._dynamo", "ladder.workloads.proxy.loop")  # what every proxy rank imports first
+PRELOAD = ("torch", "ladder.workloads.proxy.loop")  # what every proxy rank imports first
 READY_TIMEOUT_S = 180.0  # a starter not ready by then is given up (the ranks start cold)
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 HEADER = struct.Struct("!I")

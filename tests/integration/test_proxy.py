@@ -119,6 +119,20 @@ def test_emulated_memory_cap(cap_mb: int, expect_ok: bool) -> None:
     assert ("DefaultCPUAllocator" in done.stderr) != expect_ok
 
 
+def test_a_capped_rank_with_adam_never_imports_torch_dynamo() -> None:
+    """The proxy steps its own optimizers: no torch._dynamo (2 s of CPU at each cold rank's start) is imported, so no
+    import happens late, under the emulated cap, either (`python -X importtime` lists every import)."""
+    args = proxy_args("ase_humanoid_agent.yaml", "ase", 16)  # Adam, whose moments appear at the first update
+    argv = [sys.executable, "-X", "importtime", "-m", "ladder.workloads.proxy", *args, "--max-iters", "2"]
+    done = subprocess.run(
+        [*argv, "--emulate-mem-mb", "1024"], cwd=ROOT, env=child_env(), capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    imported = [line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")]
+    assert "torch" in imported and "ladder.workloads.proxy.trainer" in imported  # what the listing shows
+    assert not [m for m in imported if m.startswith(("torch._dynamo", "sympy"))]
+
+
 def test_cap_under_torchrun_leaves_error_files(tmp_path: Path) -> None:
     args = [*proxy_args("deepmimic_humanoid_ppo_agent.yaml", "deepmimic", 256, 16384), "--emulate-mem-mb", "8"]
     done = run_proxy([*args, "--max-iters", "1"], nproc=2, torchrun_args=("--log-dir", str(tmp_path / "logs")))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import resource
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -73,31 +73,6 @@ def cap_memory(mb: int, device: torch.device) -> int | None:
     _, hard = resource.getrlimit(resource.RLIMIT_DATA)
     resource.setrlimit(resource.RLIMIT_DATA, (soft if hard == resource.RLIM_INFINITY else min(soft, hard), hard))
     return base_kib
-
-
-def preload_lazy_imports() -> None:
-    """Import now what torch imports on first use (the optimizers' first param group pulls in torch._dynamo and
-    sympy): under the CPU cap a late import can fail on Python's own allocations (`SystemError: error return
-    without exception set`, or ENOMEM), which a card's smaller memory never causes. The cap is for tensors."""
-    import torch._dynamo  # noqa: F401
-
-
-def outside_cap(load: Callable[[], object], base_kib: int) -> int:
-    """Run `load` (imports) with the CPU cap lifted, then cap again that much higher: what an import keeps is
-    Python's, not the card's. Returns the base `cap_used_mb` counts from, moved by as much.
-
-    The trainer builds its env's buffers under the cap first and imports after them (as MimicKit creates its envs
-    before its agent): a rung that does not fit fails before the 0.8 s import (2 idle cores), not after it."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
-    resource.setrlimit(resource.RLIMIT_DATA, (hard, hard))
-    before = proc_status_kib("VmData")
-    try:
-        load()
-    finally:
-        grown_kib = max(0, proc_status_kib("VmData") - before)
-        again = soft if soft == resource.RLIM_INFINITY else soft + grown_kib * 1024
-        resource.setrlimit(resource.RLIMIT_DATA, (again if hard == resource.RLIM_INFINITY else min(again, hard), hard))
-    return base_kib + grown_kib
 
 
 def cap_used_mb(device: torch.device, base_kib: int) -> float:

@@ -20,7 +20,7 @@ from ladder.workloads.proxy.buffers import (
     minibatches,
     mlp,
 )
-from ladder.workloads.proxy.device import Comm, outside_cap, preload_lazy_imports
+from ladder.workloads.proxy.device import Comm
 
 DEMO_ROWS = 4096  # rows of the fixed random "motion data" the discriminator learns to call real
 
@@ -39,8 +39,6 @@ class Trainer:
         self.demo = torch.randn(DEMO_ROWS, dims.disc_obs, device=dev)
         self.norm_adv = torch.zeros(self.buf.rewards.numel(), device=dev)  # normalized advantages, per update
         self.latents = F.normalize(torch.randn(dims.num_envs, spec.latent_dim, device=dev), dim=-1)
-        if cap_base_kib is not None and dev.type == "cpu":  # CUDA's cap limits the caching allocator alone
-            self.cap_base_kib = outside_cap(preload_lazy_imports, cap_base_kib)
         torch.manual_seed(seed)  # ... nets start identical on every rank
         self.nets = nn.ModuleDict({r: self._net(r) for r in spec.nets}).to(dev)
         self.optims = {r: make_optimizer(spec.optims[r], self.nets[r].parameters()) for r in spec.nets}
@@ -105,7 +103,7 @@ class Trainer:
         total = self.buf.rewards.numel()
         size = self.spec.batch_sizes[role] * self.dims.num_envs
         for idx in minibatches(total, size, self.comm.device):
-            self.optims[role].zero_grad(set_to_none=False)
+            self.optims[role].zero_grad()
             loss_fn(idx).backward()
             self.comm.average_grads(list(self.nets[role].parameters()))
             self.optims[role].step()
