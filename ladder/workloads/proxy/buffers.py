@@ -75,7 +75,8 @@ def mlp(in_dim: int, widths: Sequence[int], out_dim: int) -> nn.Sequential:
 
 class Optimizer:
     """MimicKit's SGD or Adam: the update `torch.optim.SGD` (no momentum) or `torch.optim.Adam` makes on a CPU,
-    tensor by tensor, with the same state (Adam's two moments, made at its first step) and the same temporaries.
+    tensor by tensor, with the same state (Adam's two moments, made at its first step) and the same temporaries
+    (on a GPU torch.optim batches the tensors, `foreach`, with larger transients; the proxy keeps this form there).
     Not torch.optim itself: an optimizer's first param group imports torch._dynamo (and sympy), 2 s of CPU at the
     start of every cold rank and 40% of the warm starter's (`ladder.runner.warm`), none of it the trainer's work."""
 
