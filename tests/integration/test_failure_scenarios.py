@@ -135,17 +135,21 @@ def test_oom_on_one_rank_is_a_host_oom_proved_by_that_ranks_line(oom: Ran) -> No
     assert (verdict.status, verdict.reason) == (Status.OOM_OR_NCCL, Reason.HOST_OOM)
     assert "DefaultCPUAllocator" in verdict.evidence
     assert verdict.evidence in oom.rank_log(FAULT_RANK) and verdict.evidence not in oom.rank_log(0)
-    assert oom.result.stopped_by == "out_of_memory"  # stopped at that line, before rank 0's wait could end
+    # stopped at that line, or, where rank 1 exits before the next tick reads it, ended by the rank launcher's first
+    # failure (it ends the other ranks at once, as torchrun's agent does): never by rank 0's wait
+    assert oom.result.stopped_by in (StopCause.OUT_OF_MEMORY, StopCause.NONE)
+    assert "timeout" not in oom.rank_log(0).lower()
 
 
 def test_oom_verdict_comes_from_the_ranks_error_before_the_other_rank_gives_up(oom: Ran) -> None:
     """The trial is stopped at the failing rank's error (written at its out-of-memory error; ladder may stop the
-    trial before the rank has exited), not when rank 0's all-reduce times out: rank 0 never reports its timeout.
+    trial before the rank has exited, or the rank launcher ends it as the rank exits), not when rank 0's all-reduce
+    times out: rank 0 never reports its timeout.
     How long it took is printed, not asserted (`scripts/bench_failures.py` measures it)."""
     error_written_t = oom.error_file(FAULT_RANK).stat().st_mtime
     latency_s = oom.returned_t - error_written_t
     print(f"\ncrash_to_verdict_s={latency_s:.2f} from rank {FAULT_RANK}'s error.json to trial.run returning")
-    assert latency_s > 0 and oom.result.stopped_by is StopCause.OUT_OF_MEMORY
+    assert latency_s > 0 and oom.result.stopped_by in (StopCause.OUT_OF_MEMORY, StopCause.NONE)
     assert "timed out" not in oom.rank_log(0).lower() and "timeout" not in oom.rank_log(0).lower()
 
 
