@@ -16,6 +16,7 @@ import psutil
 import pytest
 
 from ladder.runner import launch, preflight
+from tests.helpers import wait_for
 
 # ---- the stand-in NVML and clock
 
@@ -42,6 +43,8 @@ def test_check_leftovers_kills_and_reaps_what_carries_the_trial_id() -> None:
     argv = [sys.executable, "-c", "import sys; sys.stdin.read()"]  # blocks until killed: stdin never closes
     proc = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, start_new_session=True)
     try:
+        # until the child has exec'd, /proc shows the parent's environment (no trial id): wait for its own
+        wait_for(lambda: launch.leftovers("t-preflight-leftover") != [], timeout_s=60)
         assert preflight.check_leftovers("t-preflight-leftover") == (proc.pid,)
         proc.wait(timeout=5)  # already reaped by check_leftovers: returns at once
         assert not psutil.pid_exists(proc.pid)
