@@ -112,10 +112,6 @@ class Optimizer:
             p.addcdiv_(avg, denom, value=-self.spec.lr / (1 - b1**self.steps))
 
 
-def make_optimizer(spec: OptimSpec, params: Iterator[nn.Parameter]) -> Optimizer:
-    return Optimizer(spec, params)
-
-
 @dataclass
 class Rollout:
     """The experience buffer, ``steps_per_iter × num_envs`` of everything (MimicKit's ExperienceBuffer)."""

@@ -11,12 +11,12 @@ from torch import Tensor, nn
 from ladder.workloads.proxy.agent import AgentSpec
 from ladder.workloads.proxy.buffers import (
     Dims,
+    Optimizer,
     Replay,
     Rollout,
     VecEnv,
     fill_td_lambda,
     gaussian_logp,
-    make_optimizer,
     minibatches,
     mlp,
 )
@@ -41,7 +41,7 @@ class Trainer:
         self.latents = F.normalize(torch.randn(dims.num_envs, spec.latent_dim, device=dev), dim=-1)
         torch.manual_seed(seed)  # ... nets start identical on every rank
         self.nets = nn.ModuleDict({r: self._net(r) for r in spec.nets}).to(dev)
-        self.optims = {r: make_optimizer(spec.optims[r], self.nets[r].parameters()) for r in spec.nets}
+        self.optims = {r: Optimizer(spec.optims[r], self.nets[r].parameters()) for r in spec.nets}
         for p in self.nets.parameters():
             p.grad = torch.zeros_like(p)  # grads now; Adam's moments appear at the first step of iteration 1
 
