@@ -19,6 +19,13 @@ SHORT_WINDOW = (
     "measure.stable_tol=5",
 )
 
+# The built-in proxy's iteration lightened as a user lightens MimicKit's, through the case's agent settings: 8 env
+# steps per iteration instead of the 32 shipped. The rollout (each env's 2 MiB of simulator state touched every step)
+# is most of the proxy's iteration on CPU, and warm-up and `min_window_iters` count iterations: a fitting rung's trial
+# takes about half as long, and the rungs that fit or fail are the same (the rollout buffer is a small part of a rung's
+# memory). For the tests about the sweep, not about the proxy's own figures.
+LIGHT_PROXY = "case.agent.steps_per_iter=8"
+
 
 def live(procs: Iterable[psutil.Process]) -> list[psutil.Process]:
     """The processes among `procs` still running: neither ended and unreaped (a zombie) nor gone meanwhile (one

@@ -14,7 +14,7 @@ import pytest
 
 from ladder.core.errors import ExitCode
 from ladder.storage.tsv import read_tsv
-from tests.helpers import wait_for
+from tests.helpers import LIGHT_PROXY, wait_for
 
 TINY = [
     "device=cpu",
@@ -23,6 +23,7 @@ TINY = [
     "measure.warmup_iters=2",
     "measure.stable_tol=0.5",
     "workload.nproc=1",  # one rank, started directly: the ranks are not what these tests are about
+    LIGHT_PROXY,
 ]
 
 

@@ -26,7 +26,7 @@ from filelock import FileLock, Timeout
 
 from ladder.storage import fault
 from ladder.storage.tsv import read_tsv
-from tests.helpers import wait_for
+from tests.helpers import LIGHT_PROXY, wait_for
 
 FAST = [
     "case=amp_pi_plus",
@@ -37,6 +37,7 @@ FAST = [
     "measure.stable_tol=0.5",
     "device=cpu",
     "workload.nproc=1",  # one rank, started directly: the ranks are not what these tests are about
+    LIGHT_PROXY,
 ]
 TRIAL_KEY = ("case", "method", "variant", "num_envs", "phase", "status", "reason")  # not timing or figures
 # not `class` either: it is read from the measured util, which follows the machine's load between the runs

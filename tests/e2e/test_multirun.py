@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from ladder.storage.tsv import read_tsv
+from tests.helpers import LIGHT_PROXY
 
 TINY = [
     "device=cpu",
@@ -22,6 +23,7 @@ TINY = [
     "measure.warmup_iters=2",
     "measure.stable_tol=0.5",
     "workload.nproc=1",  # one rank, started directly: the ranks are not what these tests are about
+    LIGHT_PROXY,
 ]
 CASES = ("amp_pi_plus", "add_pi_plus")
 

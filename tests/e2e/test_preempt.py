@@ -16,10 +16,10 @@ import pytest
 
 from ladder.core.errors import ExitCode
 from ladder.storage.tsv import read_tsv
-from tests.helpers import live, wait_for
+from tests.helpers import LIGHT_PROXY, live, wait_for
 
 GRACE_S = 30.0  # SLURM's default KillWait: SIGTERM, then SIGKILL this long after
-MEASURE = ["measure.window_s=10", "measure.warmup_iters=2", "measure.stable_tol=0.5", "device=cpu"]
+MEASURE = ["measure.window_s=10", "measure.warmup_iters=2", "measure.stable_tol=0.5", "device=cpu", LIGHT_PROXY]
 
 
 def progressing(trial: Path) -> bool:

@@ -35,7 +35,7 @@ from ladder.sweep import loop as sweep
 from ladder.sweep import resume
 from ladder.ui.view import PlainView
 from tests.conftest import PgServer
-from tests.helpers import wait_for
+from tests.helpers import LIGHT_PROXY, wait_for
 
 FIRST = "amp_pi_plus"
 FAST = [
@@ -45,6 +45,7 @@ FAST = [
     "measure.warmup_iters=2",
     "measure.stable_tol=0.5",
     "workload.nproc=1",  # one rank, started directly: the ranks are not what these tests are about
+    LIGHT_PROXY,
 ]
 
 # The entry point without Hydra's command line, for a case that is not a file in conf/case: the same composition,

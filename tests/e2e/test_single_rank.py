@@ -20,7 +20,7 @@ from ladder.storage import studies
 from ladder.storage.tsv import read_tsv
 from ladder.workloads.builtin import Placement, rank_env
 from tests.e2e.test_resume import FIRST, finish, search, sweep_dir
-from tests.helpers import need_memory_cgroups
+from tests.helpers import LIGHT_PROXY, need_memory_cgroups
 
 DUMP_ENV = "import json, os, sys; open(sys.argv[1], 'w').write(json.dumps(dict(os.environ)))"
 
@@ -84,6 +84,7 @@ def test_a_direct_proxy_trial_under_a_memory_cgroup_steps_down_then_fits(tmp_pat
         "measure.window_s=2",
         "measure.warmup_iters=2",
         "measure.stable_tol=0.5",
+        LIGHT_PROXY,
         "sweep=direct",
     ]
     out = finish(search(tmp_path, f"case={FIRST}", *settings))

@@ -14,7 +14,7 @@ import pytest
 
 from ladder.core.errors import ExitCode
 from ladder.storage.tsv import read_tsv
-from tests.helpers import wait_for
+from tests.helpers import LIGHT_PROXY, wait_for
 from tests.unit.test_results import SEED_ONE_LINER
 
 # a 3 s window of 2 points, never extended: the probe's window stays short of a 5 s confirmation on a busy machine
@@ -25,6 +25,7 @@ FAST = [
     "measure.stable_tol=0.5",
     "measure.min_window_iters=2",
     "measure.extend_unstable=false",
+    LIGHT_PROXY,
 ]
 # The window opens at iteration 2 whatever the machine's speed (one step time is steady by itself, and the warm-up
 # timeout is out of reach), so it starts on a real point and closes on the first point past its end: it always holds

@@ -18,7 +18,7 @@ from ladder.settings.config import register
 from ladder.storage import sweeps
 from ladder.storage.tsv import read_tsv
 from ladder.sweep import resume
-from tests.helpers import wait_for
+from tests.helpers import LIGHT_PROXY, wait_for
 from tests.unit.test_sweep_settings import CASE, settings
 
 FAST = [
@@ -27,6 +27,7 @@ FAST = [
     "measure.warmup_iters=2",
     "measure.stable_tol=0.5",
     "workload.nproc=1",  # one rank, started directly: the ranks are not what these tests are about
+    LIGHT_PROXY,
 ]
 
 
@@ -89,10 +90,13 @@ def rows(tmp_path: Path, name: str) -> list[tuple[str, ...]]:
 
 
 def test_a_resume_at_another_card_refuses_and_one_that_sets_nothing_resumes_as_started(tmp_path: Path) -> None:
-    first = finish(search(tmp_path, *FAST, "ladder.rungs=[128]", "sweep=mix", "workload.emulate_gpu_mem_gb=0.8"))
+    # the case's agent as shipped: the resume below gives `case=` alone, which sets every key of the case (a leaf
+    # override such as LIGHT_PROXY, left off, would then be a difference)
+    shipped = [o for o in FAST if o != LIGHT_PROXY]
+    first = finish(search(tmp_path, *shipped, "ladder.rungs=[128]", "sweep=mix", "workload.emulate_gpu_mem_gb=0.8"))
     assert rows(tmp_path, "mix") == [("128", "ok", "0.8", "")], first
 
-    other = search(tmp_path, *FAST, "ladder.rungs=[128]", "sweep=mix", "workload.emulate_gpu_mem_gb=0.6")
+    other = search(tmp_path, *shipped, "ladder.rungs=[128]", "sweep=mix", "workload.emulate_gpu_mem_gb=0.6")
     out = finish(other)
     assert other.returncode == ExitCode.BAD_SETTINGS, out
     assert "workload.emulate_gpu_mem_gb" in out and "0.8" in out and "0.6" in out, out
