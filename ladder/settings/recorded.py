@@ -89,7 +89,10 @@ def adopt(s: Settings, recorded: Mapping[str, Any], given: Sequence[str] | None)
 
 
 def format_differences(sweep: str, case: str, diffs: Sequence[Diff]) -> str:
-    rows = [("setting", "recorded", "now"), *((k, _show(a), _show(b)) for k, a, b in diffs)]
+    """The differences side by side, a setting that holds a mapping (`case.agent`, a profile's patch) shown by the
+    leaves that differ (`case.agent.steps_per_iter`), not as two whole mappings."""
+    leaves = [leaf for k, a, b in diffs for leaf in _leaves(k, a, b)]
+    rows = [("setting", "recorded", "now"), *((k, _show(a), _show(b)) for k, a, b in leaves)]
     widths = [max(len(r[i]) for r in rows) for i in (0, 1)]
     table = "\n".join(f"  {k:<{widths[0]}}  {a:<{widths[1]}}  {b}" for k, a, b in rows)
     return f"sweep {sweep} (case {case}) was started with other settings than these:\n{table}"
@@ -102,6 +105,21 @@ def changed(sweep: str, case: str, diffs: Sequence[Diff]) -> SettingsChanged:
         f"{sweep} with settings_change=accept: the rungs it changes start afresh (their earlier "
         "trials no longer count); leave them off the command line to resume as it was",
     )
+
+
+ABSENT = "(not set)"  # a leaf one side of a difference lacks
+
+
+def _leaves(key: str, recorded: Any, now: Any) -> list[Diff]:
+    """(dotted key, recorded, now) for each leaf that differs, where both sides are mappings; else the pair itself."""
+    if not (isinstance(recorded, Mapping) and isinstance(now, Mapping)):
+        return [(key, recorded, now)]
+    return [
+        leaf
+        for k in dict.fromkeys([*recorded, *now])
+        if recorded.get(k, ABSENT) != now.get(k, ABSENT)
+        for leaf in _leaves(f"{key}.{k}", recorded.get(k, ABSENT), now.get(k, ABSENT))
+    ]
 
 
 def _under(key: str, roots: Sequence[str]) -> bool:

@@ -98,6 +98,21 @@ def test_a_resume_that_sets_another_outcome_value_is_a_difference_side_by_side()
     assert sweepsettings.adopt(s, recorded, s.given).reuse is False
 
 
+def test_a_difference_inside_the_cases_agent_is_shown_by_its_leaves_not_as_two_whole_agents() -> None:
+    recorded = sweepsettings.record(settings("case.agent.steps_per_iter=8", "+case.agent.extra_key=1"))
+    s = settings("case.agent.actor_epochs=7", given=("case",))  # `case=` given again: every key of the case is set
+    diffs = sweepsettings.differences(recorded, sweepsettings.record(s), s.given)
+    assert [d[0] for d in diffs] == ["case.agent"]
+    text = sweepsettings.format_differences("mix", CASE, diffs)
+    rows = {ln.split()[0]: ln.split()[1:] for ln in text.splitlines()[1:]}
+    assert rows == {
+        "setting": ["recorded", "now"],
+        "case.agent.steps_per_iter": ["8", "32"],
+        "case.agent.actor_epochs": ["5", "7"],
+        "case.agent.extra_key": ["1", "(not", "set)"],
+    }
+
+
 def test_the_same_value_given_again_is_no_difference_and_without_given_every_value_counts() -> None:
     recorded = sweepsettings.record(settings("workload.emulate_gpu_mem_gb=0.8"))
     same = settings("workload.emulate_gpu_mem_gb=0.8", given=("workload.emulate_gpu_mem_gb",))
