@@ -98,13 +98,29 @@ def format_differences(sweep: str, case: str, diffs: Sequence[Diff]) -> str:
     return f"sweep {sweep} (case {case}) was started with other settings than these:\n{table}"
 
 
-def changed(sweep: str, case: str, diffs: Sequence[Diff]) -> SettingsChanged:
-    return SettingsChanged(
-        format_differences(sweep, case, diffs),
+def changed(sweep: str, case: str, diffs: Sequence[Diff], given: Sequence[str] | None = None) -> SettingsChanged:
+    """The refusal, with its fix. A difference the command line makes only through a group it gives whole (`case=`
+    sets every key of the case, an agent leaf given at the start among them) is named with its recorded value, to
+    give again: leaving the leaf off is not enough while its group is given."""
+    again = [
+        f"{k}={_show(a)}"
+        for key, recorded_value, now in diffs
+        for k, a, _ in _leaves(key, recorded_value, now)
+        if a != ABSENT and given is not None and not _named(k, given)
+    ]
+    fix = (
         f"run these settings as a new sweep (sweep=<another name>), or record the change in sweep "
         f"{sweep} with settings_change=accept: the rungs it changes start afresh (their earlier "
-        "trials no longer count); leave them off the command line to resume as it was",
+        "trials no longer count); leave them off the command line to resume as it was"
     )
+    if again:
+        fix += f" (a group given whole sets every key under it: give {' '.join(again)} again)"
+    return SettingsChanged(format_differences(sweep, case, diffs), fix)
+
+
+def _named(key: str, given: Sequence[str]) -> bool:
+    """The command line names `key` itself, or a leaf inside it; not merely a group above it."""
+    return any(g == key or g.startswith(key + ".") for g in given)
 
 
 ABSENT = "(not set)"  # a leaf one side of a difference lacks

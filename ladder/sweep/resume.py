@@ -67,7 +67,7 @@ def recorded_for(s: Settings, paths: SweepPaths) -> Settings:
         return s
     diffs = recorded.differences(found, recorded.record(s), s.given)
     if diffs and s.settings_change is not SettingsChange.ACCEPT:
-        raise recorded.changed(paths.sweep, found["case.name"], diffs)
+        raise recorded.changed(paths.sweep, found["case.name"], diffs, s.given)
     return recorded.adopt(s, found, s.given)
 
 

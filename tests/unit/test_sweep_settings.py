@@ -100,7 +100,8 @@ def test_a_resume_that_sets_another_outcome_value_is_a_difference_side_by_side()
 
 def test_a_difference_inside_the_cases_agent_is_shown_by_its_leaves_not_as_two_whole_agents() -> None:
     recorded = sweepsettings.record(settings("case.agent.steps_per_iter=8", "+case.agent.extra_key=1"))
-    s = settings("case.agent.actor_epochs=7", given=("case",))  # `case=` given again: every key of the case is set
+    # `case=` given again (every key of the case is set), and one leaf by name
+    s = settings("case.agent.actor_epochs=7", given=("case", "case.agent.actor_epochs"))
     diffs = sweepsettings.differences(recorded, sweepsettings.record(s), s.given)
     assert [d[0] for d in diffs] == ["case.agent"]
     text = sweepsettings.format_differences("mix", CASE, diffs)
@@ -111,6 +112,10 @@ def test_a_difference_inside_the_cases_agent_is_shown_by_its_leaves_not_as_two_w
         "case.agent.actor_epochs": ["5", "7"],
         "case.agent.extra_key": ["1", "(not", "set)"],
     }
+    # `case=` given whole set the two leaves the start gave: the fix names them with their recorded values
+    fix = sweepsettings.changed("mix", CASE, diffs, s.given).fix
+    assert "give case.agent.steps_per_iter=8 case.agent.extra_key=1 again" in fix, fix
+    assert "actor_epochs" not in fix  # given by name now: a change of the user's own, not a leaf left off
 
 
 def test_the_same_value_given_again_is_no_difference_and_without_given_every_value_counts() -> None:
