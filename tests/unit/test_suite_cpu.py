@@ -1,0 +1,40 @@
+"""`scripts/suite_cpu.py`: a process's kind from its command line, and its CPU read from /proc."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from types import ModuleType
+
+import pytest
+
+from tests.helpers import REPO
+
+
+@pytest.fixture(scope="module")
+def suite_cpu() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("suite_cpu", REPO / "scripts" / "suite_cpu.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["suite_cpu"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_process_is_named_by_what_it_runs_not_by_the_pytest_folder_its_arguments_hold(suite_cpu: ModuleType) -> None:
+    tmp = "/tmp/pytest-of-root/pytest-3/popen-gw1/test_x0/out"
+    assert suite_cpu.kind(f"python -m ladder.search case=amp_pi_plus output_root={tmp}").startswith("ladder.search")
+    assert suite_cpu.kind(f"python -m ladder.runner.warm serve --socket {tmp}/sock").startswith("warm starter")
+    assert suite_cpu.kind(f"python -m ladder.workloads.proxy --progress {tmp}/p.jsonl").startswith("proxy rank")
+    assert suite_cpu.kind("python -u -c import sys;exec(eval(sys.stdin.readline()))").startswith("pytest-xdist")
+    assert suite_cpu.kind(f"python {tmp}/train.py 64") == "pytest"  # a test's own script: the test's, not ladder's
+    assert suite_cpu.kind("sleep 5") == "other"
+
+
+def test_this_process_is_read_with_its_own_cpu_and_command_line(suite_cpu: ModuleType) -> None:
+    seen: dict[tuple[int, int], object] = {}
+    suite_cpu.sample(seen, me=-1)
+    mine = [s for (pid, _), s in seen.items() if pid == os.getpid()]
+    assert len(mine) == 1
+    assert mine[0].cpu_s > 0 and "pytest" in mine[0].cmd
