@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import shlex
+import sys
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from types import ModuleType
 
 import psutil
 
@@ -65,6 +68,16 @@ def need_memory_cgroups() -> None:
 REPO = Path(__file__).resolve().parents[1]  # the repository's root
 DATA = REPO / "tests" / "data"  # real captured outputs, trainers and configs the tests read
 RECIPES = REPO / "docs" / "recipes.md"  # every recipe, as a user copies it
+
+
+def load_script(name: str) -> ModuleType:
+    """`scripts/<name>.py`, loaded as the module `name` (the scripts are not a package)."""
+    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def recipe(title: str, where: Path = RECIPES) -> tuple[str, list[str]]:

@@ -2,29 +2,20 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
 from types import ModuleType
 
 import pytest
 
 from ladder.core import stats
 from ladder.core.records import Status
-from tests.helpers import REPO
-
-ROOT = REPO
+from tests.helpers import load_script
 
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
     """The script, loaded as a module."""
-    spec = importlib.util.spec_from_file_location("bench_search", ROOT / "scripts" / "bench_search.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_search"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("bench_search")
 
 
 def cell(bench: ModuleType, value: float | None, half: float = 0.0) -> object:

@@ -2,25 +2,18 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-from tests.helpers import REPO
+from tests.helpers import load_script
 
 
 @pytest.fixture(scope="module")
 def suite_cpu() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("suite_cpu", REPO / "scripts" / "suite_cpu.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["suite_cpu"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("suite_cpu")
 
 
 def test_a_process_is_named_by_what_it_runs_not_by_the_pytest_folder_its_arguments_hold(suite_cpu: ModuleType) -> None:
