@@ -11,11 +11,16 @@ afresh for each trial as such an estimate strays: each look at 0.5% one-sided).
 
     python scripts/sim_cut.py [--cv 0.08] [--steps 10] [--trials 4000] [--pooled-df 6] [--trial-cv 0.16]
     python scripts/sim_cut.py --open-step
+    python scripts/sim_cut.py --short [--short-steps 3]
 
 `--trial-cv`: the simulated trials' own spread, where it is not the pool's (a configuration noisier than the case's
 others). `--open-step`: the spread is in each step's seconds instead, and the cut also counts the step in progress
 (`stats.open_step_upper`), looked at `LOOKS` times while each step runs (the real loop looks every 0.1 s): the share
 of trials cut and the seconds a cut took (a step at the value to beat lasts 1 s), with and without it.
+`--short`: an insurance probe (`trial._short_lost`): ended once its short window (`--short-steps` steps) closes
+with its rate below the value to beat, against that or, from its second step on, once its rate's top at
+`stats.SHORT_Z` standard errors is below it (`stats.rate_top`): the share of probes ended so (at or above 1.00:
+a rung that could have won, missed) and the steps that took.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ import argparse
 import random
 
 from ladder.core.records import Point
-from ladder.core.stats import Noise, open_step_upper, rate_upper, ratio_interval
+from ladder.core.stats import SHORT_Z, Noise, open_step_upper, rate_top, rate_upper, ratio_interval
 
 BEAT = 1000.0
 LOOKS = 20  # looks at the step in progress while it runs (--open-step)
@@ -81,6 +86,25 @@ def cut_time(
     return cuts / trials, spent / cuts if cuts else 0.0
 
 
+def short_share(
+    ratio: float, cv: float, steps: int, trials: int, rnd: random.Random, noise: Noise, early: bool
+) -> tuple[float, float]:
+    """An insurance probe's short window of `steps` steps: the share of probes it ended (its rate below the value to
+    beat when it closes; with `early`, also once `rate_top` at `SHORT_Z` is below it from the second step on), and
+    the mean steps an ending took."""
+    ends, at = 0, 0
+    for _ in range(trials):
+        pool = noise._replace(sd_frac=noise.sd_frac * _chi_ratio(noise.df, rnd))
+        pts = [Point(t=0.0, iter=0, samples=0.0)]
+        for i in range(1, steps + 1):
+            pts.append(Point(t=pts[-1].t + 1.0, iter=i, samples=pts[-1].samples + BEAT * ratio * rnd.gauss(1.0, cv)))
+            closed = i == steps and pts[-1].samples / pts[-1].t < BEAT
+            if closed or (early and i >= 2 and _below(rate_top(pts, 0.0, SHORT_Z, pool))):
+                ends, at = ends + 1, at + i
+                break
+    return ends / trials, at / ends if ends else 0.0
+
+
 def _below(upper: float | None) -> bool:
     return upper is not None and upper < BEAT
 
@@ -99,8 +123,20 @@ def main() -> None:
     p.add_argument("--pooled-df", type=float, default=6.0, help="degrees of freedom of the case's pooled noise")
     p.add_argument("--trial-cv", type=float, default=None, help="the trials' own spread (default: --cv)")
     p.add_argument("--open-step", action="store_true", help="spread in seconds; with and without the open step")
+    p.add_argument("--short", action="store_true", help="an insurance probe's short window, with and without rate_top")
+    p.add_argument("--short-steps", type=int, default=3, help="steps in the short window (--short)")
     args = p.parse_args()
     noise, cv = Noise(args.cv, args.pooled_df), args.trial_cv or args.cv
+    if args.short:
+        for ratio in (0.85, 0.90, 0.95, 1.00, 1.02, 1.05, 1.10):
+            late, late_at = short_share(ratio, cv, args.short_steps, args.trials, random.Random(1), noise, early=False)
+            both, both_at = short_share(ratio, cv, args.short_steps, args.trials, random.Random(1), noise, early=True)
+            print(
+                f"true rate {ratio:.2f} x the value to beat: ended in {late:6.1%} of probes at the short window's end "
+                f"({late_at:3.1f} steps), {both:6.1%} with rate_top too ({both_at:3.1f} steps)"
+                + ("  (missed)" if ratio >= 1 else "")
+            )
+        return
     if args.open_step:
         for ratio in (0.60, 0.75, 0.90, 0.95, 1.00, 1.02, 1.05):
             done, done_s = cut_time(ratio, cv, args.steps, args.trials, random.Random(1), noise, open_step=False)

@@ -49,8 +49,9 @@ launched (`_above_reach`); its walk says so too.
 The descent is insurance, and it pays for itself (`descent_short`): where every pair of rungs measured so far (any
 profile of the case) says samples/s rose with num_envs (`rising`), or where the best above the step ran clear of the
 card (at most 1 - `mem_headroom_frac` of it) and no measured pair fell, a descent step is a short probe
-(`Decision.short`): it stops after a short window once its rate is below what it must beat, where a full one would run
-on until its whole interval were (in a plateau, where the rung below runs about as fast, it never is). Where both hold
+(`Decision.short`): it stops after a short window once its rate is below what it must beat, or as its window opens
+where its steady steps are clearly below it (`stats.SHORT_Z`), where a full one would run on until its whole interval
+were (in a plateau, where the rung below runs about as fast, it never is). Where both hold
 for a profile's best (every pair rose, and it ran clear of the card: no memory pressure, the one known way for fewer
 envs to run faster), a lower rung's gain is bounded by 1 instead of `descent_gain_max` (`Gain`): such a profile whose
 best, at the top of its interval, is already below the case's best is not measured lower at all (a lower rung would have

@@ -35,6 +35,13 @@ MAX_CI_FRAC = 0.10  # ... as is a trial whose 95% interval is wider than this fr
 # interval (`scripts/sim_cut.py`: with a pool that counted in full, a trial twice as noisy was cut wrongly twice as
 # often as on its own interval; weighed so, as often).
 CUT_Z = 2.575829
+# An insurance probe (a short probe) ends on its steady steps once their rate's one-sided 95% top (this many
+# standard errors up, `rate_top`) is below what it must beat, or when its short window closes with the rate itself
+# below it (`trial._short_lost`). A clearly slower rung ends at its second or third step rather than at the short
+# window's end (15 steps of a 60 s window on a GPU), and one that could win is missed hardly more often: `python
+# scripts/sim_cut.py --short --short-steps 15 --cv 0.03` at 1.02 times the value to beat 1.5% against 0.5%, at 1.05
+# none; `--short-steps 4 --cv 0.08` (the proxy on CPU) at 1.05 times 12.2% against 11.7%
+SHORT_Z = 1.645
 MIN_POOLED_DF = 5.0
 POOL_WEIGHT_DF = 6.0
 T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228)  # Student t, 97.5%, df 1-10
@@ -518,6 +525,20 @@ def rate_upper(points: Sequence[Point], start_t: float, noise: Noise | None = No
     return hi if hi is not None and math.isfinite(hi) else None
 
 
+def rate_top(points: Sequence[Point], start_t: float, z: float, noise: Noise | None = None) -> float | None:
+    """The samples/s over the steps since `start_t`, `z` standard errors up (the one-sided `z` quantile of t: with
+    `noise`, the case's pooled step noise as `Noise.half` pools it, else the steps' own spread); None under two
+    steps, whose spread says nothing."""
+    steps = intervals([p for p in points if p.t >= start_t])
+    ys, xs = [s.samples for s in steps], [s.seconds for s in steps]
+    if len(steps) < 2 or sum(ys) <= 0:
+        return None
+    n, rate = len(xs), sum(ys) / sum(xs)
+    own = _residual_sd(ys, xs, rate) / (rate * statistics.fmean(xs))
+    half = noise.half(own, n, z) if noise is not None else t_quantile(n - 1, z) * own / math.sqrt(n)
+    return rate * (1.0 + half)
+
+
 def open_step_upper(points: Sequence[Point], start_t: float, now: float, noise: Noise | None = None) -> float | None:
     """`rate_upper` counting the step in progress as if it ended at `now`: it ends no sooner, so its samples/s is
     at most that. None until it has lasted longer than every step since `start_t` (at least two): only then can it
@@ -576,13 +597,14 @@ class Noise(NamedTuple):
     sd_frac: float
     df: float
 
-    def half(self, own_sd_frac: float, n: int) -> float:
+    def half(self, own_sd_frac: float, n: int, z: float = CUT_Z) -> float:
         """The half-width, as a fraction of the rate, of an interval over `n` steps whose own spread is
-        `own_sd_frac`: the two spreads pooled by their degrees of freedom, at the one-sided `CUT_Z` quantile of t
-        with the pooled degrees of freedom (a cut looks at every step: each look at 0.5%, not 2.5%)."""
+        `own_sd_frac`: the two spreads pooled by their degrees of freedom, at the one-sided `z` quantile of t
+        with the pooled degrees of freedom (`CUT_Z` for the cut, which looks at every step: each look at 0.5%, not
+        2.5%)."""
         df = self.df + n - 1
         var = (self.df * self.sd_frac**2 + (n - 1) * own_sd_frac**2) / df
-        return t_quantile(df, CUT_Z) * math.sqrt(var / n)
+        return t_quantile(df, z) * math.sqrt(var / n)
 
 
 def pooled_noise(figures: Iterable[Mapping[str, float]], min_df: float = MIN_POOLED_DF) -> Noise | None:

@@ -124,7 +124,8 @@ def run(
     """Launch, watch, stop and measure one trial. With `beat` (samples/s), the window closes as soon as the
     rate's measured interval lies wholly below it: the trial cannot matter, and its figures say `cut`. A `short`
     one (insurance the evidence says is unlikely to pay, `policy.rising`) closes after `SHORT_FRAC` of its window
-    once its rate is below `beat`, its interval notwithstanding (figures `cut` and `short`). `card_mb`: the GPU's
+    once its rate is below `beat`, its interval notwithstanding, or sooner once its steady steps are clearly below it
+    (`_short_lost`; figures `cut` and `short`). `card_mb`: the GPU's
     memory, where the trial runs on a real card (its peak must stay clear of it). `cadence_s`: the window length
     a trainer's cadence is learnt and its memory judged settled on (`stats.outlived_peak`), where it is not this
     trial's own (a confirmation's long window judges on the probes' one). `noise`: the case's step noise pooled over
@@ -358,12 +359,18 @@ def _open_step_upper(watch: Watch, since: float, measure: MeasureConf) -> float 
 
 def _short_lost(watch: Watch, measure: MeasureConf, min_points: int = 3) -> bool:
     """An insurance probe's short window has closed (`short_s`, and at least `min_points` points) with a rate below
-    `beat`: its window ends there. Like the cut (`_beaten`), it counts from the steady steps that opened the window
+    `beat`, or its steps so far are already `stats.SHORT_Z` standard errors below it (`stats.rate_top`): its window
+    ends there. Like the cut (`_beaten`), it counts from the steady steps that opened the window
     (`stats.stable_since`): they are as steady as the window's own, so a probe whose warm-up already spans its short
-    window is judged as its window opens."""
+    window, or whose first steady steps lie clearly below `beat`, is judged as its window opens."""
     if watch.short_s is None or watch.window is None or watch.beat is None:
         return False
     since = stats.stable_since(watch.fresh(), watch.window, measure.stable_k)
+    top = stats.rate_top(watch.points, since, stats.SHORT_Z, watch.noise)
+    if top is not None and top < watch.beat:
+        watch.window = replace(watch.window, start_t=since, end_t=watch.points[-1].t)
+        watch.cut = watch.short = True
+        return True
     short = stats.close_window(
         replace(watch.window, start_t=since, end_t=since + watch.short_s), watch.points, min_points
     )

@@ -74,6 +74,25 @@ def test_an_extended_window_closes_once_its_interval_is_narrow_enough() -> None:
     assert not trial._window_done(first, conf(window_s=15.0))  # not extended: its window_s runs whole
 
 
+def test_a_short_probe_clearly_below_what_it_must_beat_ends_on_its_first_steady_steps() -> None:
+    """An insurance probe whose steady steps' rate is below what it must beat at its one-sided 95% top
+    (`stats.rate_top`, `stats.SHORT_Z`) ends there, its short window still open; one whose top reaches it goes on, to be
+    judged at its short window's end on its rate alone."""
+    pts = steps_at([1.0, 1.1, 0.9])  # 100 samples/s, its steps 10% apart
+    now = time.monotonic()
+
+    def probe(beat: float) -> trial.Watch:
+        window = Window(pts[0].t, pts[-1].t + 100.0, gated=False)
+        return trial.Watch(990.0, now, points=list(pts), window=window, beat=beat, short_s=60.0)
+
+    clear = probe(beat=130.0)
+    assert trial._short_lost(clear, conf())
+    assert clear.short and clear.cut and clear.window == Window(pts[0].t, pts[-1].t, gated=False)
+    near = probe(beat=110.0)
+    assert not trial._short_lost(near, conf())
+    assert not near.short and not near.cut and near.short_s == 60.0  # its short window decides
+
+
 def steps_at(times: list[float], start: float = 1000.0, samples: float = 100.0) -> list[Point]:
     """Progress points `times` seconds apart (the first at `start`), `samples` each."""
     pts, t = [Point(start, 1, samples)], start

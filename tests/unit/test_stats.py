@@ -459,3 +459,16 @@ def test_a_step_still_running_never_narrows_a_wide_interval() -> None:
     assert bound is not None
     open_rate = 2560.0 / 5.1
     assert bound >= open_rate * hi / rate - 1e-9  # at least the completed steps' relative width
+
+
+def test_rate_top_is_the_rate_some_standard_errors_up_from_two_steps_on() -> None:
+    pts = points([1.0, 1.0, 1.1, 0.9])  # 640 samples a step: 640/s over the last three, spread 10%
+    since = pts[0].t
+    assert stats.rate_top(pts[:2], since, stats.SHORT_Z) is None  # one step says nothing of its spread
+    one, short, cut = (stats.rate_top(pts, since, z) for z in (1.0, stats.SHORT_Z, stats.CUT_Z))
+    upper = stats.rate_upper(pts, since)
+    assert one is not None and short is not None and cut is not None and upper is not None
+    assert 640.0 < one < short < cut
+    assert short < upper  # the short probe's 95% one-sided top is below the cut's two-sided one
+    calm = stats.rate_top(pts, since, stats.SHORT_Z, stats.Noise(0.01, 1000.0))
+    assert calm is not None and 640.0 < calm < short  # a calm case's pooled noise narrows it
