@@ -44,10 +44,13 @@ cells: the strict oracle's window, the rungs either side of the winner (it is th
 above it; the rung below is no faster), and one launch of every other profile up to its window's opening (the first
 moment a cut can fire); with nothing fitting, the bottom rung failing for each profile. Where the floor itself is
 above a target ratio to the strict oracle, no search order meets that target on these trials; `ratio_vs_floor`
-is what ladder's own order costs above it.
+is what ladder's own order costs above it. The floor takes each other profile's cheapest fitting rung, which only a
+search that assumed something across profiles would know to launch; the floor at the seed (`seeded_vs_strict`)
+launches it where ladder does, at the winner's rung, walked down from there to its first fit: what ladder's own
+order of launches costs at the least, every launch ended at its first moment.
 
 Last line: `ratio_vs_oracle=<x> ratio_vs_walk=<y> same_pick=<k>/<n> same_pick_one_pass=<j>/<n> ratio_vs_floor=<f>
-floor_vs_strict=<g> ratio_vs_strict=<z>` (and the same for `descent_short=false` on the line before it, with
+floor_vs_strict=<g> seeded_vs_strict=<h> ratio_vs_strict=<z>` (and the same for `descent_short=false` on the line before it, with
 `--compare`).
 """
 
@@ -318,6 +321,7 @@ class Row(NamedTuple):
     ladder_pick: Key | None
     alone_run_s: float  # the winner's cell as the grid ran it
     floor_s: float
+    seeded_s: float  # the floor with each other profile launched at the winner's rung, as ladder seeds it
 
 
 def summarize(
@@ -334,6 +338,7 @@ def summarize(
     alone_run_s = (table[grid_pick].duration_s if grid_pick is not None else 0.0) + start_s
     alone_s = (one_window(table[grid_pick], s.measure.window_s) if grid_pick is not None else 0.0) + start_s
     floor_s = floor(list(s.rungs), profiles, table, grid_pick, s.measure.window_s) + start_s
+    seeded_s = floor(list(s.rungs), profiles, table, grid_pick, s.measure.window_s, seeded=True) + start_s
     ladder_s, ladder_pick, n = ladder.seconds, ladder.pick, ladder.trials
     same = same_pick(table, grid_pick, ladder_pick)
     print(
@@ -344,11 +349,18 @@ def summarize(
         f"{'' if same else '  (DIFFERENT in one pass)'}",
         flush=True,
     )
-    return Row(grid_s, walk_s, ladder_s, oracle_s, same, alone_s, grid_pick, ladder_pick, alone_run_s, floor_s)
+    return Row(
+        grid_s, walk_s, ladder_s, oracle_s, same, alone_s, grid_pick, ladder_pick, alone_run_s, floor_s, seeded_s
+    )
 
 
 def floor(
-    rungs: list[int], profiles: list[str], table: dict[Key, Cell], grid_pick: Key | None, window_s: float
+    rungs: list[int],
+    profiles: list[str],
+    table: dict[Key, Cell],
+    grid_pick: Key | None,
+    window_s: float,
+    seeded: bool = False,
 ) -> float:
     """The least a search held to ladder's evidence could spend at this cap, priced from the grid's own cells: a
     lower bound, not a plan. With a winner: its one warm-up and one window (the strict oracle), the rung above it
@@ -357,7 +369,9 @@ def floor(
     across profiles); with no winner, the bottom rung failing for every profile (memory grows with num_envs, so
     that failure rules out the rungs above it). A failing launch costs what its cell took; a fitting one that
     is not the pick costs its launch to the opening of its window, the first moment a cut can fire (its steps
-    before that are warm-up, which says nothing of its steady rate), however clearly it loses."""
+    before that are warm-up, which says nothing of its steady rate), however clearly it loses. `seeded`: each other
+    profile is launched where ladder seeds it, at the winner's rung, and walked down from there to its first fit
+    (`_seeded`), not at its cheapest fitting rung: the least ladder's own order of launches could spend."""
     if grid_pick is None:
         return sum(table[(p, rungs[-1])].duration_s for p in profiles)
     pick_profile, pick_rung = grid_pick
@@ -368,7 +382,21 @@ def floor(
         if p == pick_profile:
             continue
         fitting = [table[(p, r)] for r in rungs if table[(p, r)].status is Status.OK]
-        spent += min(map(_proof, fitting)) if fitting else table[(p, rungs[-1])].duration_s
+        if seeded:
+            spent += _seeded([table[(p, r)] for r in rungs[i:]])
+        else:
+            spent += min(map(_proof, fitting)) if fitting else table[(p, rungs[-1])].duration_s
+    return spent
+
+
+def _seeded(cells: list[Cell]) -> float:
+    """A profile launched at the first of `cells` (the winner's rung) and walked down: each failure whole, and the
+    first fit to its window's opening (a loser is cut there at the earliest)."""
+    spent = 0.0
+    for cell in cells:
+        spent += _proof(cell)
+        if cell.status is Status.OK:
+            break
     return spent
 
 
@@ -466,10 +494,11 @@ def report(
         f"total: grid {grid:.0f} s, walk {walk:.0f} s, oracle {oracle:.0f} s, "
         + ", ".join(f"{label} {sum(r.ladder_s for r in rows[label]):.0f} s" for label in profiles)
     )
-    alone, alone_run, least = (
+    alone, alone_run, least, seeded = (
         sum(r.alone_s for r in first),
         sum(r.alone_run_s for r in first),
         sum(r.floor_s for r in first),
+        sum(r.seeded_s for r in first),
     )
     print(
         f"grid/oracle {grid / oracle:.2f}, walk/oracle {walk / oracle:.2f}, "
@@ -498,11 +527,16 @@ def report(
             f"or its window's opening): {least:.0f} s, that/strict {least / alone:.2f}, {label}/that "
             f"{spent / least:.2f}"
         )
+        print(
+            f"floor at the seed, each other profile launched at the winner's rung (where {label} seeds it) and walked "
+            f"down to its first fit: {seeded:.0f} s, that/strict {seeded / alone:.2f}, {label}/that "
+            f"{spent / seeded:.2f}"
+        )
         tail = f"ratio_vs_oracle={spent / oracle:.3f} ratio_vs_walk={spent / walk:.3f} "
         picks = f"same_pick={same}/{len(caps)} same_pick_one_pass={one_pass}/{len(caps)}"
         lines.append(
             f"{label}: {tail}{picks} ratio_vs_floor={spent / least:.3f} floor_vs_strict={least / alone:.3f} "
-            f"ratio_vs_strict={spent / alone:.3f}"
+            f"seeded_vs_strict={seeded / alone:.3f} ratio_vs_strict={spent / alone:.3f}"
         )
     print("\n".join(lines[::-1]))
 

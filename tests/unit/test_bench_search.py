@@ -92,7 +92,9 @@ def test_the_reports_end_each_variant_with_its_ratios(bench: ModuleType, capsys:
     assert last.endswith(f"ratio_vs_strict={140.0 / 60.0:.3f}")  # the winner alone: a 30 s cell at each cap
     # the floor at each cap: the winner's 30 s, the failing rung above (2 s), the rung below and hiutil's cheapest
     # fit, each a whole 30 s cell here (no window opening recorded)
-    assert f"ratio_vs_floor={140.0 / 184.0:.3f} floor_vs_strict={184.0 / 60.0:.3f} ratio_vs_strict=" in last
+    assert f"ratio_vs_floor={140.0 / 184.0:.3f} floor_vs_strict={184.0 / 60.0:.3f} seeded_vs_strict=" in last
+    # at the seed, hiutil's launch is at the winner's rung (e64): the same 30 s cell here as its cheapest fit
+    assert f"seeded_vs_strict={184.0 / 60.0:.3f} ratio_vs_strict=" in last
 
 
 def test_the_strict_oracle_is_priced_at_one_window_where_the_grid_extended_its_cell(bench: ModuleType) -> None:
@@ -132,3 +134,23 @@ def test_the_floor_prices_the_winners_window_its_neighbours_and_one_launch_of_ea
     assert bench.floor(rungs, profiles, table, ("default", 128), 8.0) == pytest.approx(31.0 + 12.0 + 16.0)
     none = {(p, r): fail for p in profiles for r in rungs}
     assert bench.floor(rungs, profiles, none, None, 8.0) == pytest.approx(6.0)
+
+
+def test_the_floor_at_the_seed_launches_each_other_profile_at_the_winners_rung_and_walks_it_down(
+    bench: ModuleType,
+) -> None:
+    """Where ladder seeds a later profile: at the winner's rung, each failure whole on the way down, the first fit to
+    its window's opening; not the profile's cheapest fit, which no search reaches without assuming across profiles."""
+    rungs, profiles = [128, 64, 48, 32], ["default", "hiutil"]
+
+    def fit(opens: float) -> object:
+        return bench.Cell(Status.OK, opens + 20.0, 100.0, 104.0, 96.0, 400.0, 8.0, opens)
+
+    fail = bench.Cell(Status.OOM_OR_NCCL, 3.0, None, None, None, None, None)
+    table = {("default", 128): fail, ("default", 64): fit(12.0), ("default", 48): fit(11.0), ("default", 32): fit(10.0)}
+    table |= {("hiutil", 128): fail, ("hiutil", 64): fail, ("hiutil", 48): fit(20.0), ("hiutil", 32): fit(9.0)}
+    winner = 32.0 + 3.0 + 11.0  # its one window (opening 12 s + 20 s), the failing rung above, the rung below
+    assert bench.floor(rungs, profiles, table, ("default", 64), 8.0) == pytest.approx(winner + 9.0)
+    assert bench.floor(rungs, profiles, table, ("default", 64), 8.0, seeded=True) == pytest.approx(winner + 3.0 + 20.0)
+    nowhere = table | {("hiutil", r): fail for r in rungs}  # hiutil fits nowhere: walked down to the bottom
+    assert bench.floor(rungs, profiles, nowhere, ("default", 64), 8.0, seeded=True) == pytest.approx(winner + 9.0)
