@@ -50,8 +50,8 @@ launches it where ladder does, at the winner's rung, walked down from there to i
 order of launches costs at the least, every launch ended at its first moment.
 
 Last line: `ratio_vs_oracle=<x> ratio_vs_walk=<y> same_pick=<k>/<n> same_pick_one_pass=<j>/<n> ratio_vs_floor=<f>
-floor_vs_strict=<g> seeded_vs_strict=<h> ratio_vs_strict=<z>` (and the same for `descent_short=false` on the line before it, with
-`--compare`).
+floor_vs_strict=<g> seeded_vs_strict=<h> ratio_vs_strict=<z>` (and the same for `descent_short=false` on the line
+before it, with `--compare`).
 """
 
 from __future__ import annotations
@@ -344,7 +344,8 @@ def summarize(
     print(
         f"cap {cap} GB: grid {grid_s:.0f} s, walk {walk_s:.0f} s, {label} {ladder_s:.0f} s ({n} trials), "
         f"oracle {oracle_s:.0f} s (runs {winners}); {label}/oracle {ladder_s / max(oracle_s, 1e-9):.2f}, "
-        f"{label}/walk {ladder_s / max(walk_s, 1e-9):.2f}, floor {floor_s:.0f} s; grid pick {grid_pick}, "
+        f"{label}/walk {ladder_s / max(walk_s, 1e-9):.2f}, floor {floor_s:.0f} s (at the seed {seeded_s:.0f} s); "
+        f"grid pick {grid_pick}, "
         f"{label} pick {ladder_pick}"
         f"{'' if same else '  (DIFFERENT in one pass)'}",
         flush=True,
