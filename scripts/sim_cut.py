@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import random
+from collections.abc import Callable
 
 from ladder.core.records import Point
 from ladder.core.stats import SHORT_Z, Noise, open_step_upper, rate_top, rate_upper, ratio_interval
@@ -128,24 +129,22 @@ def main() -> None:
     args = p.parse_args()
     noise, cv = Noise(args.cv, args.pooled_df), args.trial_cv or args.cv
     if args.short:
-        for ratio in (0.85, 0.90, 0.95, 1.00, 1.02, 1.05, 1.10):
-            late, late_at = short_share(ratio, cv, args.short_steps, args.trials, random.Random(1), noise, early=False)
-            both, both_at = short_share(ratio, cv, args.short_steps, args.trials, random.Random(1), noise, early=True)
-            print(
-                f"true rate {ratio:.2f} x the value to beat: ended in {late:6.1%} of probes at the short window's end "
-                f"({late_at:3.1f} steps), {both:6.1%} with rate_top too ({both_at:3.1f} steps)"
-                + ("  (missed)" if ratio >= 1 else "")
-            )
+        side_by_side(
+            (0.85, 0.90, 0.95, 1.00, 1.02, 1.05, 1.10),
+            lambda r, early: short_share(r, cv, args.short_steps, args.trials, random.Random(1), noise, early),
+            ": ended in {0:6.1%} of probes at the short window's end ({1:3.1f} steps), {2:6.1%} with rate_top too "
+            "({3:3.1f} steps)",
+            "missed",
+        )
         return
     if args.open_step:
-        for ratio in (0.60, 0.75, 0.90, 0.95, 1.00, 1.02, 1.05):
-            done, done_s = cut_time(ratio, cv, args.steps, args.trials, random.Random(1), noise, open_step=False)
-            both, both_s = cut_time(ratio, cv, args.steps, args.trials, random.Random(1), noise, open_step=True)
-            print(
-                f"true rate {ratio:.2f} x the value to beat (pooled noise): cut in {done:6.1%} of trials on completed "
-                f"steps ({done_s:4.2f} s), {both:6.1%} counting the open step ({both_s:4.2f} s)"
-                + ("  (wrong cuts)" if ratio >= 1 else "")
-            )
+        side_by_side(
+            (0.60, 0.75, 0.90, 0.95, 1.00, 1.02, 1.05),
+            lambda r, open_step: cut_time(r, cv, args.steps, args.trials, random.Random(1), noise, open_step),
+            " (pooled noise): cut in {0:6.1%} of trials on completed steps ({1:4.2f} s), {2:6.1%} counting the open "
+            "step ({3:4.2f} s)",
+            "wrong cuts",
+        )
         for by in (2.0, 4.0, 10.0):
             slow = (5, by)
             done, done_s = cut_time(1.05, cv, args.steps, args.trials, random.Random(1), noise, False, slow)
@@ -155,13 +154,25 @@ def main() -> None:
                 f"completed steps ({done_s:4.2f} s), {both:6.1%} counting the open step ({both_s:4.2f} s)"
             )
         return
-    for ratio in (0.60, 0.75, 0.90, 0.95, 1.00, 1.02, 1.05):
-        own, own_at = cut_share(ratio, cv, args.steps, args.trials, random.Random(1))
-        pooled, pooled_at = cut_share(ratio, cv, args.steps, args.trials, random.Random(1), noise)
+    side_by_side(
+        (0.60, 0.75, 0.90, 0.95, 1.00, 1.02, 1.05),
+        lambda r, pooled: cut_share(r, cv, args.steps, args.trials, random.Random(1), noise if pooled else None),
+        ": cut in {0:6.1%} of trials (own interval, {1:4.1f} steps), {2:6.1%} (pooled noise, {3:4.1f} steps)",
+        "wrong cuts",
+    )
+
+
+def side_by_side(
+    ratios: tuple[float, ...], run: Callable[[float, bool], tuple[float, float]], said: str, wrong: str
+) -> None:
+    """One line per true rate (a multiple of the value to beat): `run` without and with the variant, as `said` puts
+    their shares and costs after it; `wrong` marks the rates at or above the value to beat."""
+    for ratio in ratios:
+        share, cost = run(ratio, False)
+        other, other_cost = run(ratio, True)
         print(
-            f"true rate {ratio:.2f} x the value to beat: cut in {own:6.1%} of trials (own interval, "
-            f"{own_at:4.1f} steps), {pooled:6.1%} (pooled noise, {pooled_at:4.1f} steps)"
-            + ("  (wrong cuts)" if ratio >= 1 else "")
+            f"true rate {ratio:.2f} x the value to beat{said.format(share, cost, other, other_cost)}"
+            + (f"  ({wrong})" if ratio >= 1 else "")
         )
 
 

@@ -1,0 +1,23 @@
+"""`scripts/sim_cut.py --short`: an insurance probe's short window, with and without its end on its first steady
+steps (`stats.rate_top` at `stats.SHORT_Z`)."""
+
+from __future__ import annotations
+
+import random
+
+from ladder.core.stats import Noise
+from tests.helpers import load_script
+
+
+def test_a_clearly_slower_probe_ends_sooner_and_one_that_could_win_is_seldom_ended() -> None:
+    sim = load_script("sim_cut")
+    noise = Noise(0.03, 6.0)
+
+    def share(ratio: float, early: bool) -> tuple[float, float]:
+        return sim.short_share(ratio, 0.03, 15, 300, random.Random(1), noise, early)
+
+    late, late_steps = share(0.85, early=False)
+    both, both_steps = share(0.85, early=True)
+    assert late == both == 1.0  # every such probe ends, with or without the early end
+    assert late_steps == 15 and both_steps < 4  # at its short window's end, or at its first steady steps
+    assert share(1.10, early=True)[0] < 0.02  # a rung 10% above what it must beat is almost never ended
