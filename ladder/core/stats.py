@@ -533,10 +533,8 @@ def rate_top(points: Sequence[Point], start_t: float, z: float, noise: Noise | N
     ys, xs = [s.samples for s in steps], [s.seconds for s in steps]
     if len(steps) < 2 or sum(ys) <= 0:
         return None
-    n, rate = len(xs), sum(ys) / sum(xs)
-    own = _residual_sd(ys, xs, rate) / (rate * statistics.fmean(xs))
-    half = noise.half(own, n, z) if noise is not None else t_quantile(n - 1, z) * own / math.sqrt(n)
-    return rate * (1.0 + half)
+    rate = sum(ys) / sum(xs)
+    return rate + _half(ys, xs, rate, noise, z)
 
 
 def open_step_upper(points: Sequence[Point], start_t: float, now: float, noise: Noise | None = None) -> float | None:
@@ -568,12 +566,18 @@ def ratio_interval(ys: Sequence[float], xs: Sequence[float], noise: Noise | None
     n, rate = len(xs), sum(ys) / sum(xs)
     if n < 2:
         return rate, -math.inf, math.inf
-    sd = _residual_sd(ys, xs, rate)
-    if noise is not None:
-        half = rate * noise.half(sd / (rate * statistics.fmean(xs)) if rate > 0 else math.inf, n)
-    else:
-        half = t975(n - 1) * sd / math.sqrt(n) / statistics.fmean(xs)
+    half = _half(ys, xs, rate, noise)
     return rate, rate - half, rate + half
+
+
+def _half(ys: Sequence[float], xs: Sequence[float], rate: float, noise: Noise | None, z: float | None = None) -> float:
+    """The half-width, in samples/s, of `rate` = Σy/Σx over n >= 2 steps: the ratio estimator's standard error
+    times t's quantile at `z` (None: the two-sided 95% one with the steps' own spread, `CUT_Z` with `noise`). With
+    `noise` the spread is pooled with the case's (`Noise.half`)."""
+    n, sd, mean_x = len(xs), _residual_sd(ys, xs, rate), statistics.fmean(xs)
+    if noise is not None:
+        return rate * noise.half(sd / (rate * mean_x) if rate > 0 else math.inf, n, CUT_Z if z is None else z)
+    return (t975(n - 1) if z is None else t_quantile(n - 1, z)) * sd / math.sqrt(n) / mean_x
 
 
 def _residual_sd(ys: Sequence[float], xs: Sequence[float], rate: float) -> float:
