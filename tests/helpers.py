@@ -51,6 +51,22 @@ def wait_for(predicate: Callable[[], object], timeout_s: float = 120.0, every_s:
         time.sleep(every_s)
 
 
+def need_module(name: str, reason: str = "") -> None:
+    """Skip the calling test (or, at a module's top, the module) where `name` is not installed, without importing
+    it: the trainers the tests start import it in their own processes, and an import here is paid by every worker
+    that collects the file (sheeprl brings Lightning and torchmetrics: seconds each time)."""
+    import pytest
+
+    try:
+        found = importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:  # a parent package is missing
+        found = False
+    if not found:
+        pytest.skip(
+            reason or f"{name} is not installed (the test extra: pip install -e '.[test]')", allow_module_level=True
+        )
+
+
 def need_memory_cgroups() -> None:
     """Skip the calling test where no memory cgroup can be made here (not root, no writable controller)."""
     import os

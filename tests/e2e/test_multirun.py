@@ -10,10 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from ladder.storage.tsv import read_tsv
-from tests.helpers import LIGHT_PROXY
+from tests.helpers import LIGHT_PROXY, need_module
 
 TINY = [
     "device=cpu",
@@ -48,7 +46,7 @@ def sweep_dir(tmp_path: Path) -> Path:
 
 
 def test_two_cases_through_joblib_share_one_sweep_and_one_best_by_case(tmp_path: Path) -> None:
-    pytest.importorskip("hydra_plugins.hydra_joblib_launcher")
+    need_module("hydra_plugins.hydra_joblib_launcher")
     proc = multirun(tmp_path, f"case={','.join(CASES)}", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     root = sweep_dir(tmp_path)
@@ -71,7 +69,7 @@ def test_two_cases_through_joblib_share_one_sweep_and_one_best_by_case(tmp_path:
 
 
 def test_one_case_through_the_submitit_local_executor(tmp_path: Path) -> None:
-    pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
+    need_module("hydra_plugins.hydra_submitit_launcher")
     proc = multirun(tmp_path, "case=add_pi_plus", "hydra/launcher=submitit_local")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     best = read_tsv(sweep_dir(tmp_path) / "best_by_case.tsv")

@@ -12,11 +12,10 @@ import sys
 from pathlib import Path
 
 import psutil
-import pytest
 
 from ladder.core.errors import ExitCode
 from ladder.storage.tsv import read_tsv
-from tests.helpers import LIGHT_PROXY, live, wait_for
+from tests.helpers import LIGHT_PROXY, live, need_module, wait_for
 
 GRACE_S = 30.0  # SLURM's default KillWait: SIGTERM, then SIGKILL this long after
 MEASURE = ["measure.window_s=10", "measure.warmup_iters=2", "measure.stable_tol=0.5", "device=cpu", LIGHT_PROXY]
@@ -99,7 +98,7 @@ def submit_process(multirun: subprocess.Popen[str]) -> psutil.Process | None:
 
 
 def test_submitits_preemption_requeues_the_job_and_the_requeued_job_resumes_the_sweep_exactly(tmp_path: Path) -> None:
-    pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
+    need_module("hydra_plugins.hydra_submitit_launcher")
     argv = [
         sys.executable,
         "-m",

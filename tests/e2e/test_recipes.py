@@ -7,10 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from ladder.storage.tsv import read_tsv
-from tests.helpers import recipe
+from tests.helpers import need_module, recipe
 
 
 def run_recipe(tmp_path: Path, title: str, *small: str) -> tuple[Path, list[dict[str, str]], str]:
@@ -55,7 +53,7 @@ SHORT = [
 
 def test_rsl_rl_recipe(tmp_path: Path) -> None:
     """rsl_rl's real OnPolicyRunner on the recipe's point-mass VecEnv: its `Total steps` count gives samples/s."""
-    pytest.importorskip("rsl_rl")
+    need_module("rsl_rl")
     sweep, rows, out = run_recipe(tmp_path, "rsl_rl", "ladder.rungs=[64]", *SHORT)
     assert [(r["case"], r["knob"], r["num_envs"], r["status"]) for r in rows] == [
         ("rsl_point_mass", "num_envs", "64", "ok")
@@ -69,7 +67,7 @@ def test_rsl_rl_recipe(tmp_path: Path) -> None:
 
 def test_sheeprl_recipe(tmp_path: Path) -> None:
     """sheeprl's Hydra CLI with AsyncVectorEnv workers, as the recipe writes it: measured by its policy_step lines."""
-    pytest.importorskip("sheeprl")
+    need_module("sheeprl")
     sweep, rows, out = run_recipe(tmp_path, "sheeprl", "ladder.rungs=[4]", *SHORT)
     assert [(r["case"], r["knob"], r["num_envs"], r["status"]) for r in rows] == [
         ("sheeprl_cartpole", "num_envs", "4", "ok")
@@ -81,7 +79,7 @@ def test_sheeprl_recipe(tmp_path: Path) -> None:
 
 
 def test_stable_baselines3_recipe(tmp_path: Path) -> None:
-    pytest.importorskip("stable_baselines3")
+    need_module("stable_baselines3")
     sweep, rows, out = run_recipe(tmp_path, "stable-baselines3", "ladder.rungs=[4]", *SHORT)
     assert [(r["case"], r["knob"], r["num_envs"], r["status"]) for r in rows] == [
         ("sb3_cartpole", "num_envs", "4", "ok")
@@ -96,7 +94,7 @@ def test_torchrun_lightning_recipe_as_users_write_it_steps_down_on_its_own_oom(t
     """Lightning's DDP over two gloo ranks under torchrun, the command written `python train_lightning.py ...` as a
     user runs it alone: under a 1.5 GiB memory cgroup the top rung runs out of memory at its first update and is
     stepped down from; the rung below is measured from rank 0's lines."""
-    pytest.importorskip("lightning")
+    need_module("lightning")
     sweep, rows, out = run_recipe(tmp_path, "torchrun DDP with Lightning", "workload.host_mem_limit_gb=1.5", *SHORT)
     by_rung = {r["num_envs"]: r for r in rows}
     assert list(by_rung) == ["16384", "256"], out

@@ -11,9 +11,9 @@ import pytest
 
 from ladder.runner.cgroup import MemCgroup
 from ladder.storage.tsv import read_tsv
-from tests.helpers import DATA
+from tests.helpers import DATA, need_module
 
-pytest.importorskip("stable_baselines3", reason="pip install stable-baselines3 (the test extra)")
+need_module("stable_baselines3", "pip install stable-baselines3 (the test extra)")
 
 TRAINER = DATA / "trainers" / "sb3_ppo.py"
 QUICK = [

@@ -12,13 +12,11 @@ import sys
 import textwrap
 from pathlib import Path
 
-import pytest
-
 from ladder.core.errors import ExitCode
 from ladder.storage.tsv import read_tsv
-from tests.helpers import need_memory_cgroups
+from tests.helpers import need_memory_cgroups, need_module
 
-pytest.importorskip("sheeprl", reason="pip install sheeprl (the test extra)")
+need_module("sheeprl", "pip install sheeprl (the test extra)")
 
 # An env that holds `grab_mb` MiB once it has stepped (as an env whose state grows with use would): each env lives
 # in its own AsyncVectorEnv worker process. The workers grow together, each smaller than the parent (~440 MiB RSS),
