@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import pytest
-import torch
 
-from ladder.workloads.proxy.agent import OptimSpec
-from ladder.workloads.proxy.buffers import Optimizer, mlp
+# torch and the proxy's modules (which import it) are imported by the tests themselves: collecting this file is then
+# no `import torch` (seconds) in every worker, only in the one that runs it
 
 
 @pytest.mark.parametrize("kind", ["SGD", "Adam"])
 @pytest.mark.parametrize("weight_decay", [0.0, 1e-2])
 def test_the_proxys_optimizer_steps_as_torch_optim_does(kind: str, weight_decay: float) -> None:
+    import torch
+
+    from ladder.workloads.proxy.agent import OptimSpec
+    from ladder.workloads.proxy.buffers import Optimizer, mlp
+
     torch.manual_seed(0)
     ours, theirs = mlp(6, [16, 16], 3), mlp(6, [16, 16], 3)
     theirs.load_state_dict(ours.state_dict())
@@ -33,6 +37,11 @@ def test_the_proxys_optimizer_steps_as_torch_optim_does(kind: str, weight_decay:
 
 
 def test_adams_moments_appear_at_its_first_step() -> None:
+    import torch
+
+    from ladder.workloads.proxy.agent import OptimSpec
+    from ladder.workloads.proxy.buffers import Optimizer, mlp
+
     net = mlp(4, [8], 2)
     opt = Optimizer(OptimSpec("Adam", 1e-3, 0.0), net.parameters())
     assert opt.moments == []  # as torch.optim.Adam: no state before the first step (iteration 1's update)
