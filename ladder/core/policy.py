@@ -204,12 +204,13 @@ def next_trial(
     """The next launch, profiles in order; None when every walk has ended."""
     picks: list[int] = []
     nothing_fits = False  # an earlier profile failed at every rung
+    gain = _gain(attempts, tuning)  # facts of the whole case: found once for every profile's walk
     for profile in profiles:
         seed = _seed(rungs, picks, nothing_fits, tuning) if tuning.strategy is Strategy.MODEL else None
-        decision = next_for(rungs, profile, attempts, tuning, seed)
+        decision = next_for(rungs, profile, attempts, tuning, seed, gain)
         if decision is not None:
             return (
-                _with_beat(_insured(decision, rungs, attempts, tuning), attempts, tuning.noise)
+                _with_beat(_insured(decision, rungs, attempts, gain, tuning), attempts, tuning.noise)
                 if tuning.descends
                 else decision
             )
@@ -240,11 +241,9 @@ def _seed(rungs: Sequence[int], picks: list[int], nothing_fits: bool, tuning: Tu
 def walk(rungs: Sequence[int], profile: str, attempts: Sequence[Attempt], tuning: Tuning = Tuning()) -> Walk:
     """Where one profile's walk stands (its next rung, when pending, is as if it had no seed)."""
     mine = _mine(profile, attempts)
-    case_best = _case_best(attempts)
-    skipped = _skipped(rungs, mine, tuning, case_best) + _not_descended(
-        rungs, mine, tuning, case_best, _gain(attempts, tuning)
-    )
-    decision = next_for(rungs, profile, attempts, tuning)
+    case_best, gain = _case_best(attempts), _gain(attempts, tuning)
+    skipped = _skipped(rungs, mine, tuning, case_best) + _not_descended(rungs, mine, tuning, case_best, gain)
+    decision = next_for(rungs, profile, attempts, tuning, gain=gain)
     if decision is not None:
         return Walk(profile, Outcome.PENDING, decision.rung, skipped)
     if (broken := _broken(mine)) is not None:
@@ -260,9 +259,15 @@ def walk(rungs: Sequence[int], profile: str, attempts: Sequence[Attempt], tuning
 
 
 def next_for(
-    rungs: Sequence[int], profile: str, attempts: Sequence[Attempt], tuning: Tuning, seed: Seed | None = None
+    rungs: Sequence[int],
+    profile: str,
+    attempts: Sequence[Attempt],
+    tuning: Tuning,
+    seed: Seed | None = None,
+    gain: Gain | None = None,
 ) -> Decision | None:
-    """One profile's next launch (None: its walk has ended), from every attempt of the case."""
+    """One profile's next launch (None: its walk has ended), from every attempt of the case (`gain`: `_gain` of
+    them, where the caller found it already)."""
     mine = _mine(profile, attempts)
     if _broken(mine) is not None:
         return None
@@ -274,7 +279,7 @@ def next_for(
         )
     if (bottom := _bottom_check(rungs, profile, mine)) is not None:
         return bottom
-    case_best, gain = _case_best(attempts), _gain(attempts, tuning)
+    case_best, gain = _case_best(attempts), gain or _gain(attempts, tuning)
     left = [r for r in _left(rungs, mine) if not _above_reach(r, mine, tuning, case_best)]
     if not left:
         return _descent_step(rungs, profile, mine, gain, case_best, tuning.noise) if tuning.descends else None
@@ -371,21 +376,24 @@ def _descent_step(
 def rising(attempts: Sequence[Attempt]) -> str:
     """Why a lower rung is unlikely to win ("" where it is not known to be): every pair of rungs measured so far,
     within each profile of the case, has the higher rung faster (by point value), and there is such a pair."""
-    pairs = list(_pairs(attempts))
+    return _rising(list(_pairs(attempts)))
+
+
+def _rising(pairs: Sequence[tuple[bool, Attempt]]) -> str:
+    """`rising` on the pairs `_pairs` found."""
     if not pairs or any(not rose for rose, _ in pairs):
         return ""
     return f"samples/s rose with num_envs in every measured pair ({len(pairs)})"
 
 
-def _fell(attempts: Sequence[Attempt]) -> bool:
+def _fell(pairs: Sequence[tuple[bool, Attempt]]) -> bool:
     """A measured pair of rungs (within a profile) had the lower rung at least as fast."""
-    return not all(rose for rose, _ in _pairs(attempts))
+    return not all(rose for rose, _ in pairs)
 
 
-def _pressed(attempts: Sequence[Attempt]) -> Attempt | None:
+def _pressed(pairs: Sequence[tuple[bool, Attempt]]) -> Attempt | None:
     """Where every measured pair rose: the higher rung of a pair that ran nearest the card (None where none is known,
     or a pair fell). Memory pressure up to its share of the card was measured not to make fewer envs faster."""
-    pairs = list(_pairs(attempts))
     highs = [high for _, high in pairs if high.mem_frac is not None]
     if not highs or not all(rose for rose, _ in pairs):
         return None
@@ -404,12 +412,13 @@ def _pairs(attempts: Sequence[Attempt]) -> Iterator[tuple[bool, Attempt]]:
                 yield low.value is not None and high.value is not None and low.value < high.value, high
 
 
-def _insured(decision: Decision, rungs: Sequence[int], attempts: Sequence[Attempt], tuning: Tuning) -> Decision:
+def _insured(
+    decision: Decision, rungs: Sequence[int], attempts: Sequence[Attempt], gain: Gain, tuning: Tuning
+) -> Decision:
     """A descent step as a short probe where the evidence says it is unlikely to win: every measured pair rose
     (`rising`), or, with no pair that fell, the best above it ran clear of the card (no memory pressure)."""
     if not tuning.descent_short or decision.step is not Step.DESCENT:
         return decision
-    gain = _gain(attempts, tuning)
     why = gain.rising
     step = _next_below(rungs, _mine(decision.profile, attempts))
     if not why and step is not None and not gain.fell and gain.clear(best := step[0]):
@@ -577,13 +586,14 @@ class Gain(NamedTuple):
 def _gain(attempts: Sequence[Attempt], tuning: Tuning) -> Gain:
     if not tuning.descent_short:
         return Gain("", tuning.descent_gain_max, tuning.mem_headroom_frac)
+    pairs = list(_pairs(attempts))
     return Gain(
-        rising(attempts),
+        _rising(pairs),
         tuning.descent_gain_max,
         tuning.mem_headroom_frac,
         tuning.descent_idle_util,
-        _fell(attempts),
-        _pressed(attempts),
+        _fell(pairs),
+        _pressed(pairs),
     )
 
 
@@ -726,7 +736,8 @@ def _failed_twice(rung: int, mine: list[Attempt]) -> bool:
 def _to_confirm(mine: list[Attempt]) -> int | None:
     """A rung whose only launch failed on weak evidence, still open: it runs once more before the walk steps down
     (a second failure, weak or not, settles it; a fit settles it the other way)."""
-    floor, ceiling = _floor(mine), _ceiling(mine)
+    ceiling = _ceiling(mine)
+    floor = _floor(mine, ceiling)
     open_rung = [
         r
         for r in (a.rung for a in mine if a.status in STEP_DOWN and not a.confirmed)
@@ -737,15 +748,16 @@ def _to_confirm(mine: list[Attempt]) -> int | None:
     return open_rung[0] if open_rung else None
 
 
-def _floor(mine: list[Attempt]) -> int | None:
-    ceiling = _ceiling(mine)
+def _floor(mine: list[Attempt], ceiling: int | None = None) -> int | None:
+    ceiling = _ceiling(mine) if ceiling is None else ceiling
     fits = [a.rung for a in mine if a.status in FITS and (ceiling is None or a.rung < ceiling)]
     return max(fits) if fits else None
 
 
 def _left(rungs: Sequence[int], mine: list[Attempt]) -> list[int]:
     """Rungs not yet settled, highest first: above the floor and below the ceiling."""
-    floor, ceiling = _floor(mine), _ceiling(mine)
+    ceiling = _ceiling(mine)
+    floor = _floor(mine, ceiling)
     return [r for r in rungs if (floor is None or r > floor) and (ceiling is None or r < ceiling)]
 
 
