@@ -29,6 +29,7 @@ HZ = os.sysconf("SC_CLK_TCK")
 # (what a command line contains, its kind), first match wins: specific kinds before the pytest temp paths most hold
 KINDS = (
     ("ladder.runner.warm serve", "warm starter and the ranks forked from it"),
+    ("ladder.runner.warm ", "warm client (a forked rank's stand-in)"),
     ("ladder.search", "ladder.search (orchestrator)"),
     ("from ladder.search import", "ladder.search (orchestrator)"),
     ("ladder.workloads.proxy", "proxy rank, started cold"),
@@ -36,6 +37,8 @@ KINDS = (
     ("torchrun", "torchrun"),
     ("mimickit", "MimicKit"),
     ("ladder.runner.trialexec", "trial supervisor"),
+    ("ladder.runner.ranks", "ladder's rank launcher"),
+    ("tests/data/trainers/", "a third-party trainer (tests/data/trainers)"),
     ("ladder.merge", "ladder.merge"),
     ("sheeprl", "sheeprl"),
     ("postgres", "PostgreSQL"),
@@ -51,7 +54,12 @@ class Seen:
     test: str
 
 
+KERNEL = "kernel threads (no command line: cgroups, memory reclaim)"
+
+
 def kind(cmd: str) -> str:
+    if not cmd.strip():
+        return KERNEL
     low = cmd.lower()
     return next((name for part, name in KINDS if part.lower() in low), "other")
 

@@ -24,6 +24,11 @@ def test_a_process_is_named_by_what_it_runs_not_by_the_pytest_folder_its_argumen
     assert suite_cpu.kind("python -u -c import sys;exec(eval(sys.stdin.readline()))").startswith("pytest-xdist")
     assert suite_cpu.kind(f"python {tmp}/train.py 64") == "pytest"  # a test's own script: the test's, not ladder's
     assert suite_cpu.kind("sleep 5") == "other"
+    client = f"python -m ladder.runner.warm ladder.workloads.proxy --progress {tmp}/p.jsonl"
+    assert suite_cpu.kind(client).startswith("warm client")  # the stand-in, not a rank started cold
+    trainer = "python /work/repo/tests/data/trainers/sb3_ppo.py --num-envs 4"
+    assert suite_cpu.kind(trainer).startswith("a third-party trainer")
+    assert suite_cpu.kind("").startswith("kernel threads")
 
 
 def test_this_process_is_read_with_its_own_cpu_and_command_line(suite_cpu: ModuleType) -> None:
