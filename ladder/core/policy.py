@@ -279,7 +279,8 @@ def next_for(
         )
     if (bottom := _bottom_check(rungs, profile, mine)) is not None:
         return bottom
-    case_best, gain = _case_best(attempts), gain or _gain(attempts, tuning)
+    case_best = _case_best(attempts)
+    gain = gain if gain is not None else _gain(attempts, tuning)
     left = [r for r in _left(rungs, mine) if not _above_reach(r, mine, tuning, case_best)]
     if not left:
         return _descent_step(rungs, profile, mine, gain, case_best, tuning.noise) if tuning.descends else None
@@ -736,8 +737,7 @@ def _failed_twice(rung: int, mine: list[Attempt]) -> bool:
 def _to_confirm(mine: list[Attempt]) -> int | None:
     """A rung whose only launch failed on weak evidence, still open: it runs once more before the walk steps down
     (a second failure, weak or not, settles it; a fit settles it the other way)."""
-    ceiling = _ceiling(mine)
-    floor = _floor(mine, ceiling)
+    floor, ceiling = _floor(mine), _ceiling(mine)
     open_rung = [
         r
         for r in (a.rung for a in mine if a.status in STEP_DOWN and not a.confirmed)
@@ -748,16 +748,15 @@ def _to_confirm(mine: list[Attempt]) -> int | None:
     return open_rung[0] if open_rung else None
 
 
-def _floor(mine: list[Attempt], ceiling: int | None = None) -> int | None:
-    ceiling = _ceiling(mine) if ceiling is None else ceiling
+def _floor(mine: list[Attempt]) -> int | None:
+    ceiling = _ceiling(mine)
     fits = [a.rung for a in mine if a.status in FITS and (ceiling is None or a.rung < ceiling)]
     return max(fits) if fits else None
 
 
 def _left(rungs: Sequence[int], mine: list[Attempt]) -> list[int]:
     """Rungs not yet settled, highest first: above the floor and below the ceiling."""
-    ceiling = _ceiling(mine)
-    floor = _floor(mine, ceiling)
+    floor, ceiling = _floor(mine), _ceiling(mine)
     return [r for r in rungs if (floor is None or r > floor) and (ceiling is None or r < ceiling)]
 
 
