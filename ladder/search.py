@@ -90,10 +90,12 @@ def execute(settings: Settings) -> int:
     view.close()
     print_summary(summary, paths, settings.knob, settings.objective)
     for starter in warm.started():
-        print(
-            f"warm starter: ready in {starter.ready_s:.1f} s, once for this process (the proxy's ranks are forked "
-            "from it; workload.proxy_start=cold starts each alone)"
+        how = (
+            f"ready in {starter.ready_s:.1f} s, once for this process"
+            if starter.owned
+            else f"shared ({warm.SHARED_VAR}={starter.folder})"
         )
+        print(f"warm starter: {how} (the proxy's ranks are forked from it; workload.proxy_start=cold: each alone)")
     return sweep_code(summary)
 
 

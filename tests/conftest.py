@@ -9,6 +9,10 @@ On several workers (pytest-xdist: `-n 4 --dist loadfile --no-loadscope-reorder`;
 sweep's time is spent waiting on its trial's processes) each test file runs whole on one worker, so a module fixture
 (a sweep several tests read) runs once, and the files that run real sweeps for minutes start first (`HEAVY_FIRST`),
 so that no long file is left to run alone at the end.
+
+Each worker starts one warm starter (`ladder.runner.warm.share`) before its first test that runs processes, and the
+sweeps its tests start fork their proxy ranks from it: each sweep would otherwise start its own and import torch
+once more (about 2.7 CPU-s on this machine). A test about the starter itself starts its own.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -29,6 +34,8 @@ from pathlib import Path
 
 import pytest
 
+from ladder.runner import warm
+from tests.helpers import memory_cgroups
 from tests.nvml_fake import FakeGpu, FakeNvml
 
 PG_USER = "ladder"
@@ -60,6 +67,21 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(getattr(pytest.mark, kind))
     rank = {name: i for i, name in enumerate(HEAVY_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: each file's tests keep their order
+
+
+_sharing: list[bool] = []  # tried already in this worker
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if _sharing or item.get_closest_marker("unit") is not None:
+        return
+    _sharing.append(True)
+    if memory_cgroups():  # without a cgroup for the trial no rank is forked from a starter
+        warm.share(sys.executable)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    warm.close_all()
 
 
 def pytest_configure(config: pytest.Config) -> None:

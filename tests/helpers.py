@@ -67,18 +67,25 @@ def need_module(name: str, reason: str = "") -> None:
         )
 
 
-def need_memory_cgroups() -> None:
-    """Skip the calling test where no memory cgroup can be made here (not root, no writable controller)."""
+def memory_cgroups() -> bool:
+    """Can a memory cgroup be made here (root, a writable controller)?"""
     import os
-
-    import pytest
 
     from ladder.runner.cgroup import MemCgroup
 
     probe = MemCgroup.create(f"ladder-probe-{os.getpid()}", None)
     if probe is None:
-        pytest.skip("no writable memory cgroup on this machine: a trial is tracked by its process tree alone")
+        return False
     probe.remove()
+    return True
+
+
+def need_memory_cgroups() -> None:
+    """Skip the calling test where no memory cgroup can be made here (not root, no writable controller)."""
+    import pytest
+
+    if not memory_cgroups():
+        pytest.skip("no writable memory cgroup on this machine: a trial is tracked by its process tree alone")
 
 
 REPO = Path(__file__).resolve().parents[1]  # the repository's root

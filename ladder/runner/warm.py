@@ -24,6 +24,12 @@ client becomes `python -m MODULE ARGS...` (exec: the same process, cold), so tha
 started cold as one. The sampler counts a rank's own process, never its stand-in (`stands_in`): a client's few
 MiB are ladder's, and a rank that ended before it was seen has no figure rather than its client's.
 
+A starter can also be shared: where `SHARED_VAR` names the folder of one already running (`share`), an orchestrator
+forks its ranks from that one instead of starting its own, if the starter runs the same interpreter with the same
+`PYTHONPATH` (what `python -m` would import is then the same). It neither stops nor suspends a shared starter: the
+process that started it owns it (the test session shares one among all its sweeps, so that each sweep does not import
+torch once more), and a trial's ranks are still in the trial's cgroup, which is how they are stopped and measured.
+
 What a fork keeps from the starter is only what an import made; the emulated card's cap
 (`proxy.device.cap_memory`) counts from the rank's own size at the moment it is set, so a warm rank's figures and
 failures are a cold one's.
@@ -59,6 +65,8 @@ MODULE = "ladder.runner.warm"
 SOCKET_VAR = "LADDER_WARM_SOCKET"  # the starter's socket, set on a trial's ranks by `ladder.runner.launch.start`
 CGROUP_VAR = "LADDER_WARM_CGROUP"  # the trial's memory cgroup, which the forked rank joins first
 LINKS_VAR = "LADDER_WARM_LINKS"  # the folder of client pid -> rank pid files
+SHARED_VAR = "LADDER_WARM_STARTER"  # the folder of a running starter an orchestrator may use without owning it
+IDENTITY = "identity"  # a starter's interpreter and PYTHONPATH, in its folder: who may share it
 PRELOAD = ("torch", "ladder.workloads.proxy.loop")  # what every proxy rank imports first
 READY_TIMEOUT_S = 180.0  # a starter not ready by then is given up (the ranks start cold)
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -73,9 +81,13 @@ USAGE = "usage: python -m ladder.runner.warm MODULE [ARGS...]  |  python -m ladd
 class Starter:
     """A running starter: its process, its socket, the links folder, and how long it took to be ready."""
 
-    proc: subprocess.Popen[bytes]
+    proc: subprocess.Popen[bytes] | None  # None: a shared one (`SHARED_VAR`), which another process started and ends
     folder: str  # its socket and the links folder, removed when it ends
     ready_s: float
+
+    @property
+    def owned(self) -> bool:
+        return self.proc is not None
 
     @property
     def socket_path(self) -> str:
@@ -90,6 +102,8 @@ class Starter:
         return {SOCKET_VAR: self.socket_path, CGROUP_VAR: str(cgroup), LINKS_VAR: self.links}
 
     def close(self) -> None:
+        if self.proc is None:  # shared: its owner ends it
+            return
         if self.proc.poll() is None:
             with contextlib.suppress(OSError):
                 assert self.proc.stdin is not None
@@ -108,7 +122,7 @@ _starters: dict[str, Starter | None] = {}  # per interpreter; None: it failed on
 def starter(python: str) -> Starter | None:
     """The starter for `python`, started (and waited for) the first time it is asked for; None where it cannot run."""
     if python not in _starters:
-        _starters[python] = _start(python)
+        _starters[python] = _shared(python) or _start(python)
         if len(_starters) == 1:
             atexit.register(close_all)
     return _starters[python]
@@ -116,6 +130,39 @@ def starter(python: str) -> Starter | None:
 
 def started() -> list[Starter]:
     return [s for s in _starters.values() if s is not None]
+
+
+def owned() -> list[Starter]:
+    """The starters this process started (and stops with a Ctrl-Z, and ends): not a shared one."""
+    return [s for s in started() if s.owned]
+
+
+def share(python: str) -> Starter | None:
+    """Start a starter for `python` and name it in this process's environment (`SHARED_VAR`), so that the
+    orchestrators it starts from now on fork their ranks from it; None where it cannot run (they start their own)."""
+    got = starter(python)
+    if got is not None:
+        os.environ[SHARED_VAR] = got.folder
+    return got
+
+
+def _shared(python: str) -> Starter | None:
+    """The starter `SHARED_VAR` names, where it runs `python` with this process's `PYTHONPATH`; None otherwise."""
+    folder = os.environ.get(SHARED_VAR, "")
+    if not folder:
+        return None
+    try:
+        who = json.loads(Path(folder, IDENTITY).read_text())
+    except (OSError, ValueError):  # gone, or not a starter's folder
+        return None
+    same = who == _identity(python)
+    if not same or not os.path.exists(os.path.join(folder, "sock")):
+        return None
+    return Starter(None, folder, 0.0)
+
+
+def _identity(python: str) -> dict[str, str]:
+    return {"python": os.path.abspath(python), "pythonpath": os.environ.get("PYTHONPATH", "")}
 
 
 def close_all() -> None:
@@ -188,6 +235,7 @@ def _serve(sock_path: str) -> int:
     listener.listen(64)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # keepers are reaped by the kernel
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    Path(os.path.dirname(sock_path), IDENTITY).write_text(json.dumps(_identity(sys.executable)))
     os.write(1, b"ready\n")
     while True:
         ready, _, _ = select.select([listener.fileno(), 0], [], [])

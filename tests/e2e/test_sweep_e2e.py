@@ -13,6 +13,7 @@ import psutil
 import pytest
 
 from ladder.core.errors import ExitCode
+from ladder.runner import warm
 from ladder.storage.tsv import read_tsv
 from tests.helpers import LIGHT_PROXY, wait_for
 from tests.unit.test_results import SEED_ONE_LINER
@@ -102,6 +103,8 @@ def test_sweep_steps_down_from_a_real_oom_and_records_the_fitting_rung(tmp_path:
     )
     assert seed.stdout.startswith("amp_pi_plus amp util ") and seed.stdout.rstrip().endswith("variant default e 64")
     assert "best: amp_pi_plus    default  e64    ok" in out
+    if os.environ.get(warm.SHARED_VAR):  # the test session's starter (tests/conftest.py): the ranks were forked there
+        assert "warm starter: shared" in out
 
     again = search(tmp_path, *FAST, "ladder.rungs=[256,64]", "sweep=e2e")
     out2 = finish(again)

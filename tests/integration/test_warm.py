@@ -50,10 +50,20 @@ RANK = textwrap.dedent(
 @pytest.fixture(scope="module")
 def starter() -> Iterator[warm.Starter]:
     need_memory_cgroups()
-    got = warm.starter(sys.executable)
-    assert got is not None, "the warm starter did not get ready"
-    yield got
-    warm.close_all()
+    # this file's own starter, as an orchestrator has it (`warm.linked` finds its ranks), not the test session's
+    # shared one, which is set aside meanwhile
+    session = dict(warm._starters)  # noqa: SLF001
+    shared = os.environ.pop(warm.SHARED_VAR, None)
+    warm._starters.clear()  # noqa: SLF001
+    try:
+        got = warm.starter(sys.executable)
+        assert got is not None and got.owned, "the warm starter did not get ready"
+        yield got
+    finally:
+        warm.close_all()
+        warm._starters.update(session)  # noqa: SLF001
+        if shared is not None:
+            os.environ[warm.SHARED_VAR] = shared
 
 
 @pytest.fixture
@@ -194,3 +204,28 @@ def test_the_starter_ends_with_its_orchestrator(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180, check=True)
     pid = int(out.stdout.split()[0])
     wait_for(lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE)
+
+
+SHARER = (
+    "import sys; from ladder.runner import warm; s = warm.starter(sys.executable); "
+    "print(s.owned, s.folder, flush=True); warm.close_all()"
+)
+
+
+def test_an_orchestrator_forks_from_a_shared_starter_of_its_interpreter_and_leaves_it_running(
+    starter: warm.Starter,
+) -> None:
+    env = {**os.environ, warm.SHARED_VAR: starter.folder}
+    out = subprocess.run([sys.executable, "-c", SHARER], env=env, capture_output=True, text=True, timeout=180)
+    assert out.stdout.split() == ["False", starter.folder], out.stderr
+    assert starter.proc is not None and starter.proc.poll() is None  # its owner's still: closing it ended nothing
+    assert os.path.exists(starter.socket_path)
+
+
+def test_a_shared_starter_of_another_pythonpath_is_not_used(tmp_path: Path, starter: warm.Starter) -> None:
+    """Another PYTHONPATH may import other modules than the starter holds: the orchestrator starts its own."""
+    env = {**os.environ, warm.SHARED_VAR: starter.folder, "PYTHONPATH": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", SHARER], env=env, capture_output=True, text=True, timeout=180)
+    owned, folder = out.stdout.split()
+    assert owned == "True" and folder != starter.folder, out.stderr
+    assert not os.path.exists(folder)  # its own, ended with it
