@@ -12,6 +12,7 @@ afresh for each trial as such an estimate strays: each look at 0.5% one-sided).
     python scripts/sim_cut.py [--cv 0.08] [--steps 10] [--trials 4000] [--pooled-df 6] [--trial-cv 0.16]
     python scripts/sim_cut.py --open-step
     python scripts/sim_cut.py --short [--short-steps 3]
+    python scripts/sim_cut.py --predict [--steps 15]
 
 `--trial-cv`: the simulated trials' own spread, where it is not the pool's (a configuration noisier than the case's
 others). `--open-step`: the spread is in each step's seconds instead, and the cut also counts the step in progress
@@ -21,6 +22,9 @@ of trials cut and the seconds a cut took (a step at the value to beat lasts 1 s)
 with its rate below the value to beat, against that or, from its second step on, once its rate's top at
 `stats.SHORT_Z` standard errors is below it (`stats.rate_top`): the share of probes ended so (at or above 1.00:
 a rung that could have won, missed) and the steps that took.
+`--predict`: the cut on where the window would end (`stats.final_upper`) against the one on the rate's own top
+(`stats.rate_upper`), both with the pooled noise, judged against what the whole window would have said: the share of
+trials cut, the steps that took, and the share cut whose whole window would have reached the value to beat.
 """
 
 from __future__ import annotations
@@ -30,9 +34,10 @@ import random
 from collections.abc import Callable
 
 from ladder.core.records import Point
-from ladder.core.stats import SHORT_Z, Noise, open_step_upper, rate_top, rate_upper, ratio_interval
+from ladder.core.stats import SHORT_Z, Noise, final_upper, open_step_upper, rate_top, rate_upper, ratio_interval
 
 BEAT = 1000.0
+BAND = 0.05  # the run-to-run band (`pick.RUN_TO_RUN`) that `final_upper` is given
 LOOKS = 20  # looks at the step in progress while it runs (--open-step)
 
 
@@ -87,6 +92,31 @@ def cut_time(
     return cuts / trials, spent / cuts if cuts else 0.0
 
 
+def predict_share(
+    ratio: float, cv: float, steps: int, trials: int, rnd: random.Random, noise: Noise, predict: bool
+) -> tuple[float, float, float]:
+    """The cut against what the whole window would say: the share of trials cut, the mean steps a cut took, and
+    the share of trials cut whose whole window (`steps` steps) would have ended at or above the value to beat (a
+    wrong cut: that window could have made it the pick). With `predict`, the cut on the window's final rate
+    (`stats.final_upper`, the window's end at `steps`) instead of the rate's own top (`stats.rate_upper`)."""
+    cuts, at, wrong = 0, 0, 0
+    for _ in range(trials):
+        pool = noise._replace(sd_frac=noise.sd_frac * _chi_ratio(noise.df, rnd))
+        pts = [Point(t=0.0, iter=0, samples=0.0)]
+        for i in range(1, steps + 1):
+            pts.append(
+                Point(t=float(i), iter=i, samples=pts[-1].samples + BEAT * ratio * max(0.05, rnd.gauss(1.0, cv)))
+            )
+        final = pts[-1].samples / pts[-1].t
+        for n in range(2, steps):
+            seen = pts[: n + 1]
+            upper = final_upper(seen, 0.0, float(steps), BAND, pool) if predict else rate_upper(seen, 0.0, pool)
+            if _below(upper):
+                cuts, at, wrong = cuts + 1, at + n, wrong + (final >= BEAT)
+                break
+    return cuts / trials, at / cuts if cuts else 0.0, wrong / trials
+
+
 def short_share(
     ratio: float, cv: float, steps: int, trials: int, rnd: random.Random, noise: Noise, early: bool
 ) -> tuple[float, float]:
@@ -126,8 +156,20 @@ def main() -> None:
     p.add_argument("--open-step", action="store_true", help="spread in seconds; with and without the open step")
     p.add_argument("--short", action="store_true", help="an insurance probe's short window, with and without rate_top")
     p.add_argument("--short-steps", type=int, default=3, help="steps in the short window (--short)")
+    p.add_argument("--predict", action="store_true", help="the cut on the window's final rate, against its own top")
     args = p.parse_args()
     noise, cv = Noise(args.cv, args.pooled_df), args.trial_cv or args.cv
+    if args.predict:
+        for ratio in (0.80, 0.90, 0.95, 0.97, 1.00, 1.02, 1.05):
+            rows = [
+                predict_share(ratio, cv, args.steps, args.trials, random.Random(1), noise, k) for k in (False, True)
+            ]
+            print(
+                f"true rate {ratio:.2f} x the value to beat: cut in {rows[0][0]:6.1%} of trials ({rows[0][1]:4.1f} "
+                f"steps; wrong {rows[0][2]:5.2%}) on the rate's top, {rows[1][0]:6.1%} ({rows[1][1]:4.1f} steps; wrong "
+                f"{rows[1][2]:5.2%}) on the final rate's"
+            )
+        return
     if args.short:
         side_by_side(
             (0.85, 0.90, 0.95, 1.00, 1.02, 1.05, 1.10),

@@ -35,6 +35,7 @@ MAX_CI_FRAC = 0.10  # ... as is a trial whose 95% interval is wider than this fr
 # interval (`scripts/sim_cut.py`: with a pool that counted in full, a trial twice as noisy was cut wrongly twice as
 # often as on its own interval; weighed so, as often).
 CUT_Z = 2.575829
+Z95 = 1.959964  # the two-sided 95% interval's normal quantile
 # An insurance probe (a short probe) ends on its steady steps once their rate's one-sided 95% top (this many
 # standard errors up, `rate_top`) is below what it must beat, or when its short window closes with the rate itself
 # below it (`trial._short_lost`). A clearly slower rung ends at its second or third step rather than at the short
@@ -523,6 +524,33 @@ def rate_upper(points: Sequence[Point], start_t: float, noise: Noise | None = No
         return None
     hi = _rate_figures(points, Window(start_t, points[-1].t, gated=True), noise).get("samples_per_s_hi")
     return hi if hi is not None and math.isfinite(hi) else None
+
+
+def final_upper(
+    points: Sequence[Point], start_t: float, end_t: float, band: float, noise: Noise | None = None
+) -> float | None:
+    """How high, at most, the window's samples/s can still take it in a tie once the window ends at `end_t`, from
+    its steps since `start_t`: `rate_upper`, or lower as the window runs out (None until there is a rate).
+
+    The steps already run are fixed; only the rest can move the final rate. Of a mean over N steps known for n, the
+    final value lies within sqrt(1 - n/N) of the rate's own interval around its current one, `1 - n/N` being the
+    share of the window's time still to come. A tie reaches the higher of a value and its interval's top less the
+    run-to-run `band` (a fraction: `pick.reach`), so the interval the window would end with (its 95% half-width over
+    the whole window) counts where it is wider than `band`. Never above `rate_upper`: the cut on the rate's own top
+    holds as it was. A window past `end_t` is counted one step short of its end (it may be held open, or be short of
+    its points). `python scripts/sim_cut.py --predict --steps 15`: at the case's step noise, a trial whose whole window
+    would have reached the value to beat is cut so in 0.5% of trials at a true rate equal to it (0.27% on the rate's
+    own top), and one 5% below it in 96% of trials (48%), after about half of its window."""
+    upper = rate_upper(points, start_t, noise)
+    steps = intervals([p for p in points if p.t >= start_t])
+    ys, xs = [s.samples for s in steps], [s.seconds for s in steps]
+    if upper is None or len(steps) < 2 or sum(ys) <= 0:
+        return upper
+    rate, span = sum(ys) / sum(xs), sum(xs)
+    left = max(end_t - points[-1].t, span / len(steps))  # one step more at least: a window may be held open
+    top = rate + _half(ys, xs, rate, noise) * math.sqrt(left / (span + left))
+    wide = _half(ys, xs, rate, noise, Z95) * math.sqrt(span / (span + left))
+    return min(upper, max(top, (top + wide) / (1.0 + band)))
 
 
 def rate_top(points: Sequence[Point], start_t: float, z: float, noise: Noise | None = None) -> float | None:

@@ -16,8 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ladder.core import paths, stats
-from ladder.core.records import Confidence, Ending, Point, Reason, Sample, Status, StopCause, Verdict
+from ladder.core import paths, pick, stats
+from ladder.core.records import Confidence, Ending, Objective, Point, Reason, Sample, Status, StopCause, Verdict
 from ladder.core.spec import TrialSpec
 from ladder.failures import diverged, files, patterns, rules
 from ladder.runner import launch, procs, suspend
@@ -328,13 +328,16 @@ def _out_of_memory(evidence: Evidence, running: launch.Running) -> StopCause:
 
 
 def _beaten(watch: Watch, beat: float, measure: MeasureConf) -> bool:
-    """The steady steps so far say the rate is below `beat` (their interval's top is); then the window ends here.
+    """The steady steps so far say the window would end below `beat` (`stats.final_upper`: the rate's top, narrowed
+    as the window runs out, since only its steps still to come can move it); then the window ends here.
     They are the window's and the `stable_k` that opened it (`stats.stable_since`): a clear loser is cut as its
     window opens, and its figures are those steps'. The interval is the steps' own, or with the case's pooled step
     noise (`watch.noise`) the pooled one: a few steps of a trial say little of their own spread."""
     assert watch.window is not None
     since = stats.stable_since(watch.fresh(), watch.window, measure.stable_k)
-    upper = stats.rate_upper(watch.points, since, watch.noise)
+    upper = stats.final_upper(
+        watch.points, since, watch.window.end_t, pick.noise_of(Objective.SAMPLES_PER_S), watch.noise
+    )
     if upper is None or upper >= beat:
         upper = _open_step_upper(watch, since, measure)
         if upper is None or upper >= beat:

@@ -93,6 +93,24 @@ def test_a_short_probe_clearly_below_what_it_must_beat_ends_on_its_first_steady_
     assert not near.short and not near.cut and near.short_s == 60.0  # its short window decides
 
 
+def test_a_window_near_its_end_is_cut_once_its_final_rate_cannot_reach_what_it_must_beat() -> None:
+    """The cut asks where the window would end (`stats.final_upper`): the same steps, a little below what the
+    trial must beat, go on where most of the window is still to come and are cut where little of it is left."""
+    pts = steps_at([1.0, 1.06, 0.94] * 4)  # 100 samples/s, steps 6% apart
+    now = time.monotonic()
+
+    def full(end_in_s: float) -> trial.Watch:
+        window = Window(pts[0].t, pts[-1].t + end_in_s, gated=False)
+        return trial.Watch(990.0, now, points=list(pts), window=window, beat=102.0)
+
+    assert (upper := stats.rate_upper(pts, pts[0].t)) is not None and upper > 102.0  # its rate's top reaches it
+    early = full(end_in_s=200.0)
+    assert not trial._beaten(early, 102.0, conf()) and not early.cut
+    late = full(end_in_s=1.0)
+    assert trial._beaten(late, 102.0, conf()) and late.cut
+    assert late.window == Window(pts[0].t, pts[-1].t, gated=False)  # its figures: the steps it ran
+
+
 def steps_at(times: list[float], start: float = 1000.0, samples: float = 100.0) -> list[Point]:
     """Progress points `times` seconds apart (the first at `start`), `samples` each."""
     pts, t = [Point(start, 1, samples)], start

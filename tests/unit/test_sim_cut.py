@@ -21,3 +21,17 @@ def test_a_clearly_slower_probe_ends_sooner_and_one_that_could_win_is_seldom_end
     assert late == both == 1.0  # every such probe ends, with or without the early end
     assert late_steps == 15 and both_steps < 4  # at its short window's end, or at its first steady steps
     assert share(1.10, early=True)[0] < 0.02  # a rung 10% above what it must beat is almost never ended
+
+
+def test_the_cut_on_the_final_rate_ends_more_near_losers_and_seldom_a_window_that_would_have_won() -> None:
+    """`--predict`: a trial 5% below what it must beat is cut more often on where its window would end than on its
+    rate's own top, and a trial whose whole window reaches the value to beat is seldom cut (a wrong cut)."""
+    sim = load_script("sim_cut")
+    noise = Noise(0.08, 6.0)
+
+    def run(ratio: float, predict: bool) -> tuple[float, float, float]:
+        return sim.predict_share(ratio, 0.08, 15, 300, random.Random(1), noise, predict)
+
+    old, new = run(0.95, predict=False), run(0.95, predict=True)
+    assert new[0] > old[0]
+    assert run(1.05, predict=True)[2] < 0.02

@@ -472,3 +472,37 @@ def test_rate_top_is_the_rate_some_standard_errors_up_from_two_steps_on() -> Non
     assert short < upper  # the short probe's 95% one-sided top is below the cut's two-sided one
     calm = stats.rate_top(pts, since, stats.SHORT_Z, stats.Noise(0.01, 1000.0))
     assert calm is not None and 640.0 < calm < short  # a calm case's pooled noise narrows it
+
+
+def test_final_upper_narrows_as_the_window_runs_out_and_never_rises_above_the_rate_s_top() -> None:
+    """Only the steps still to come can move the window's final rate: the further its end is, the closer the top
+    of where it can end lies to the rate's own top (`rate_upper`), and as the end nears it comes down to the rate
+    (one step more kept: a window may be held open)."""
+    pts = points([1.0, 1.05, 0.95, 1.0, 1.05, 0.95, 1.0])  # 640/s, steps 5% apart
+    since, last = pts[0].t, pts[-1].t
+    rate, upper = (pts[-1].samples - pts[0].samples) / (last - since), stats.rate_upper(pts, since)
+    assert upper is not None
+    tops = [stats.final_upper(pts, since, last + left, 0.05) for left in (1000.0, 20.0, 5.0, 0.0, -3.0)]
+    assert all(t is not None for t in tops)
+    far, mid, near, at_end, past = (float(t) for t in tops if t is not None)
+    assert rate < at_end == past < near < mid < far <= upper  # past its end: as at its end, one step still counted
+    assert far == pytest.approx(upper, rel=2e-3)  # a window far from its end: its rate's top, as before
+    assert stats.final_upper(pts[:2], since, last, 0.05) is None  # one step: no spread, no rate's top either
+
+
+def test_final_upper_keeps_a_wide_window_s_reach_where_its_interval_would_end_wider_than_the_band() -> None:
+    """A tie reaches a value's interval top less the run-to-run band where that is higher (`pick.reach`): a trial
+    whose steps are far apart keeps its interval in the bound to its window's end; calm steps do not."""
+    calm = points([1.0, 1.02, 0.98] * 3)
+    rough = points([1.0, 1.6, 0.6] * 3)
+    for pts in (calm, rough):
+        since, last = pts[0].t, pts[-1].t
+        rate = (pts[-1].samples - pts[0].samples) / (last - since)
+        top = stats.final_upper(pts, since, last, 0.05)
+        assert top is not None
+        upper = stats.rate_upper(pts, since)
+        assert upper is not None
+        if pts is calm:
+            assert top < rate * 1.01  # the end is near: where it ends is about the rate
+        else:
+            assert rate * 1.05 < top <= upper  # its final interval would reach past the band
