@@ -217,11 +217,25 @@ def linked(pid: int) -> int | None:
 
 
 def serve(sock_path: str) -> int:
-    """Import `PRELOAD`, say `ready`, and fork a keeper per connection until stdin closes; its folder goes with it."""
+    """Import `PRELOAD`, say `ready`, and fork a keeper per connection until stdin closes; what it made goes with it
+    (`_tidy`)."""
     try:
         return _serve(sock_path)
     finally:
-        shutil.rmtree(os.path.dirname(sock_path), ignore_errors=True)
+        _tidy(sock_path)
+
+
+def _tidy(sock_path: str) -> None:
+    """Remove what a starter's folder holds by ladder's layout (its socket, `IDENTITY`, the links folder) and then
+    the folder, only where nothing else is left in it: a starter run by hand at a socket in a folder of one's own
+    leaves that folder and the rest of it as they were."""
+    folder = os.path.dirname(sock_path)
+    for path in (sock_path, os.path.join(folder, IDENTITY)):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+    shutil.rmtree(os.path.join(folder, "links"), ignore_errors=True)
+    with contextlib.suppress(OSError):  # not empty: not ours alone
+        os.rmdir(folder)
 
 
 def _serve(sock_path: str) -> int:

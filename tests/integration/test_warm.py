@@ -199,11 +199,32 @@ def test_without_a_cgroup_it_starts_cold(tmp_path: Path, starter: warm.Starter) 
 def test_the_starter_ends_with_its_orchestrator(tmp_path: Path) -> None:
     code = (
         "import os, sys; from ladder.runner import warm; s = warm._start(sys.executable); "
-        "print(s.proc.pid, flush=True); os._exit(0)"  # no atexit: the starter sees its stdin close, nothing more
+        "print(s.proc.pid, s.folder, flush=True); os._exit(0)"  # no atexit: the starter sees its stdin close
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180, check=True)
-    pid = int(out.stdout.split()[0])
+    pid, folder = int(out.stdout.split()[0]), out.stdout.split()[1]
     wait_for(lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE)
+    wait_for(lambda: not os.path.exists(folder))  # its folder, made for it alone, went with it
+
+
+def test_a_starter_run_by_hand_removes_what_it_made_and_leaves_the_rest_of_its_folder(tmp_path: Path) -> None:
+    """`serve --socket PATH` in a folder of one's own (to share it, `LADDER_WARM_STARTER`): when it ends, its socket
+    and identity go, and the folder with what else was in it stays."""
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("kept")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", warm.MODULE, "serve", "--socket", str(mine / "sock")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stdin is not None
+    assert proc.stdout.readline().strip() == b"ready"
+    assert {p.name for p in mine.iterdir()} == {"notes.txt", "sock", warm.IDENTITY}
+    proc.stdin.close()  # its cue to end
+    assert proc.wait(timeout=60) == 0
+    assert {p.name for p in mine.iterdir()} == {"notes.txt"}
+    assert (mine / "notes.txt").read_text() == "kept"
 
 
 SHARER = (
