@@ -13,6 +13,7 @@ afresh for each trial as such an estimate strays: each look at 0.5% one-sided).
     python scripts/sim_cut.py --open-step
     python scripts/sim_cut.py --short [--short-steps 3]
     python scripts/sim_cut.py --predict [--steps 15]
+    python scripts/sim_cut.py --early [--looks 2] [--history 1] [--warm 0.0] [--warm-cv 0.0]
 
 `--trial-cv`: the simulated trials' own spread, where it is not the pool's (a configuration noisier than the case's
 others). `--open-step`: the spread is in each step's seconds instead, and the cut also counts the step in progress
@@ -25,6 +26,11 @@ a rung that could have won, missed) and the steps that took.
 `--predict`: the cut on where the window would end (`stats.final_upper`) against the one on the rate's own top
 (`stats.rate_upper`), both with the pooled noise, judged against what the whole window would have said: the share of
 trials cut, the steps that took, and the share cut whose whole window would have reached the value to beat.
+`--early`: the cut before the window opens (`trial._early_beaten`, `warmup.Warmup.predict`): `--history` trials of
+the case measured a whole window (`--steps` steps) and their first steps' gains; a new trial is looked at after each
+of its first `--looks` steps (the first reported by the trainer, as the proxy does; 2 where the window opens at the
+third point): the share cut and the steps that took. `--warm`: each trial's first step is that much slower (a
+fraction of a step) on average, `--warm-cv` its spread from trial to trial (a one-off cost that differs by rung).
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ import argparse
 import random
 from collections.abc import Callable
 
+from ladder.core import warmup
 from ladder.core.records import Point
 from ladder.core.stats import SHORT_Z, Noise, final_upper, open_step_upper, rate_top, rate_upper, ratio_interval
 
@@ -136,6 +143,43 @@ def short_share(
     return ends / trials, at / ends if ends else 0.0
 
 
+def early_share(
+    ratio: float, cv: float, args: argparse.Namespace, rnd: random.Random, noise: Noise
+) -> tuple[float, float]:
+    """The cut before the window opens: the share of trials at `ratio` times the value to beat that it cuts, and
+    the mean steps a cut took; the case's `args.history` whole windows give the gains it predicts with."""
+    cuts, at = 0, 0
+    for _ in range(args.trials):
+        pool = noise._replace(sd_frac=noise.sd_frac * _chi_ratio(noise.df, rnd))
+        figures = []
+        for _ in range(args.history):
+            first = _first_points(1.0, cv, args, rnd)
+            window = [BEAT * max(0.05, rnd.gauss(1.0, cv)) for _ in range(args.steps)]
+            figures.append(warmup.gains(first, True, sum(window) / len(window)))
+        early = warmup.pooled(figures, pool)
+        assert early is not None
+        points = _first_points(ratio, cv, args, rnd)
+        for n in range(1, args.looks + 1):
+            first = warmup.steps(points[:n], True)
+            predicted = early.predict(first)
+            if predicted is not None and predicted.reach(BAND, args.steps, pool) < BEAT:
+                cuts, at = cuts + 1, at + n
+                break
+    return cuts / args.trials, at / cuts if cuts else 0.0
+
+
+def _first_points(ratio: float, cv: float, args: argparse.Namespace, rnd: random.Random) -> list[Point]:
+    """A trial's first `warmup.EARLY_K` points at `ratio` times the value to beat: one second of samples per step,
+    the first step slower by a drawn warm-up share (`--warm`, `--warm-cv`), which it reports as its step time."""
+    points: list[Point] = []
+    for i in range(1, warmup.EARLY_K + 1):
+        seconds = 1.0 + (max(0.0, rnd.gauss(args.warm, args.warm_cv)) if i == 1 else 0.0)
+        t, samples = (points[-1].t if points else 0.0) + seconds, points[-1].samples if points else 0.0
+        step = BEAT * ratio * max(0.05, rnd.gauss(1.0, cv))
+        points.append(Point(t=t, iter=i, samples=samples + step, step_time_s=seconds))
+    return points
+
+
 def _below(upper: float | None) -> bool:
     return upper is not None and upper < BEAT
 
@@ -157,8 +201,21 @@ def main() -> None:
     p.add_argument("--short", action="store_true", help="an insurance probe's short window, with and without rate_top")
     p.add_argument("--short-steps", type=int, default=3, help="steps in the short window (--short)")
     p.add_argument("--predict", action="store_true", help="the cut on the window's final rate, against its own top")
+    p.add_argument("--early", action="store_true", help="the cut on the first steps, before the window opens")
+    p.add_argument("--looks", type=int, default=2, help="first steps looked at before the window opens (--early)")
+    p.add_argument("--history", type=int, default=1, help="whole windows the gains come from (--early)")
+    p.add_argument("--warm", type=float, default=0.0, help="the first step's extra time, a share of a step (--early)")
+    p.add_argument("--warm-cv", type=float, default=0.0, help="its spread from trial to trial (--early)")
     args = p.parse_args()
     noise, cv = Noise(args.cv, args.pooled_df), args.trial_cv or args.cv
+    if args.early:
+        for ratio in (0.50, 0.60, 0.70, 0.75, 0.80, 0.90, 0.95, 1.00, 1.02):
+            share, steps = early_share(ratio, cv, args, random.Random(1), noise)
+            wrong = "  (wrong cuts)" if ratio >= 1 else ""
+            print(
+                f"true rate {ratio:.2f} x the value to beat: cut in {share:6.1%} of trials ({steps:3.1f} steps){wrong}"
+            )
+        return
     if args.predict:
         for ratio in (0.80, 0.90, 0.95, 0.97, 1.00, 1.02, 1.05):
             rows = [

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ladder.core import paths, pick, stats
+from ladder.core import paths, pick, stats, warmup
 from ladder.core.records import Confidence, Ending, Objective, Point, Reason, Sample, Status, StopCause, Verdict
 from ladder.core.spec import TrialSpec
 from ladder.failures import diverged, files, patterns, rules
@@ -58,6 +58,8 @@ class Watch:
     stopped_by: StopCause = StopCause.NONE
     beat: float | None = None  # samples/s this trial must beat to matter; below it, its window closes early
     noise: stats.Noise | None = None  # the case's pooled step noise the cut may judge on (`stats.pooled_noise`)
+    early: warmup.Warmup | None = None  # the case's first-step gains: a cut before the window opens (`_early_beaten`)
+    predicted: warmup.Prediction | None = None  # ... which it was, on this prediction of its window
     cut: bool = False  # the window closed early: the trial measured clearly less than `beat`
     open_step_s: float | None = None  # ... decided on the step in progress, which had run this long (no point yet)
     short_s: float | None = None  # an insurance probe: past this much window, a rate below `beat` ends it
@@ -120,6 +122,7 @@ def run(
     card_mb: float | None = None,
     cadence_s: float | None = None,
     noise: stats.Noise | None = None,
+    early: warmup.Warmup | None = None,
 ) -> Result:
     """Launch, watch, stop and measure one trial. With `beat` (samples/s), the window closes as soon as the
     rate's measured interval lies wholly below it: the trial cannot matter, and its figures say `cut`. A `short`
@@ -130,7 +133,9 @@ def run(
     a trainer's cadence is learnt and its memory judged settled on (`stats.outlived_peak`), where it is not this
     trial's own (a confirmation's long window judges on the probes' one). `noise`: the case's step noise pooled over
     its earlier windows on this machine (`stats.pooled_noise`); with it the cut judges a trial's first steps by that
-    spread instead of theirs alone, at a stricter quantile (`stats.Noise.half`), and its figures say so."""
+    spread instead of theirs alone, at a stricter quantile (`stats.Noise.half`), and its figures say so. `early`: the
+    case's first-step gains (`warmup.pooled`); with them a clear loser is cut on its settled first steps before its
+    window opens (`_early_beaten`), its figures the window they predict (`early_steps`)."""
     running = launch.start(spec, trial_dir, trial_id, mem_limit_bytes)
     short_s = measure.window_s * SHORT_FRAC if short and beat is not None else None
     watch = Watch(
@@ -138,6 +143,7 @@ def run(
         last_progress_mono=running.started_mono,
         beat=beat,
         noise=noise,
+        early=early,
         short_s=short_s,
         per_iteration=spec.progress_per_iteration,
         cadence_s=cadence_s or measure.window_s,
@@ -228,6 +234,8 @@ def _stop_reason(watch: Watch, measure: MeasureConf, started_mono: float) -> Sto
     if watch.window is not None and _window_done(watch, measure):
         return StopCause.WINDOW_DONE
     beat = watch.beat
+    if watch.window is None and beat is not None and _early_beaten(watch, beat, measure):
+        return StopCause.WINDOW_DONE
     if watch.window is not None and beat is not None and (_beaten(watch, beat, measure) or _short_lost(watch, measure)):
         return StopCause.WINDOW_DONE
     silent_s = now_mono - watch.last_progress_mono
@@ -347,6 +355,26 @@ def _beaten(watch: Watch, beat: float, measure: MeasureConf) -> bool:
     return True
 
 
+def _early_beaten(watch: Watch, beat: float, measure: MeasureConf) -> bool:
+    """Before its window opens: the window its settled first steps predict (`warmup.Warmup.predict`) would end
+    below `beat` even at its top, as a tie would reach it (`warmup.Prediction.reach`); then it is cut there, its
+    figures the prediction's. Only steps the case's whole windows showed steady count, so a trainer still warming up
+    runs on to its window, where `_beaten` judges it on its own steps."""
+    if watch.early is None or not watch.points:
+        return False
+    first = warmup.steps(watch.fresh(), first=not watch.since_t)
+    predicted = watch.early.predict(first)
+    if predicted is None:
+        return False
+    pace_s = sum(step.seconds for step, _ in first) / len(first)
+    band = pick.noise_of(Objective.SAMPLES_PER_S)
+    if predicted.reach(band, measure.window_s / pace_s, watch.early.noise) >= beat:
+        return False
+    watch.window = stats.Window(predicted.start_t, watch.points[-1].t, gated=True)
+    watch.cut, watch.predicted = True, predicted
+    return True
+
+
 def _open_step_upper(watch: Watch, since: float, measure: MeasureConf) -> float | None:
     """The rate's top with the step in progress counted as ending now (`stats.open_step_upper`): a trial whose
     next step is already too slow for it to matter is cut without waiting for that step. Where points come in
@@ -410,6 +438,7 @@ def _finish(
     window = watch.window if watch.stopped_by is StopCause.WINDOW_DONE else None
     cut_noise = watch.noise if watch.cut and not watch.short else None  # the interval the cut was decided on
     figures = stats.figures(samples, watch.points, window, watch.launch_t, cut_noise)
+    figures = _early_figures(figures, watch)
     verdict = _settled(
         _with_last_progress(rules.classify(ending), watch.tail, progress), watch, measure, progress, trial_dir
     )
@@ -446,6 +475,19 @@ def _learned(verdict: Verdict, ending: Ending, progress_file: Path) -> Verdict:
     if not line:
         return verdict
     return Verdict(Status.DIVERGED, Reason.NONE, f"it fits, but its training went NaN or infinite: {line}")
+
+
+def _early_figures(figures: dict[str, float], watch: Watch) -> dict[str, float]:
+    """A trial cut before its window opened: its samples/s the window its first steps predicted (the one or two
+    steps between its points say nothing of the step noise, which the case's pool is not fed). A window measured
+    whole: the gain of each of its first steps (`warmup.gains`), which later trials of the case predict from."""
+    if watch.predicted is not None:
+        kept = {k: v for k, v in figures.items() if k not in ("step_sd_frac", "step_df", "noise_pooled_df")}
+        return kept | watch.predicted.figures()
+    whole = watch.stopped_by is StopCause.WINDOW_DONE and not (watch.cut or watch.short)
+    if whole and "samples_per_s" in figures and not figures.get("rate_reported"):
+        return figures | warmup.gains(watch.fresh(), not watch.since_t, figures["samples_per_s"])
+    return figures
 
 
 def _confident_fit(

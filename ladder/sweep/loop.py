@@ -17,7 +17,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from ladder.core import outcome, pick, policy, stats
+from ladder.core import outcome, pick, policy, stats, warmup
 from ladder.core.paths import SweepPaths
 from ladder.core.records import Objective, Phase, Status, TrialRecord
 from ladder.runner import launch, preflight, trial
@@ -165,6 +165,7 @@ def _run_one(
     started = _utc_now()
     with studies.heartbeat(study, claim, s.heartbeat_s):
         beat = decision.beat if s.objective is Objective.SAMPLES_PER_S and phase is Phase.PROBE else None
+        noise = stats.pooled_noise(r.figures for r in records if r.status is Status.OK) if beat else None
         result = trial.run(
             spec,
             trial_dir,
@@ -177,7 +178,8 @@ def _run_one(
             decision.short,
             trials.card_mb(ctx),
             cadence_s=s.measure.window_s,  # a confirmation judges its memory on the probes' window
-            noise=stats.pooled_noise(r.figures for r in records if r.status is Status.OK) if beat else None,
+            noise=noise,
+            early=warmup.pooled((r.figures for r in records if r.status is Status.OK), noise),
         )
     if ballast_mb:  # figures net of the ballast, the ballast beside them
         result = dataclasses.replace(result, figures=result.figures | trials.ballast_figures(ctx, ballast_mb))

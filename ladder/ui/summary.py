@@ -27,6 +27,8 @@ def trial_line(r: TrialRecord, pooled: bool = False) -> str:
     sps = f"{f['samples_per_s']:.0f}" if "samples_per_s" in f and r.status is Status.OK else "-"
     if f.get("short"):  # an insurance probe ended by its short window (`trial._short_lost`), not by the cut
         sps += " (cut, short probe)"
+    elif f.get("cut") and "early_steps" in f:  # cut before its window opened: the window its first steps predict
+        sps += f" (cut, predicted from {f['early_steps']:.0f} first step{'s' if f['early_steps'] > 1 else ''})"
     elif f.get("cut"):  # cut on a step still running: how long that step had run without a point
         sps += f" (cut, a step open {f['cut_open_step_s']:.1f} s)" if "cut_open_step_s" in f else " (cut)"
     rung = rung_label(r.info.get("knob", "num_envs"), r.num_envs)

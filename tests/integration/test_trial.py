@@ -7,7 +7,7 @@ import uuid
 from dataclasses import replace
 from pathlib import Path
 
-from ladder.core import stats
+from ladder.core import stats, warmup
 from ladder.core.records import Status
 from ladder.core.spec import Launcher, TrialSpec
 from ladder.runner import launch, trial
@@ -108,10 +108,16 @@ def test_a_measured_window_ends_the_trial_at_once_without_waiting_out_the_grace(
 STEADY = "import json, pathlib, sys, time" + PROGRESS_LOOP
 
 
-def run_script(tmp_path: Path, script: str, beat: float, noise: stats.Noise | None = None) -> trial.Result:
+def run_script(
+    tmp_path: Path,
+    script: str,
+    beat: float,
+    noise: stats.Noise | None = None,
+    early: warmup.Warmup | None = None,
+) -> trial.Result:
     """`script` (a trainer's Python source, given its folder) as a trial under `LOOSE`, with a value to beat."""
     spec = TrialSpec(argv=(sys.executable, "-c", script, str(tmp_path)), env={}, launcher=Launcher.DIRECT)
-    return trial.run(spec, tmp_path, uuid.uuid4().hex[:12], LOOSE, HostSampler, beat=beat, noise=noise)
+    return trial.run(spec, tmp_path, uuid.uuid4().hex[:12], LOOSE, HostSampler, beat=beat, noise=noise, early=early)
 
 
 def test_a_clear_loser_is_cut_as_its_window_opens_on_the_steps_that_opened_it(tmp_path: Path) -> None:
@@ -140,3 +146,31 @@ def test_a_step_too_slow_to_matter_cuts_the_trial_before_it_ends(tmp_path: Path)
     assert result.stopped_by == "window_done" and result.verdict.status is Status.OK and f["cut"] == 1.0
     assert f["samples_per_s"] > 128.0  # the completed steps alone were no loser
     assert f["n_iters"] <= 11 and f["cut_open_step_s"] < LOOSE.stall_timeout_s
+
+
+# A steady trainer at half a second a step (about 128 samples/s); one whose second iteration takes twice that
+HALF_S = STEADY.replace("time.sleep(0.1)", "time.sleep(0.5)")
+WARMING = STEADY.replace("time.sleep(0.1)", "time.sleep(1.0 if i == 2 else 0.5)")
+# the case's whole windows: each of their first steps ran at the window's rate
+STEADY_CASE = warmup.Warmup((warmup.Gain(0.0, None, 3),) * warmup.EARLY_K, stats.Noise(0.05, 40.0))
+
+
+def test_a_clear_loser_is_cut_on_its_first_steps_before_its_window_opens(tmp_path: Path) -> None:
+    """Against a best ten times its rate, its first two steps, steady as the case's others were, already predict a
+    window out of reach: it is cut at its third point, before the stable rule could open its window at the fifth;
+    its figures are that prediction's and say so."""
+    result = run_script(tmp_path, HALF_S, beat=1_280.0, noise=STEADY_CASE.noise, early=STEADY_CASE)
+    f = result.figures
+    assert result.verdict.status is Status.OK and f["cut"] == 1.0 and f["early_steps"] >= 2
+    assert f["samples_per_s"] < f["samples_per_s_hi"] < 1_280.0
+    assert f["n_iters"] < LOOSE.warmup_iters + LOOSE.stable_k  # before its window could open
+    assert "step_sd_frac" not in f  # a step or two say nothing of the noise the case pools
+
+
+def test_a_trial_still_warming_up_is_not_cut_on_its_first_steps_but_on_its_window_s(tmp_path: Path) -> None:
+    """Its second iteration takes twice as long as the others: its own first steps disagree, so nothing is predicted
+    from them, however steady the case's others were; the clear loser is cut as its window opens instead."""
+    result = run_script(tmp_path, WARMING, beat=1_280.0, noise=STEADY_CASE.noise, early=STEADY_CASE)
+    f = result.figures
+    assert result.verdict.status is Status.OK and f["cut"] == 1.0
+    assert "early_steps" not in f and f["n_iters"] >= LOOSE.stable_k - 1

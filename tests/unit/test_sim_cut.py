@@ -3,6 +3,7 @@ steps (`stats.rate_top` at `stats.SHORT_Z`)."""
 
 from __future__ import annotations
 
+import argparse
 import random
 
 from ladder.core.stats import Noise
@@ -35,3 +36,21 @@ def test_the_cut_on_the_final_rate_ends_more_near_losers_and_seldom_a_window_tha
     old, new = run(0.95, predict=False), run(0.95, predict=True)
     assert new[0] > old[0]
     assert run(1.05, predict=True)[2] < 0.02
+
+
+def test_the_cut_before_the_window_opens_ends_clear_losers_and_seldom_a_trial_still_warming_up() -> None:
+    """`--early`: on the case's steady first steps a trial at 60% of the value to beat is mostly cut at its second
+    step, one at it almost never; where the first step's warm-up differs from trial to trial (half a step on average,
+    0.3 of one its spread: a compile cache found by some trials only), a trial at the value to beat is still almost
+    never cut, since its own first steps disagree."""
+    sim = load_script("sim_cut")
+    noise = Noise(0.05, 6.0)
+
+    def run(ratio: float, warm: float = 0.0, warm_cv: float = 0.0) -> tuple[float, float]:
+        args = argparse.Namespace(trials=300, history=1, looks=2, steps=15, warm=warm, warm_cv=warm_cv)
+        return sim.early_share(ratio, 0.05, args, random.Random(1), noise)
+
+    share, steps = run(0.6)
+    assert share > 0.5 and steps == 2.0
+    assert run(1.0)[0] < 0.02
+    assert run(1.0, warm=0.5, warm_cv=0.3)[0] < 0.02

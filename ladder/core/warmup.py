@@ -1,0 +1,163 @@
+"""What a trial's first steps say of its window, before the window opens (the early cut).
+
+A trial that cannot become the pick is cut as soon as its window's steady steps say so (`runner.trial._beaten`),
+but its window opens only after `measure.warmup_iters` iterations (20 on a GPU, 3 in the demo): a clear loser runs
+its whole warm-up first. Here the case's own trials that measured a whole window say how each of their first
+`EARLY_K` steps compared with that window (`gains`: the window's samples/s over the step's, recorded as
+`early_gain_<j>`). A step whose gain stayed within the step noise of 1 over those trials is *settled*
+(`Warmup.settled`): the trainer no longer warms up by then. A new trial's settled first steps then predict its
+window (`Warmup.predict`): their rate times the mean gain, with a prediction interval of the case's pooled step
+noise (`stats.Noise`), the gains' spread from trial to trial, and the uncertainty of the mean gain itself. Steps
+that were slow while the trainer warmed up (a first iteration's compile or allocation, whose cost differs from rung
+to rung) never enter a prediction, so a one-off cost measured at one rung is never carried to another.
+
+The first step is the first progress point's own step time where the trainer reports one (the proxy and many
+JSON-lines trainers print it): the iteration from the trainer's start to its first line. Every later step is the
+time between two points, as in the window. `python scripts/sim_cut.py --early` prices the rule: how often it cuts a
+trial whose window would have reached what it had to beat, and how many steps it saves a clear loser.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from typing import NamedTuple
+
+from ladder.core.records import Point
+from ladder.core.stats import CUT_Z, Z95, Interval, Noise, t_quantile
+
+EARLY_K = 4  # the first steps whose gains a whole window records (and the most a prediction uses)
+GAIN = "early_gain_"  # figure prefix: early_gain_1 .. early_gain_<EARLY_K>
+EARLY_STEPS = "early_steps"  # figure: the cut was decided on this many settled first steps (`Prediction.steps`)
+# A step is settled once its mean log gain lies within this many standard errors of 0 (a steady step's gain is 1
+# but for noise), and within MAX_SETTLED of it whatever the spread: a step 10% slow is still warming up.
+SETTLED_Z = Z95
+MAX_SETTLED = 0.10
+MIN_STEPS = 2  # a prediction rests on this many settled steps at least, which agree with each other (`agree`)
+
+
+class Gain(NamedTuple):
+    """One first step's gain over the case's whole windows: the mean and sd (None under three) of its logarithm."""
+
+    mean: float
+    sd: float | None
+    n: int
+
+
+class Prediction(NamedTuple):
+    """A trial's window samples/s as its settled first steps predict it, with its one-sided `CUT_Z` interval."""
+
+    value: float
+    lo: float
+    hi: float
+    steps: int  # the settled first steps it rests on
+    start_t: float  # where the first of them began
+
+    def reach(self, band: float, window_steps: float, noise: Noise) -> float:
+        """How high the window could take it in a tie (as `stats.final_upper`): the prediction's top, or the top
+        of the interval the whole window would end with (its half-width at the case's step noise over
+        `window_steps`) less the run-to-run `band`, whichever is higher."""
+        wide = self.value * Z95 * noise.sd_frac / math.sqrt(max(1.0, window_steps))
+        return max(self.hi, (self.hi + wide) / (1.0 + band))
+
+    def figures(self) -> dict[str, float]:
+        return {
+            "samples_per_s": round(self.value, 2),
+            "samples_per_s_lo": round(self.lo, 2),
+            "samples_per_s_hi": round(self.hi, 2),
+            EARLY_STEPS: float(self.steps),
+        }
+
+
+def steps(points: Sequence[Point], first: bool) -> list[tuple[Interval, float]]:
+    """The trial's first steps (at most `EARLY_K`), each with the time it began: the first point's own step time
+    where `first` (it is the trial's first point, not the first after a pause) and the trainer reports one, then the
+    intervals between points."""
+    out: list[tuple[Interval, float]] = []
+    head = points[0] if points else None
+    if first and head is not None and head.step_time_s and head.step_time_s > 0 and head.iter >= 1:
+        out.append((Interval(head.step_time_s, 1, head.samples / head.iter), head.t - head.step_time_s))
+    start = points[0] if points else None
+    for point in points[1 : EARLY_K + 1]:  # as `stats.intervals`, each with its start
+        assert start is not None
+        if point.t > start.t and point.iter > start.iter:
+            out.append((Interval(point.t - start.t, point.iter - start.iter, point.samples - start.samples), start.t))
+            start = point
+    return out[:EARLY_K]
+
+
+def gains(points: Sequence[Point], first: bool, window_rate: float) -> dict[str, float]:
+    """The window's samples/s over each first step's (`early_gain_<j>`), for a window measured whole."""
+    out = {}
+    for j, (step, _) in enumerate(steps(points, first), 1):
+        if step.samples > 0 and step.seconds > 0 and window_rate > 0:
+            out[f"{GAIN}{j}"] = round(window_rate / (step.samples / step.seconds), 4)
+    return out
+
+
+class Warmup(NamedTuple):
+    """The case's first-step gains (`Gain` per step, None where no whole window recorded it) and its step noise."""
+
+    gains: tuple[Gain | None, ...]
+    noise: Noise
+
+    def spread(self, j: int) -> float:
+        """One trial's log gain at step `j`: its sd, the step noise or, over three trials and more, their own
+        spread where that is wider (steps that differ from rung to rung)."""
+        gain = self.gains[j - 1]
+        assert gain is not None
+        return max(self.noise.sd_frac, gain.sd or 0.0)
+
+    def settled(self, j: int) -> bool:
+        gain = self.gains[j - 1] if j <= len(self.gains) else None
+        if gain is None:
+            return False
+        return abs(gain.mean) <= min(MAX_SETTLED, SETTLED_Z * self.spread(j) / math.sqrt(gain.n))
+
+    def predict(self, first: Sequence[tuple[Interval, float]]) -> Prediction | None:
+        """The window predicted from the settled steps among `first`: None under `MIN_STEPS` of them, or where they
+        disagree (`agree`): then this trial may still be warming up where the case's others no longer were (a
+        compile cache they found and it did not), and its own steps must say so before any prediction is made."""
+        chosen = [(j, step, t) for j, (step, t) in enumerate(first, 1) if self.settled(j) and step.seconds > 0]
+        samples, seconds = sum(s.samples for _, s, _ in chosen), sum(s.seconds for _, s, _ in chosen)
+        if len(chosen) < MIN_STEPS or samples <= 0 or not self.agree([s for _, s, _ in chosen]):
+            return None
+        rate, k = samples / seconds, len(chosen)
+        mean = sum(s.seconds * self._gain(j).mean for j, s, _ in chosen) / seconds
+        trials = min(self._gain(j).n for j, _, _ in chosen)
+        noise, between = self.noise.sd_frac, max(self.spread(j) for j, _, _ in chosen)
+        # the steps' own noise averages over k of them; what a step's gain differs by from trial to trial does not
+        var = (noise**2 / k + max(0.0, between**2 - noise**2)) * (1.0 + 1.0 / trials)
+        half = t_quantile(self.noise.df, CUT_Z) * math.sqrt(var)
+        value = rate * math.exp(mean)
+        return Prediction(value, value * math.exp(-half), value * math.exp(half), k, min(t for _, _, t in chosen))
+
+    def agree(self, chosen: Sequence[Interval]) -> bool:
+        """The slowest of a trial's own first steps is within the step noise of its fastest (two steps' difference,
+        at `SETTLED_Z`): a step still slowed by warming up is not counted as a steady one."""
+        rates = [s.samples / s.seconds for s in chosen]
+        if min(rates) <= 0:
+            return False
+        return math.log(max(rates) / min(rates)) <= SETTLED_Z * self.noise.sd_frac * math.sqrt(2.0)
+
+    def _gain(self, j: int) -> Gain:
+        gain = self.gains[j - 1]
+        assert gain is not None
+        return gain
+
+
+def pooled(figures: Iterable[Mapping[str, float]], noise: Noise | None) -> Warmup | None:
+    """The case's first-step gains over the whole windows among `figures` (None without the step noise or any)."""
+    if noise is None:
+        return None
+    logs: list[list[float]] = [[] for _ in range(EARLY_K)]
+    for f in figures:
+        for j in range(EARLY_K):
+            g = f.get(f"{GAIN}{j + 1}")
+            if g is not None and g > 0 and math.isfinite(g):
+                logs[j].append(math.log(g))
+    found = tuple(
+        Gain(statistics.fmean(v), statistics.stdev(v) if len(v) >= 3 else None, len(v)) if v else None for v in logs
+    )
+    return Warmup(found, noise) if any(found) else None

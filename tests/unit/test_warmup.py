@@ -1,0 +1,107 @@
+"""`ladder.core.warmup`: the case's first-step gains and the window they predict from a trial's first steps."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from ladder.core import warmup
+from ladder.core.records import Point
+from ladder.core.stats import Noise
+
+pytestmark = pytest.mark.unit
+
+NOISE = Noise(0.05, 12.0)
+
+
+def trace(rates: list[float], reported: bool = True, samples: float = 100.0) -> list[Point]:
+    """Points of a trainer whose i-th step runs at rates[i] samples/s, `samples` per step; the first point reports
+    its own step time where `reported`."""
+    points, t = [], 0.0
+    for i, rate in enumerate(rates, 1):
+        t += samples / rate
+        step = samples / rate if reported and i == 1 else None
+        points.append(Point(t=t, iter=i, samples=samples * i, step_time_s=step))
+    return points
+
+
+def history(gain_by_step: list[float], trials: int = 1) -> warmup.Warmup:
+    """The case's whole windows, each with these first-step gains."""
+    figures = [{f"{warmup.GAIN}{j}": g for j, g in enumerate(gain_by_step, 1)} for _ in range(trials)]
+    found = warmup.pooled(figures, NOISE)
+    assert found is not None
+    return found
+
+
+def test_the_first_steps_are_the_first_point_s_own_step_then_the_intervals_between_points() -> None:
+    points = trace([50.0, 100.0, 100.0, 100.0, 100.0, 100.0])
+    steps = warmup.steps(points, first=True)
+    assert len(steps) == warmup.EARLY_K
+    (first, began), (second, _) = steps[0], steps[1]
+    assert first.seconds == pytest.approx(2.0) and began == pytest.approx(0.0)  # the trainer's own step time
+    assert second.seconds == pytest.approx(1.0) and second.samples == pytest.approx(100.0)
+    # after a pause the first point seen is no first iteration: only intervals count
+    assert warmup.steps(points, first=False)[0][0].seconds == pytest.approx(1.0)
+    assert len(warmup.steps(trace([100.0] * 6, reported=False), first=True)) == warmup.EARLY_K
+
+
+def test_a_whole_window_records_each_first_step_s_gain_over_its_own_rate() -> None:
+    gains = warmup.gains(trace([50.0, 100.0, 100.0, 100.0, 100.0]), True, window_rate=100.0)
+    assert gains == {"early_gain_1": 2.0, "early_gain_2": 1.0, "early_gain_3": 1.0, "early_gain_4": 1.0}
+
+
+def test_no_gains_pool_without_the_case_s_step_noise_or_any_whole_window() -> None:
+    assert warmup.pooled([{"early_gain_1": 1.0}], None) is None
+    assert warmup.pooled([{"samples_per_s": 10.0}], NOISE) is None
+
+
+def test_steady_first_steps_predict_the_window_at_their_own_rate_with_an_interval_around_it() -> None:
+    predicted = history([1.0, 1.0, 1.0, 1.0]).predict(warmup.steps(trace([100.0, 100.0]), True))
+    assert predicted is not None and predicted.steps == 2
+    assert predicted.value == pytest.approx(100.0)
+    assert predicted.lo < 100.0 < predicted.hi
+    assert predicted.figures()["early_steps"] == 2.0
+
+
+def test_one_step_alone_predicts_nothing() -> None:
+    assert history([1.0, 1.0]).predict(warmup.steps(trace([100.0]), True)) is None
+
+
+def test_a_step_the_case_s_windows_show_still_warming_up_is_left_out() -> None:
+    """The case's trials ran their first step at half their window's rate: it is no settled step, so two points in
+    (one settled step) nothing is predicted, and three in, the prediction rests on steps two and three alone."""
+    case = history([2.0, 1.0, 1.0, 1.0], trials=3)
+    assert not case.settled(1) and case.settled(2)
+    slow_first = trace([50.0, 100.0, 100.0])
+    assert case.predict(warmup.steps(slow_first[:2], True)) is None
+    predicted = case.predict(warmup.steps(slow_first, True))
+    assert predicted is not None and predicted.steps == 2 and predicted.value == pytest.approx(100.0)
+
+
+def test_a_trial_slower_in_its_first_step_than_the_case_s_others_predicts_nothing() -> None:
+    """The case's first steps were steady, but this trial's first step ran at 70% of its second (a compile cache it
+    missed): its own steps disagree, so no window is predicted from them; a loser it is or not, its window says."""
+    case = history([1.0, 1.0, 1.0, 1.0], trials=3)
+    assert case.predict(warmup.steps(trace([70.0, 100.0]), True)) is None
+    assert case.predict(warmup.steps(trace([98.0, 100.0]), True)) is not None
+
+
+def test_the_gains_correct_the_prediction_and_their_spread_widens_it() -> None:
+    """Steps settled at 4% below the window (within the noise) predict 4% above their rate; gains that differ from
+    trial to trial more than the step noise widen the interval."""
+    steady = history([1.04, 1.04, 1.04, 1.04], trials=3).predict(warmup.steps(trace([100.0, 100.0]), True))
+    assert steady is not None and steady.value == pytest.approx(104.0, rel=1e-3)
+    figures = [{"early_gain_1": g, "early_gain_2": g} for g in (0.97, 1.0, 1.05)]
+    spread = warmup.pooled(figures, NOISE)
+    assert spread is not None
+    wide = spread.predict(warmup.steps(trace([100.0, 100.0]), True))
+    narrow = history([1.0, 1.0], trials=3).predict(warmup.steps(trace([100.0, 100.0]), True))
+    assert wide is not None and narrow is not None
+    assert math.log(wide.hi / wide.value) >= math.log(narrow.hi / narrow.value)
+
+
+def test_a_tie_reaches_further_than_the_prediction_s_top_only_where_the_window_would_end_wide() -> None:
+    predicted = warmup.Prediction(value=100.0, lo=90.0, hi=110.0, steps=2, start_t=0.0)
+    assert predicted.reach(band=0.05, window_steps=16.0, noise=NOISE) == 110.0
+    assert predicted.reach(band=0.0, window_steps=1.0, noise=NOISE) > 110.0
