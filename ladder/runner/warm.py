@@ -67,6 +67,7 @@ CGROUP_VAR = "LADDER_WARM_CGROUP"  # the trial's memory cgroup, which the forked
 LINKS_VAR = "LADDER_WARM_LINKS"  # the folder of client pid -> rank pid files
 SHARED_VAR = "LADDER_WARM_STARTER"  # the folder of a running starter an orchestrator may use without owning it
 IDENTITY = "identity"  # a starter's interpreter and PYTHONPATH, in its folder: who may share it
+LINKS = "links"  # ... and the folder of its ranks' links, beside it
 PRELOAD = ("torch", "ladder.workloads.proxy.loop")  # what every proxy rank imports first
 READY_TIMEOUT_S = 180.0  # a starter not ready by then is given up (the ranks start cold)
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -95,7 +96,7 @@ class Starter:
 
     @property
     def links(self) -> str:
-        return os.path.join(self.folder, "links")
+        return os.path.join(self.folder, LINKS)
 
     def env(self, cgroup: Path) -> dict[str, str]:
         """The variables a trial's ranks need to be forked from this starter into `cgroup`."""
@@ -173,7 +174,7 @@ def close_all() -> None:
 
 def _start(python: str) -> Starter | None:
     folder = tempfile.mkdtemp(prefix="ladder-warm-")
-    os.mkdir(os.path.join(folder, "links"))
+    os.mkdir(os.path.join(folder, LINKS))
     t0 = time.monotonic()
     proc = subprocess.Popen(
         [python, "-m", MODULE, "serve", "--socket", os.path.join(folder, "sock")],
@@ -226,14 +227,14 @@ def serve(sock_path: str) -> int:
 
 
 def _tidy(sock_path: str) -> None:
-    """Remove what a starter's folder holds by ladder's layout (its socket, `IDENTITY`, the links folder) and then
+    """Remove what a starter's folder holds by ladder's layout (its socket, `IDENTITY`, the `LINKS` folder) and then
     the folder, only where nothing else is left in it: a starter run by hand at a socket in a folder of one's own
     leaves that folder and the rest of it as they were."""
     folder = os.path.dirname(sock_path)
     for path in (sock_path, os.path.join(folder, IDENTITY)):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
-    shutil.rmtree(os.path.join(folder, "links"), ignore_errors=True)
+    shutil.rmtree(os.path.join(folder, LINKS), ignore_errors=True)
     with contextlib.suppress(OSError):  # not empty: not ours alone
         os.rmdir(folder)
 
