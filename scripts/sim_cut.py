@@ -153,9 +153,9 @@ def early_share(
         pool = noise._replace(sd_frac=noise.sd_frac * _chi_ratio(noise.df, rnd))
         figures = []
         for _ in range(args.history):
-            first = _first_points(1.0, cv, args, rnd)
+            seen = _first_points(1.0, cv, args, rnd)
             window = [BEAT * max(0.05, rnd.gauss(1.0, cv)) for _ in range(args.steps)]
-            figures.append(warmup.gains(first, True, sum(window) / len(window)))
+            figures.append(warmup.gains(seen, True, sum(window) / len(window)))
         early = warmup.pooled(figures, pool)
         assert early is not None
         points = _first_points(ratio, cv, args, rnd)
