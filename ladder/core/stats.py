@@ -419,12 +419,17 @@ class Interval(NamedTuple):
 
 def intervals(points: Sequence[Point]) -> list[Interval]:
     """Consecutive points as (seconds, iterations, samples) steps; points that share a time join the next."""
-    out: list[Interval] = []
+    return [step for step, _ in timed_intervals(points)]
+
+
+def timed_intervals(points: Sequence[Point]) -> list[tuple[Interval, float]]:
+    """`intervals`, each with the time its step began."""
+    out: list[tuple[Interval, float]] = []
     start = points[0] if points else None
     for point in points[1:]:
         assert start is not None
         if point.t > start.t and point.iter > start.iter:
-            out.append(Interval(point.t - start.t, point.iter - start.iter, point.samples - start.samples))
+            out.append((Interval(point.t - start.t, point.iter - start.iter, point.samples - start.samples), start.t))
             start = point
     return out
 

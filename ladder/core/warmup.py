@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
 
 from ladder.core.records import Point
-from ladder.core.stats import CUT_Z, Z95, Interval, Noise, t_quantile
+from ladder.core.stats import CUT_Z, Z95, Interval, Noise, t_quantile, timed_intervals
 
 EARLY_K = 4  # the first steps whose gains a whole window records (and the most a prediction uses)
 GAIN = "early_gain_"  # figure prefix: early_gain_1 .. early_gain_<EARLY_K>
@@ -78,12 +78,7 @@ def steps(points: Sequence[Point], first: bool) -> list[tuple[Interval, float]]:
     head = points[0] if points else None
     if first and head is not None and head.step_time_s and head.step_time_s > 0 and head.iter >= 1:
         out.append((Interval(head.step_time_s, 1, head.samples / head.iter), head.t - head.step_time_s))
-    start = points[0] if points else None
-    for point in points[1 : EARLY_K + 1]:  # as `stats.intervals`, each with its start
-        assert start is not None
-        if point.t > start.t and point.iter > start.iter:
-            out.append((Interval(point.t - start.t, point.iter - start.iter, point.samples - start.samples), start.t))
-            start = point
+    out.extend(timed_intervals(points[: EARLY_K + 1]))
     return out[:EARLY_K]
 
 
@@ -105,9 +100,7 @@ class Warmup(NamedTuple):
     def spread(self, j: int) -> float:
         """One trial's log gain at step `j`: its sd, the step noise or, over three trials and more, their own
         spread where that is wider (steps that differ from rung to rung)."""
-        gain = self.gains[j - 1]
-        assert gain is not None
-        return max(self.noise.sd_frac, gain.sd or 0.0)
+        return max(self.noise.sd_frac, self._gain(j).sd or 0.0)
 
     def settled(self, j: int) -> bool:
         gain = self.gains[j - 1] if j <= len(self.gains) else None

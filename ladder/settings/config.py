@@ -122,6 +122,7 @@ class WorkloadConf:
     single_rank: str = "direct"  # a one-rank torchrun trial: direct (torchrun's variables, no agent) or torchrun
     proxy_ranks: str = "direct"  # several ranks of the proxy: direct (ladder's rank launcher, no agent) or torchrun
     proxy_start: str = "warm"  # the proxy's ranks: warm (forked from one interpreter with torch imported) or cold
+    pin_ranks: bool = True  # the proxy's direct ranks: each on its own share of the trial's CPUs
     progress: str = ""  # "" = the kind's own; mimickit: mimickit_stdout|mimickit_log; command: regex|jsonl
     progress_regex: str = ""  # kind command with regex progress: the pattern or a preset; "" = the default
     progress_file: str = ""  # kind command: relative to the trial folder; "" = stdout.log or progress.jsonl

@@ -90,6 +90,7 @@ def plan(run: Run, decision: policy.Decision, trial_dir: Path, port: int) -> Tri
         single_rank=work.single_rank,
         proxy_ranks=work.proxy_ranks,
         proxy_start=work.proxy_start,
+        pin_ranks=work.pin_ranks,
     )
     return planner.plan(
         run.workload,

@@ -7,8 +7,9 @@ launch, measured on a slower day). Several ranks of the proxy, by default (`work
 started by ladder's own rank launcher (`ladder.runner.ranks`) with the same variables, each rank's logs and error
 file where torchrun's `--log-dir` puts them; several ranks of any other trainer run under torchrun. Without the
 agent each rank 0 hosts the rendezvous store itself (`TORCHELASTIC_USE_AGENT_STORE=False`), and the evidence is
-read the same way. The proxy's ranks, by default (`workload.proxy_start=warm`), are forked from an interpreter that
-has torch imported already (`ladder.runner.warm`): what a cold rank spends in imports is paid once a sweep.
+read the same way; each rank runs on its own share of the trial's CPUs (`workload.pin_ranks`). The proxy's ranks, by
+default (`workload.proxy_start=warm`), are forked from an interpreter that has torch imported already
+(`ladder.runner.warm`): what a cold rank spends in imports is paid once a sweep.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ class Placement:
     single_rank: str = "direct"  # one rank: direct (started with torchrun's variables, no agent) or torchrun
     proxy_ranks: str = "direct"  # several ranks of the proxy: direct (ladder.runner.ranks, no agent) or torchrun
     proxy_start: str = "warm"  # the proxy's ranks: warm (forked from ladder.runner.warm's starter) or cold
+    pin_ranks: bool = True  # the proxy's direct ranks each on their own share of the CPUs (`ladder.runner.ranks`)
 
     def devices(self) -> tuple[str, ...]:
         """One device name per rank: cuda:<i>, or cpu."""
@@ -124,6 +126,7 @@ def rank_launcher(place: Placement, trial_dir: str) -> tuple[str, ...]:
         str(place.port),
         "--log-dir",
         f"{trial_dir}/{paths.RANKS}",
+        *(("--pin",) if place.pin_ranks else ()),
         "--",
         place.python,
     )

@@ -13,9 +13,11 @@ import signal
 import subprocess
 import sys
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import psutil
+import pytest
 
 from ladder.core import torchenv
 from ladder.runner import launch
@@ -76,10 +78,12 @@ def rank_log(tmp_path: Path, rank: int, name: str = "stdout.log") -> Path:
     return Path(torchenv.rank_dir(str(tmp_path / "ranks"), rank)) / name
 
 
-def start(tmp_path: Path, code: str, *args: str, grace_s: float | None = None) -> subprocess.Popen[str]:
+def start(
+    tmp_path: Path, code: str, *args: str, grace_s: float | None = None, pin: bool = True
+) -> subprocess.Popen[str]:
     script = tmp_path / "rank.py"
     script.write_text(code)
-    argv = list(rank_launcher(two(tmp_path), str(tmp_path)))
+    argv = list(rank_launcher(replace(two(tmp_path), pin_ranks=pin), str(tmp_path)))
     if grace_s is not None:
         argv[argv.index("--") : argv.index("--")] = ["--grace-s", str(grace_s)]
     return subprocess.Popen([*argv, str(script), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -138,6 +142,26 @@ def test_two_ranks_form_a_gloo_group_and_their_output_is_logged_per_rank_and_cop
     assert "[default1]:to stderr 1" in err.splitlines()
     assert rank_log(tmp_path, 1).read_text() == "sum 3 world 2\n"  # the rank's own log, as it printed it
     assert rank_log(tmp_path, 0, "stderr.log").read_text() == "to stderr 0\n"
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to pin two ranks apart")
+def test_pinned_ranks_each_run_on_their_own_share_of_the_launchers_cpus(tmp_path: Path) -> None:
+    """`--pin` (the proxy's default, `workload.pin_ranks`): the two ranks' CPUs are disjoint and together the
+    launcher's; without it each rank may run on every one of them."""
+    code = "import os; print('cpus', sorted(os.sched_getaffinity(0)), flush=True)"
+    mine = sorted(os.sched_getaffinity(0))
+    seen = {}
+    for pin in (True, False):
+        (folder := tmp_path / str(pin)).mkdir()
+        launcher = start(folder, code, pin=pin)
+        out, err = launcher.communicate(timeout=120)
+        assert launcher.returncode == 0, err
+        seen[pin] = {line.split(":", 1)[0]: json.loads(line.split("cpus ", 1)[1]) for line in out.splitlines()}
+    pinned = seen[True]
+    assert set(pinned) == {"[default0]", "[default1]"}
+    assert not set(pinned["[default0]"]) & set(pinned["[default1]"])
+    assert sorted(pinned["[default0]"] + pinned["[default1]"]) == mine
+    assert seen[False] == {"[default0]": mine, "[default1]": mine}
 
 
 def test_the_first_rank_to_fail_ends_the_others_and_its_exit_is_the_launchers(tmp_path: Path) -> None:
