@@ -2,7 +2,9 @@
 (one rank: the trainer itself, `workload.single_rank`; several: ladder's rank launcher, `workload.proxy_ranks`),
 launch to the first progress point, alternating so both see the same load. With `--start`, the proxy's ranks
 started cold against forked from the warm starter (`workload.proxy_start`, `ladder.runner.warm`), both direct: the
-starter is started (and timed) before the first launch, once, as a sweep starts it.
+starter is started (and timed) before the first launch, once, as a sweep starts it. With `--client`, warm ranks
+either way: each warm client started as an interpreter of its own (`ranks --no-fork`) against forked from the rank
+launcher (the default).
 
 Each launch is a real trial start as a sweep makes it (`launch.start`: the supervisor, a memory cgroup where the
 machine allows one, the trial's id): the built-in proxy trainer, `--nproc` ranks on CPU with gloo, amp_pi_plus at a
@@ -10,15 +12,18 @@ small rung. The clock runs from `launch.start` to the first `iter` line in progr
 reaped (`launch.stop`) and the stop is timed too. A rung too big for the card (`--num-envs 65536` under the case's
 emulated card) times a failing probe instead: the clock runs to the trainer's own exit.
 
-    python scripts/bench_launch.py [--n 6] [--num-envs 64] [--nproc 1] [--device cpu|cuda] [--start]
+    python scripts/bench_launch.py [--n 6] [--num-envs 64] [--nproc 1] [--device cpu|cuda]
+        [--start | --client]
 
 Last line: `median_torchrun_s=<a> median_direct_s=<b> saved_s=<a-b> ratio=<a/b>` (with `--start`:
-`median_cold_s=<a> median_warm_s=<b> saved_s=<a-b> ratio=<a/b> starter_ready_s=<c>`).
+`median_cold_s=<a> median_warm_s=<b> saved_s=<a-b> ratio=<a/b> starter_ready_s=<c>`; with `--client`:
+`median_exec_s=<a> median_fork_s=<b> ...`).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import statistics
 import sys
@@ -36,6 +41,7 @@ from ladder.workloads.builtin import Placement, plan_proxy
 CONF = str(Path(__file__).resolve().parent.parent / "conf")
 LAUNCHERS = ("torchrun", "direct")
 STARTS = ("cold", "warm")
+CLIENTS = ("exec", "fork")
 
 
 def first_iter(progress: Path, run: launch.Running, timeout_s: float) -> float | None:
@@ -53,14 +59,18 @@ def once(way: str, num_envs: int, root: Path, device: str = "cpu", nproc: int = 
     with initialize_config_dir(config_dir=CONF, version_base=None):
         cfg = compose(config_name="config", overrides=["case=amp_pi_plus", f"device={device}"])
     settings = settings_from(cfg)
-    if way in STARTS:
-        place = Placement(device, nproc, launch.free_port(), sys.executable, proxy_start=way)
+    if way in STARTS or way in CLIENTS:
+        start = way if way in STARTS else "warm"
+        place = Placement(device, nproc, launch.free_port(), sys.executable, proxy_start=start)
     else:
         place = Placement(  # the launchers alone: cold ranks either way, as before the warm starter
             device, nproc, launch.free_port(), sys.executable, single_rank=way, proxy_ranks=way, proxy_start="cold"
         )
     trial_dir = root / f"{way}_{uuid.uuid4().hex[:6]}"
     spec = plan_proxy(settings.case, settings.profiles[0], num_envs, settings.workload, place, str(trial_dir), 120, {})
+    if way == "exec":  # each warm client an interpreter of its own, as the rank launcher did before it forked them
+        at = spec.argv.index("--")
+        spec = dataclasses.replace(spec, argv=(*spec.argv[:at], "--no-fork", *spec.argv[at:]))
     run = launch.start(spec, trial_dir, uuid.uuid4().hex[:12], None)
     seen = first_iter(trial_dir / "progress.jsonl", run, 120.0)
     if seen is None and run.proc.poll() is not None:  # a failing probe: the trainer's own exit
@@ -80,11 +90,12 @@ def main() -> None:
     parser.add_argument("--nproc", type=int, default=1, help="ranks per trial")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument("--start", action="store_true", help="cold against warm ranks, instead of the launchers")
+    parser.add_argument("--client", action="store_true", help="warm clients started against forked (--nproc > 1)")
     args = parser.parse_args()
     launch.become_subreaper()
-    ways = STARTS if args.start else LAUNCHERS
+    ways = STARTS if args.start else CLIENTS if args.client else LAUNCHERS
     ready_s = None
-    if args.start:
+    if args.start or args.client:
         starter = warm.starter(sys.executable)
         if starter is None:
             raise SystemExit("the warm starter did not get ready")

@@ -410,7 +410,7 @@ class HostSampler:
     def _ranks(self, tree: list[tuple[int, int]]) -> dict[int, int]:
         ranks: dict[int, int] = {}
         for pid, parent in tree:
-            own = self._env_rank[pid] if pid in self._env_rank else self._read_rank(pid)
+            own = self._env_rank[pid] if pid in self._env_rank else self._read_rank(pid, parent)
             rank = own if own is not None else ranks.get(parent)
             if rank is not None:
                 ranks[pid] = rank
@@ -427,10 +427,15 @@ class HostSampler:
         self._not_launcher.add(pid)
         return False
 
-    def _read_rank(self, pid: int) -> int | None:
+    def _read_rank(self, pid: int, parent: int) -> int | None:
+        """Its LOCAL_RANK: from its environment, or, for a rank forked by the warm starter (whose environment in
+        /proc is the starter's), from its client's link (`warm.local_rank`)."""
         value = _environ(pid).get("LOCAL_RANK")
-        self._env_rank[pid] = int(value) if value is not None and value.isdigit() else None
-        return self._env_rank[pid]
+        rank = int(value) if value is not None and value.isdigit() else None
+        if rank is None and warm.linked(parent) == pid:
+            rank = warm.local_rank(parent)
+        self._env_rank[pid] = rank
+        return rank
 
     def close(self) -> None:
         for stat in self._stats.values():

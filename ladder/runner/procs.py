@@ -17,10 +17,15 @@ import signal
 import time
 from collections.abc import Collection, Iterable, Sequence
 from pathlib import Path
-
-import psutil
+from typing import TYPE_CHECKING
 
 from ladder.runner.cgroup import ROOT, MemCgroup, parents
+
+if TYPE_CHECKING:
+    import psutil
+
+# psutil is imported where it is used (the orchestrator's side): the supervisor and the rank launcher, which start
+# with every trial, import this module too, and psutil's import is a fifth of their start (`python -X importtime`)
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +55,8 @@ def _of(name: str, trial_id: str) -> bool:
 
 def carrying(trial_id: str) -> list[psutil.Process]:
     """Processes whose environment carries the trial's id (any of ours; the machine's others cannot be read)."""
+    import psutil
+
     found: list[psutil.Process] = []
     for proc in psutil.process_iter() if trial_id else ():
         with contextlib.suppress(psutil.Error):
@@ -60,6 +67,8 @@ def carrying(trial_id: str) -> list[psutil.Process]:
 
 def members(trial_id: str, cgroups: Iterable[MemCgroup] = (), but: Collection[int] = ()) -> list[psutil.Process]:
     """Every live process of the trial: those in its cgroups and those carrying its id, less the pids in `but`."""
+    import psutil
+
     procs = {p.pid: p for p in carrying(trial_id) if p.pid not in but}
     for pid in (pid for group in cgroups for pid in group.pids()):
         if pid not in procs and pid not in but:
@@ -69,6 +78,8 @@ def members(trial_id: str, cgroups: Iterable[MemCgroup] = (), but: Collection[in
 
 
 def kill(procs: Iterable[psutil.Process]) -> None:
+    import psutil
+
     for proc in procs:
         with contextlib.suppress(psutil.Error):
             proc.kill()
@@ -80,6 +91,8 @@ def kill_trial(
     """SIGKILL every process of the trial, reap them, wait until its cgroups (found by name when None is given) are
     empty and remove them (unless told to keep them, to read their figures first); returns the pids that were
     alive. Processes still alive after `timeout_s` are logged."""
+    import psutil
+
     groups = trial_cgroups(trial_id) if cgroups is None else list(cgroups)
     procs = members(trial_id, groups)
     for group in groups:
@@ -154,6 +167,8 @@ def die_with_parent(parent_pid: int, sig: signal.Signals) -> bool:
 
 def reap_orphans() -> None:
     """Collect exited orphans that re-parented to us (we are their subreaper)."""
+    import psutil
+
     for child in psutil.Process().children():
         with contextlib.suppress(psutil.Error, ChildProcessError):
             if child.status() == psutil.STATUS_ZOMBIE:
@@ -189,6 +204,8 @@ def exit_as(code: int) -> int:
 
 def _owner_alive(rest: str) -> bool:
     """`<pid>-<trial id>`: the orchestrator that made it is still running (older names carry no pid)."""
+    import psutil
+
     pid, sep, _ = rest.partition("-")
     return bool(sep) and pid.isdigit() and psutil.pid_exists(int(pid))
 

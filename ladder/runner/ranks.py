@@ -17,6 +17,15 @@ rank at every collective. On a 2-core machine (`python scripts/bench_pin.py --n 
 alternating) two proxy ranks' steps spread a median 6.9% free against 3.6% pinned, and their samples/s 3.6% lower
 pinned (median 2722 against 2824), where the free ranks ran faster at times and slower at others (run to run,
 9.3% against 4.7%): the cut and the insurance probe decide on that spread, so a steadier trainer is decided sooner.
+
+Where PROGRAM is a warm client (`python -m ladder.runner.warm MODULE ...`: the proxy's ranks forked from the warm
+starter), each client is forked from this process instead of started as an interpreter of its own (`_fork_client`):
+it runs the same `warm.main` with the rank's variables, CPUs and streams, so the rank is the same, and a launch
+skips one interpreter's start per rank (`python scripts/bench_launch.py --start --num-envs 65536 --nproc 2`: a
+failing probe's launch to the trainer's exit). Such a client shows this launcher's command line, which the sampler
+counts as a launcher's (`monitor.launches`), as it counts a client. The clients are all started before any line is
+copied, so no fork happens while a copying thread holds a lock. `--no-fork` starts each client as its own
+interpreter (how `scripts/bench_launch.py --client` compares the two).
 """
 
 from __future__ import annotations
@@ -28,18 +37,21 @@ import signal
 import subprocess
 import sys
 import threading
+import traceback
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 from typing import IO
 
 from ladder.core import torchenv
-from ladder.runner import procs
+from ladder.runner import procs, warm
 
 GRACE_S = 10.0  # what the others get to stop after the first rank failed (or a stop came), before SIGKILL
 COPY_WAIT_S = 5.0  # how long the last lines of a rank that ended may take to be copied
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 USAGE = (
-    "usage: python -m ladder.runner.ranks --nproc N --port P --log-dir DIR [--grace-s S] [--pin] -- PROGRAM [ARGS...]"
+    "usage: python -m ladder.runner.ranks --nproc N --port P --log-dir DIR [--grace-s S] [--pin] [--no-fork] "
+    "-- PROGRAM [ARGS...]"
 )
 
 
@@ -69,39 +81,106 @@ def copy_lines(stream: IO[bytes], log: Path, sink: IO[bytes], prefix: bytes, loc
                 sink.flush()
 
 
+@dataclass
+class Forked:
+    """A warm client forked from this process (`_fork_client`), with what `Ranks` uses of a `subprocess.Popen`."""
+
+    pid: int
+    stdout: IO[bytes]
+    stderr: IO[bytes]
+    returncode: int | None = None
+
+
+def is_warm_client(program: list[str]) -> bool:
+    """Is PROGRAM `<python> -m ladder.runner.warm MODULE ...` (a rank forked from the warm starter)?"""
+    return len(program) > 3 and program[1:3] == ["-m", warm.MODULE] and program[3] != "serve"
+
+
+def _fork_client(program: list[str], env: dict[str, str]) -> Forked:
+    """`warm.main` for one rank in a child of this process, as `subprocess.Popen(program, env=env)` would run it with
+    its stdout and stderr piped: the child takes the rank's variables, and this thread's CPUs and signal handling as a
+    new process would (default handlers until the client sets its own; stop signals held back across the fork)."""
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        pid = os.fork()
+    except OSError:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        for fd in (out_r, out_w, err_r, err_w):
+            os.close(fd)
+        raise
+    if pid == 0:  # pragma: no cover - the child: its coverage is the rank's (tests/integration/test_ranks.py)
+        code = 1
+        try:
+            for sig in STOP_SIGNALS:
+                signal.signal(sig, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
+            os.dup2(out_w, 1)
+            os.dup2(err_w, 2)
+            os.closerange(3, os.sysconf("SC_OPEN_MAX"))  # no other rank's pipe stays open in this one
+            os.environ.clear()
+            os.environ.update(env)
+            code = procs.exit_as(warm.main(program[3:]))
+        except BaseException:  # noqa: BLE001 - a child of a fork leaves here, whatever happened
+            traceback.print_exc()
+        finally:
+            with contextlib.suppress(Exception):
+                sys.stdout.flush()
+                sys.stderr.flush()
+            os._exit(code)
+    signal.pthread_sigmask(signal.SIG_SETMASK, held)
+    os.close(out_w)
+    os.close(err_w)
+    return Forked(pid, os.fdopen(out_r, "rb"), os.fdopen(err_r, "rb"))
+
+
 class Ranks:
     """The ranks of one launch, started with the stop signals already handled, so that none is left behind."""
 
     def __init__(
-        self, program: list[str], nproc: int, port: int, log_dir: str, grace_s: float = GRACE_S, pin: bool = False
+        self,
+        program: list[str],
+        nproc: int,
+        port: int,
+        log_dir: str,
+        grace_s: float = GRACE_S,
+        pin: bool = False,
+        fork: bool = True,
     ) -> None:
         self.grace_s = grace_s
         self.stop_signal = 0  # the first stop signal that reached this process
-        self.procs: list[subprocess.Popen[bytes]] = []
+        self.procs: list[subprocess.Popen[bytes] | Forked] = []
         self.copies: list[threading.Thread] = []
         self._ending = threading.RLock()  # a stop signal's handler may run inside `end`, in the same thread
         self._kill_timer: threading.Timer | None = None
         for sig in STOP_SIGNALS:
             signal.signal(sig, self.on_signal)
-        lock = threading.Lock()
         mine = os.sched_getaffinity(0)
         pinned = shares(mine, nproc) if pin else None
+        fork = fork and is_warm_client(program)
         for rank in range(nproc):
             if self.stop_signal:
                 break
-            folder = Path(torchenv.rank_dir(log_dir, rank))
-            folder.mkdir(parents=True, exist_ok=True)
+            Path(torchenv.rank_dir(log_dir, rank)).mkdir(parents=True, exist_ok=True)
             env = {**os.environ, **torchenv.rank_env(rank, nproc, port, log_dir)}
             if nproc > 1:  # as torchrun does for several ranks, unless it is set
                 env.setdefault("OMP_NUM_THREADS", "1")
             if pinned is not None:  # this thread's CPUs are what the rank starts with (a warm rank asks for them too)
                 os.sched_setaffinity(0, pinned[rank])
             try:
-                proc = subprocess.Popen(program, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                if fork:
+                    self.procs.append(_fork_client(program, env))
+                else:
+                    self.procs.append(
+                        subprocess.Popen(program, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                    )
             finally:
                 if pinned is not None:
                     os.sched_setaffinity(0, mine)
-            self.procs.append(proc)
+        lock = threading.Lock()
+        for rank, proc in enumerate(self.procs):  # copied once all are started: no fork while a copy holds a lock
+            folder = Path(torchenv.rank_dir(log_dir, rank))
             prefix = f"[{torchenv.ROLE}{rank}]:".encode()  # torchrun's --tee prefix: role name, local rank
             for stream, name, sink in (
                 (proc.stdout, "stdout.log", sys.stdout),
@@ -165,6 +244,7 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--log-dir", required=True)
     parser.add_argument("--grace-s", type=float, default=GRACE_S)
     parser.add_argument("--pin", action="store_true")
+    parser.add_argument("--no-fork", action="store_true")
     try:
         options, unknown = parser.parse_known_args(argv[:split])
     except (argparse.ArgumentError, SystemExit) as err:
@@ -181,7 +261,9 @@ def main(argv: list[str]) -> int:
     except ValueError as err:
         print(err, file=sys.stderr)
         return 2
-    ranks = Ranks(program, options.nproc, options.port, options.log_dir, options.grace_s, options.pin)
+    ranks = Ranks(
+        program, options.nproc, options.port, options.log_dir, options.grace_s, options.pin, not options.no_fork
+    )
     return procs.exit_as(ranks.wait())
 
 

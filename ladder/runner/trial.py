@@ -6,11 +6,13 @@ dead and reaped, Ctrl-C included (then it is recorded `interrupted` and the inte
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import logging
 import math
 import re
+import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -188,7 +190,8 @@ def _watch(
             watch.tail = _tail(progress.path)
             return
         tick()
-        time.sleep(TICK_S)
+        with contextlib.suppress(subprocess.TimeoutExpired):  # back at once where the trial ends meanwhile
+            running.proc.wait(TICK_S)
 
 
 def _after_pause(watch: Watch) -> None:

@@ -16,7 +16,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from ladder.runner import monitor, procs, warm
+from ladder.core import torchenv
+from ladder.runner import launch, monitor, procs, warm
 from ladder.runner.cgroup import MemCgroup
 from tests.helpers import need_memory_cgroups, wait_for
 
@@ -156,6 +157,70 @@ def test_the_sampler_counts_the_rank_and_not_its_stand_in(
         sampler.close()
         cold.send_signal(signal.SIGTERM)
         assert cold.wait(timeout=60) == 7
+
+
+def launcher(tmp_path: Path, env: dict[str, str], *args: str, fork: bool = True) -> subprocess.Popen[bytes]:
+    """Two ranks through ladder's rank launcher, each a warm client of `rankmod`, as a proxy trial starts them."""
+    (tmp_path / "rankmod.py").write_text(RANK)
+    own = ["--nproc", "2", "--port", str(launch.free_port()), "--log-dir", str(tmp_path / "ranks")]
+    return subprocess.Popen(
+        [sys.executable, "-m", "ladder.runner.ranks", *own, *([] if fork else ["--no-fork"]), "--"]
+        + [sys.executable, "-m", warm.MODULE, "rankmod", *args],
+        cwd=tmp_path,
+        env={**os.environ, **env, "OUT": str(tmp_path / "out.json"), "VAR": "given"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+
+
+def said_hello(tmp_path: Path, ranks: tuple[int, ...] = (0, 1)) -> bool:
+    logs = [Path(torchenv.rank_dir(str(tmp_path / "ranks"), r), "stdout.log") for r in ranks]
+    return all(log.is_file() and "rank says hello" in log.read_text() for log in logs)
+
+
+@pytest.mark.parametrize("fork", [True, False])
+def test_the_rank_launcher_forks_its_warm_clients_and_the_ranks_are_the_same(
+    tmp_path: Path, starter: warm.Starter, cgroup: MemCgroup, fork: bool
+) -> None:
+    """The launcher forks each warm client (no interpreter of its own: its command line is the launcher's, which the
+    sampler counts as a launcher's) or, with `--no-fork`, starts it; either way each rank is forked by the starter
+    into the trial's cgroup, the sampler counts it under its own LOCAL_RANK, its output is logged per rank and
+    copied, and a stop reaches it."""
+    proc = launcher(tmp_path, starter.env(cgroup.path), "wait", fork=fork)
+    wait_for(lambda: said_hello(tmp_path))
+    clients = psutil.Process(proc.pid).children()
+    assert len(clients) == 2
+    ranks = set()
+    for c in clients:
+        assert monitor.launches(c.pid)  # counted as ladder's, never as a rank
+        assert warm.stands_in(c.pid) is not fork  # forked: the launcher's command line; started: a client's
+        wait_for(lambda c=c: warm.linked(c.pid) is not None)
+        rank = warm.linked(c.pid)
+        assert rank is not None and rank in cgroup.pids() and rank not in {x.pid for x in clients}
+        ranks.add(rank)
+    sampler = monitor.HostSampler(proc.pid)
+    try:
+        assert sorted(s.index for s in sampler.sample(0.0)) == [0, 1]
+        assert set(sampler._rank_of) == ranks and sorted(sampler._rank_of.values()) == [0, 1]  # noqa: SLF001
+    finally:
+        sampler.close()
+    proc.send_signal(signal.SIGTERM)  # the launcher passes it on; each rank's handler leaves with 7
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 7
+    assert out.count(b"rank says hello") == 2 and b"[default0]:rank says hello" in out
+
+
+@pytest.mark.parametrize(("args", "code"), [(("exit", "3"), 3), (("kill",), -9), (("raise",), 1)])
+def test_a_forked_client_leaves_as_its_rank_did(
+    tmp_path: Path, starter: warm.Starter, cgroup: MemCgroup, args: tuple[str, ...], code: int
+) -> None:
+    proc = launcher(tmp_path, starter.env(cgroup.path), *args)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == code
+    assert said_hello(tmp_path, (0,)) or said_hello(tmp_path, (1,))  # the first to end may stop the other first
+    if code == 1:
+        assert b"KeyError: 'no_such_key'" in err
+    assert seen(tmp_path)["pid"] not in {proc.pid} and not cgroup.pids()
 
 
 def test_the_rank_keeps_the_cpus_its_trial_leased(tmp_path: Path, starter: warm.Starter, cgroup: MemCgroup) -> None:
