@@ -429,11 +429,11 @@ class HostSampler:
 
     def _read_rank(self, pid: int, parent: int) -> int | None:
         """Its LOCAL_RANK: from its environment, or, for a rank forked by the warm starter (whose environment in
-        /proc is the starter's), from its client's link (`warm.local_rank`)."""
+        /proc is the starter's), from its client's link (`warm.link`)."""
         value = _environ(pid).get("LOCAL_RANK")
         rank = int(value) if value is not None and value.isdigit() else None
-        if rank is None and warm.linked(parent) == pid:
-            rank = warm.local_rank(parent)
+        if rank is None and (got := warm.link(parent)) is not None and got[0] == pid:
+            rank = got[1]
         self._env_rank[pid] = rank
         return rank
 

@@ -18,7 +18,7 @@ the rank did (the same code, or the same signal), and its death kills the rank (
 close). The keeper and the rank die with their parents (PR_SET_PDEATHSIG), and the starter ends when the
 orchestrator does (its stdin closes), so no rank outlives its trial or its sweep. The sampler finds the rank through
 `LINKS_VAR`: a file per client, named by its pid, holding the rank's pid (`linked`) and its LOCAL_RANK
-(`local_rank`: the sampler's index for it, since a forked process's variables are not in /proc).
+(`link`: the sampler's index for it, since a forked process's variables are not in /proc).
 
 Without a starter (a recorded `cmd.txt` run by hand, a machine without memory cgroups, a starter that failed), the
 client becomes `python -m MODULE ARGS...` (exec: the same process, cold), so that any process listing shows a rank
@@ -209,20 +209,14 @@ def is_client(run: tuple[bytes, list[bytes], list[bytes]] | None) -> bool:
 
 def linked(pid: int) -> int | None:
     """The rank a warm client with this pid stands in for, where this orchestrator's starters forked one."""
-    link = _link(pid)
-    return link[0] if link is not None else None
+    got = link(pid)
+    return got[0] if got is not None else None
 
 
-def local_rank(pid: int) -> int | None:
-    """The LOCAL_RANK of the rank a warm client with this pid stands in for (None where it has none, or no link).
-    The sampler's index for a forked rank: its own /proc environ is the starter's, and a client forked by the rank
-    launcher shows the launcher's (the variables a fork takes on are not in /proc), so the link says it."""
-    link = _link(pid)
-    return link[1] if link is not None else None
-
-
-def _link(pid: int) -> tuple[int, int | None] | None:
-    """A link file: `<rank pid> [<LOCAL_RANK>]` (`Client.run`)."""
+def link(pid: int) -> tuple[int, int | None] | None:
+    """A warm client's link file: the rank's pid and its LOCAL_RANK (None where it has none), or None without one.
+    The LOCAL_RANK is the sampler's index for a forked rank: its own /proc environ is the starter's, and a client
+    forked by the rank launcher shows the launcher's (the variables a fork takes on are not in /proc)."""
     for s in started():
         with contextlib.suppress(OSError, ValueError, IndexError):
             fields = Path(s.links, str(pid)).read_text().split()
