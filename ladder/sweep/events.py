@@ -1,5 +1,6 @@
-"""What a sweep tells whoever watches it (`View`): the sweep started, a trial started, a tick of the running trial,
-a trial finished, the end. `ladder.ui.view` draws them; a test or a script may pass its own."""
+"""What a sweep tells whoever watches it (`View`): the sweep started, the trials it had recorded before this process
+started (a resume, or a second process on the same sweep), a trial started, a tick of the running trial, a trial
+finished, the end. `ladder.ui.view` draws them; a test or a script may pass its own."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ class View(Protocol):
         tuning: policy.Tuning = ...,
         objective: str = "min_avg_util",
     ) -> None: ...
+    def found(self, records: Sequence[TrialRecord]) -> None: ...
     def trial_started(self, profile: str, rung: int) -> None: ...
     def tick(self, tick: Tick) -> None: ...
     def trial_finished(self, record: TrialRecord) -> None: ...
@@ -41,6 +43,9 @@ class Unwatched:
         tuning: policy.Tuning | None = None,
         objective: str = "min_avg_util",
     ) -> None:
+        pass
+
+    def found(self, records: Sequence[TrialRecord]) -> None:
         pass
 
     def trial_started(self, profile: str, rung: int) -> None:

@@ -51,7 +51,10 @@ def run(settings: Settings, paths: SweepPaths, machine: Machine, view: View) -> 
     resume.settle(ctx)
     if abandoned := studies.mark_abandoned(study, settings.stale_after_s, end_abandoned):
         log.info("%d trial(s) left running by a stopped sweep are marked interrupted and will run again", abandoned)
-    resumed = sum(1 for r in studies.records(study) if r.status is not Status.INTERRUPTED)
+    if found := studies.records(study):  # a resume, or a second process on this sweep: its rows, as they landed
+        ctx.view.found(found)
+        ctx.shown.update(r.number for r in found)
+    resumed = sum(1 for r in found if r.status is not Status.INTERRUPTED)
     if settings.reuse:
         identity.copy_in(ctx)
     ctx.shown.update(r.number for r in studies.records(study))

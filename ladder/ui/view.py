@@ -49,6 +49,14 @@ SHORT = {
 }
 
 
+def found_line(records: Sequence[TrialRecord]) -> str:
+    """The line above the trials a sweep had recorded before this process started (`View.found`)."""
+    again = sum(1 for r in records if r.status is Status.INTERRUPTED)
+    done = len(records) - again
+    parts = [f"{done} finished, not run again"] * bool(done) + [f"{again} interrupted, to run again"] * bool(again)
+    return f"found in sweep storage: {len(records)} trial(s) this sweep recorded before ({'; '.join(parts)})"
+
+
 class PlainView:
     """One line per event that matters; for CI logs, SLURM output and pipes."""
 
@@ -66,6 +74,11 @@ class PlainView:
         objective: str = "min_avg_util",
     ) -> None:
         self.console.print(banner, markup=False, soft_wrap=True)
+
+    def found(self, records: Sequence[TrialRecord]) -> None:
+        self.console.print(found_line(records), markup=False, soft_wrap=True)
+        for record in records:
+            self.trial_finished(record)
 
     def trial_started(self, profile: str, rung: int) -> None:
         pass
@@ -235,6 +248,11 @@ class LiveView:
         self.live.start()
         self._restore = _route_logging(sys.stderr)  # Live's proxy: log lines print above the display
         self._draw()
+
+    def found(self, records: Sequence[TrialRecord]) -> None:
+        self.console.print(found_line(records), markup=False)
+        for record in records:
+            self.trial_finished(record)
 
     def trial_started(self, profile: str, rung: int) -> None:
         self.board.running, self.board.tick = (profile, rung), None

@@ -109,6 +109,9 @@ def test_sweep_steps_down_from_a_real_oom_and_records_the_fitting_rung(tmp_path:
     again = search(tmp_path, *FAST, "ladder.rungs=[256,64]", "sweep=e2e")
     out2 = finish(again)
     assert again.returncode == 0 and "2 finished trial(s) reused" in out2
+    found = out2.split("found in sweep storage: 2 trial(s) this sweep recorded before (2 finished, not run again)\n")
+    assert len(found) == 2, out2  # then both rows, as the first run printed them
+    assert found[1].startswith("amp_pi_plus    default  e256   oom_or_nccl") and "default  e64    ok" in found[1]
     assert len(read_tsv(root / "trials.tsv")) == 2  # nothing redone
     assert trial_processes(tmp_path) == []
 

@@ -52,6 +52,36 @@ def test_plain_view_prints_one_line_per_trial_and_nothing_per_tick() -> None:
     assert len(lines) == 2
 
 
+def test_a_resumed_sweep_prints_the_trials_it_found_as_rows_under_one_line_saying_what_happens_to_them() -> None:
+    view = PlainView(console())
+    view.sweep_started("banner line", "amp_pi_plus", [256, 64], ["default"])
+    view.found([record("default", 256, Status.OOM_OR_NCCL), record("default", 64, Status.INTERRUPTED)])
+    view.trial_started("default", 64)
+    view.trial_finished(record("default", 64, Status.OK, util=87.5))
+    lines = view.console.file.getvalue().splitlines()  # type: ignore[attr-defined]
+    assert lines[1] == (
+        "found in sweep storage: 2 trial(s) this sweep recorded before (1 finished, not run again; 1 interrupted, "
+        "to run again)"
+    )
+    assert lines[2].startswith("amp_pi_plus    default  e256   oom_or_nccl")
+    assert lines[3].startswith("amp_pi_plus    default  e64    interrupted")
+    assert lines[4].startswith("amp_pi_plus    default  e64    ok") and len(lines) == 5
+
+
+def test_the_live_board_of_a_resumed_sweep_holds_what_it_found_and_asks_the_walk_from_there() -> None:
+    view = LiveView(console())
+    view.sweep_started("banner", "amp_pi_plus", [256, 128, 64], ["default", "hiutil"])
+    view.found([record("default", 256, Status.OOM_OR_NCCL), record("default", 128, Status.OK, util=40.0)])
+    view.trial_started("hiutil", 128)  # seeded at default's fit, which this process did not run
+    view.close()
+    text = view.console.file.getvalue()  # type: ignore[attr-defined]
+    assert "found in sweep storage: 2 trial(s) this sweep recorded before (2 finished, not run again)" in text
+    final = text.split("amp_pi_plus: the ladder so far")[-1]
+    assert "│ default │ oom/nccl │ ok util 40% │ not run: fits below e128 │" in final
+    assert "│ hiutil  │    ·     │   running   │" in final
+    assert "next: on ok, hiutil e256 (just above the largest rung that fits)" in " ".join(final.split())
+
+
 def test_a_pipe_gets_the_plain_view() -> None:
     assert isinstance(make_view(Console(file=io.StringIO())), PlainView)
 
