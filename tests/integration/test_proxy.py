@@ -7,12 +7,15 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.helpers import DATA, REPO
+from ladder.core.torchenv import rank_env
+from ladder.runner.launch import free_port
+from tests.helpers import DATA, REPO, wait_for
 
 ROOT = REPO
 AGENTS = DATA / "agents"
@@ -91,6 +94,38 @@ def test_torchrun_two_ranks_on_gloo(tmp_path: Path) -> None:
     assert start["world_size"] == 2
     assert [(r["world_size"], len(r["peak_mem_mb"])) for r in iters] == [(2, 2), (2, 2)]
     assert [r["samples"] for r in iters] == [8 * STEPS_PER_ITER * 2 * i for i in (1, 2)]
+
+
+def test_a_rank_started_before_rank_0_waits_for_its_store_and_the_two_train_as_one_group(tmp_path: Path) -> None:
+    """Without torchrun's agent, rank 0 hosts the rendezvous store: rank 1, started first, waits until it listens
+    (torch's own client, refused, would back off for most of a second), then both ranks train together."""
+    progress = tmp_path / "progress.jsonl"
+    args = [*proxy_args("amp_pi_plus_agent.yaml", "amp", 8), "--max-iters", "2", "--progress", str(progress)]
+    port = free_port()
+
+    def rank(r: int) -> subprocess.Popen[str]:
+        env = child_env() | rank_env(r, 2, port, str(tmp_path / "ranks"))
+        argv = [sys.executable, "-m", "ladder.workloads.proxy", *args]
+        return subprocess.Popen(argv, cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
+
+    said: list[str] = []
+    waiting = "waiting for rank 0's rendezvous store"
+    first = rank(1)
+    try:
+        threading.Thread(target=lambda: said.extend(first.stderr or ()), daemon=True).start()
+        wait_for(lambda: any(waiting in line for line in said) or first.poll() is not None)
+        assert first.poll() is None, "".join(said)
+        zero = rank(0)
+        _, err0 = zero.communicate(timeout=120)
+        assert zero.returncode == 0, err0
+        assert first.wait(timeout=120) == 0, "".join(said)
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+    start, iters = read_progress(progress)
+    assert start["world_size"] == 2 and [(r["iter"], r["world_size"]) for r in iters] == [(1, 2), (2, 2)]
+    assert f"waiting for rank 0's rendezvous store at 127.0.0.1:{port}" in "".join(said)
 
 
 def test_peak_memory_grows_by_at_least_sim_state_and_rollout_buffer(tmp_path: Path) -> None:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import resource
+import socket
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -12,6 +15,11 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 from torch import nn
+
+log = logging.getLogger(__name__)
+
+STORE_WAIT_S = 60.0  # the most a rank waits for rank 0's rendezvous store to listen (then torch's own connect runs)
+STORE_POLL_S = 0.002
 
 
 @dataclass(frozen=True)
@@ -48,8 +56,36 @@ def init_comm(device_kind: str, timeout_s: float) -> Comm:
         torch.cuda.set_device(device)
     if "WORLD_SIZE" in os.environ:  # started by torchrun: MASTER_ADDR/PORT are set
         timeout = timedelta(seconds=timeout_s) if timeout_s > 0 else None
+        if world_size > 1 and int(os.environ.get("RANK", "0")) > 0 and not _agent_store():
+            await_store(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), STORE_WAIT_S)
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo", timeout=timeout)
     return Comm(int(os.environ.get("RANK", "0")), world_size, device)
+
+
+def _agent_store() -> bool:
+    return os.environ.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() in ("1", "true")
+
+
+def await_store(addr: str, port: int, limit_s: float) -> bool:
+    """Wait until rank 0's rendezvous store listens at `addr`:`port` (True), or `limit_s` passed (False).
+
+    Without torchrun's agent, which hosts the store before any rank starts (`TORCHELASTIC_USE_AGENT_STORE`), rank 0
+    hosts it, and a rank whose store client connects a few milliseconds before rank 0 listens is refused and backs
+    off 0.3-0.7 s before its next try (torch 2.13, measured here): half of the launches of two ranks started at once,
+    their start and a failing probe's whole life slower by that much. A plain connection, closed at once, tells when
+    it listens; the store takes it as a client that left."""
+    end, said = time.monotonic() + limit_s, False
+    while True:
+        try:
+            with socket.create_connection((addr, port), timeout=max(0.01, min(1.0, end - time.monotonic()))):
+                return True
+        except OSError:
+            if time.monotonic() >= end:
+                return False
+            if not said:
+                log.info("waiting for rank 0's rendezvous store at %s:%d (up to %.0f s)", addr, port, limit_s)
+                said = True
+            time.sleep(STORE_POLL_S)  # a refused connect returns at once: poll, without taking rank 0's CPU
 
 
 def proc_status_kib(field: str) -> int:
