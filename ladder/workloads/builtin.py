@@ -6,10 +6,11 @@ the environment torchrun's agent would give it (`ladder.core.torchenv`), which s
 launch, measured on a slower day). Several ranks of the proxy, by default (`workload.proxy_ranks=direct`), are
 started by ladder's own rank launcher (`ladder.runner.ranks`) with the same variables, each rank's logs and error
 file where torchrun's `--log-dir` puts them; several ranks of any other trainer run under torchrun. Without the
-agent each rank 0 hosts the rendezvous store itself (`TORCHELASTIC_USE_AGENT_STORE=False`), and the evidence is
-read the same way; each rank runs on its own share of the trial's CPUs (`workload.pin_ranks`). The proxy's ranks, by
-default (`workload.proxy_start=warm`), are forked from an interpreter that has torch imported already
-(`ladder.runner.warm`): what a cold rank spends in imports is paid once a sweep.
+agent each rank 0 hosts the rendezvous store itself (`TORCHELASTIC_USE_AGENT_STORE=False`; the proxy's other ranks
+wait for it to listen, `proxy.device.await_store`), and the evidence is read the same way; each rank runs on its
+own share of the trial's CPUs (`workload.pin_ranks`). The proxy's ranks, by default (`workload.proxy_start=warm`),
+are forked from an interpreter that has torch imported already (`ladder.runner.warm`): what a cold rank spends in
+imports is paid once a sweep.
 """
 
 from __future__ import annotations
