@@ -56,8 +56,9 @@ def init_comm(device_kind: str, timeout_s: float) -> Comm:
         torch.cuda.set_device(device)
     if "WORLD_SIZE" in os.environ:  # started by torchrun: MASTER_ADDR/PORT are set
         timeout = timedelta(seconds=timeout_s) if timeout_s > 0 else None
-        if world_size > 1 and int(os.environ.get("RANK", "0")) > 0 and not _agent_store():
-            await_store(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), STORE_WAIT_S)
+        addr, port = os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT", "")
+        if world_size > 1 and int(os.environ.get("RANK", "0")) > 0 and not _agent_store() and addr and port.isdigit():
+            await_store(addr, int(port), STORE_WAIT_S)  # torch's own connect then says what is missing, if anything
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo", timeout=timeout)
     return Comm(int(os.environ.get("RANK", "0")), world_size, device)
 
