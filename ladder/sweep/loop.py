@@ -53,7 +53,6 @@ def run(settings: Settings, paths: SweepPaths, machine: Machine, view: View) -> 
         log.info("%d trial(s) left running by a stopped sweep are marked interrupted and will run again", abandoned)
     if found := studies.records(study):  # a resume, or a second process on this sweep: its rows, as they landed
         ctx.view.found(found)
-        ctx.shown.update(r.number for r in found)
     resumed = sum(1 for r in found if r.status is not Status.INTERRUPTED)
     if settings.reuse:
         identity.copy_in(ctx)
