@@ -49,18 +49,18 @@ class Comm:
 
 
 def init_comm(device_kind: str, timeout_s: float) -> Comm:
-    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    world_size, rank = int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("RANK", "0"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     device = torch.device(f"cuda:{local_rank}") if device_kind == "cuda" else torch.device("cpu")
     if device.type == "cuda":
         torch.cuda.set_device(device)
-    if "WORLD_SIZE" in os.environ:  # started by torchrun: MASTER_ADDR/PORT are set
+    if "WORLD_SIZE" in os.environ:  # started with torchrun's variables (by torchrun, or ladder's rank launcher)
         timeout = timedelta(seconds=timeout_s) if timeout_s > 0 else None
         addr, port = os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT", "")
-        if world_size > 1 and int(os.environ.get("RANK", "0")) > 0 and not _agent_store() and addr and port.isdigit():
+        if world_size > 1 and rank > 0 and not _agent_store() and addr and port.isdigit():
             await_store(addr, int(port), STORE_WAIT_S)  # torch's own connect then says what is missing, if anything
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo", timeout=timeout)
-    return Comm(int(os.environ.get("RANK", "0")), world_size, device)
+    return Comm(rank, world_size, device)
 
 
 def _agent_store() -> bool:
