@@ -21,7 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ladder.core import pick, policy
-from ladder.core.records import Source, Status, TrialRecord, rung_label
+from ladder.core.records import Reason, Source, Status, TrialRecord, rung_label
 from ladder.runner.trial import Tick
 from ladder.sweep.events import View
 from ladder.ui.summary import trial_line
@@ -201,7 +201,9 @@ def _next_line(board: Board) -> Text:
     """What the walk launches after the running trial, on either outcome, asked of the walk itself. Where the walk
     measures below the largest fit, what follows a fit depends on its figure: both cases are named (beating the
     profile's best so far, or not). A fit's memory point is unknown until it ends, so a memory-fit jump
-    it would allow is not foreseen."""
+    it would allow is not foreseen. What follows a failure may depend on its evidence: one that names no memory (a
+    collective's error, a hang) can send the walk to the ladder's lowest rung (`policy`'s bottom check), so where the
+    two differ both are named too."""
     if board.running is None:
         return Text("")
     profile, rung = board.running
@@ -211,7 +213,10 @@ def _next_line(board: Board) -> Text:
     level_next = _after(board, policy.Attempt(profile, rung, Status.OK, value=level))
     better = _after(board, policy.Attempt(profile, rung, Status.OK, value=4 * max([level, *(v for _, v in ok)])))
     on_ok = level_next if better == level_next else f"{better} if it beats {profile}'s best so far, else {level_next}"
-    on_fail = _after(board, policy.Attempt(profile, rung, Status.OOM_OR_NCCL))
+    on_fail = _after(board, policy.Attempt(profile, rung, Status.OOM_OR_NCCL, reason=Reason.CUDA_OOM))
+    no_memory = _after(board, policy.Attempt(profile, rung, Status.OOM_OR_NCCL, reason=Reason.NCCL_ERROR))
+    if no_memory != on_fail:
+        on_fail = f"{on_fail} if its evidence names memory, else {no_memory}"
     return Text(f"next: on ok, {on_ok}; on oom/nccl or timeout, {on_fail}", style="dim")
 
 

@@ -169,6 +169,32 @@ def test_the_next_line_agrees_with_the_walk_at_every_step_of_a_scripted_sweep() 
         )
 
 
+def test_the_next_line_names_the_bottom_check_a_failure_without_memory_evidence_would_bring() -> None:
+    """After a failure whose evidence names no memory, a second such failure sends the walk to the lowest rung
+    (does num_envs matter at all?), an out-of-memory one to the rung below: the line names both, and the walk runs
+    what it named for the failure that came."""
+    rungs = [256, 128, 64, 32]
+    for reason, then in ((Reason.NCCL_TIMEOUT, "default e32 (the lowest rung"), (Reason.CUDA_OOM, "default e64 (")):
+        view = LiveView(console())
+        view.sweep_started("banner", "c", rungs, ["default"])
+        view.trial_finished(failed("default", 256, Reason.NCCL_TIMEOUT))
+        view.trial_started("default", 128)
+        line = " ".join(_next(view).split())
+        on_fail = line.split("; on oom/nccl or timeout, ")[1]
+        memory, no_memory = on_fail.split(" if its evidence names memory, else ")
+        assert memory.startswith("default e64 (the highest rung left)") and no_memory.startswith(
+            "default e32 (the lowest rung"
+        ), line
+        view.trial_finished(failed("default", 128, reason))
+        decision = policy.next_trial(rungs, ("default",), _attempts(view), policy.Tuning())
+        assert decision is not None and f"{decision.profile} e{decision.rung} ({decision.why}".startswith(then)
+        view.close()
+
+
+def failed(profile: str, rung: int, reason: Reason) -> TrialRecord:
+    return TrialRecord("c", "amp", profile, rung, Phase.PROBE, Status.OOM_OR_NCCL, reason, "", {}, {"duration_s": "4"})
+
+
 def _attempts(view: LiveView) -> list[policy.Attempt]:
     return attempts_of(view.board.records, view.board.objective)
 
