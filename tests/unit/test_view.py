@@ -14,9 +14,16 @@ from ladder.ui.view import _attempts as attempts_of
 from ladder.ui.view import _next_line as next_line
 
 
-def record(profile: str, rung: int, status: Status, util: float | None = None, sps: float = 3900.0) -> TrialRecord:
+def record(
+    profile: str,
+    rung: int,
+    status: Status,
+    util: float | None = None,
+    sps: float = 3900.0,
+    reason: Reason | None = None,
+) -> TrialRecord:
     figures = {"max_mem0": 800.0, "max_mem1": 801.0} | ({"min_avg_util": util, "samples_per_s": sps} if util else {})
-    reason = Reason.NONE if status is Status.OK else Reason.HOST_OOM
+    reason = reason or (Reason.NONE if status is Status.OK else Reason.HOST_OOM)
     info = {"duration_s": "4.1"}
     return TrialRecord("amp_pi_plus", "amp", profile, rung, Phase.PROBE, status, reason, "", figures, info)
 
@@ -177,7 +184,7 @@ def test_the_next_line_names_the_bottom_check_a_failure_without_memory_evidence_
     for reason, then in ((Reason.NCCL_TIMEOUT, "default e32 (the lowest rung"), (Reason.CUDA_OOM, "default e64 (")):
         view = LiveView(console())
         view.sweep_started("banner", "c", rungs, ["default"])
-        view.trial_finished(failed("default", 256, Reason.NCCL_TIMEOUT))
+        view.trial_finished(record("default", 256, Status.OOM_OR_NCCL, reason=Reason.NCCL_TIMEOUT))
         view.trial_started("default", 128)
         line = " ".join(_next(view).split())
         on_fail = line.split("; on oom/nccl or timeout, ")[1]
@@ -185,14 +192,10 @@ def test_the_next_line_names_the_bottom_check_a_failure_without_memory_evidence_
         assert memory.startswith("default e64 (the highest rung left)") and no_memory.startswith(
             "default e32 (the lowest rung"
         ), line
-        view.trial_finished(failed("default", 128, reason))
+        view.trial_finished(record("default", 128, Status.OOM_OR_NCCL, reason=reason))
         decision = policy.next_trial(rungs, ("default",), _attempts(view), policy.Tuning())
         assert decision is not None and f"{decision.profile} e{decision.rung} ({decision.why}".startswith(then)
         view.close()
-
-
-def failed(profile: str, rung: int, reason: Reason) -> TrialRecord:
-    return TrialRecord("c", "amp", profile, rung, Phase.PROBE, Status.OOM_OR_NCCL, reason, "", {}, {"duration_s": "4"})
 
 
 def _attempts(view: LiveView) -> list[policy.Attempt]:
