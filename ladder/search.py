@@ -73,7 +73,7 @@ def execute(settings: Settings) -> int:
         view.close()
         print(
             f"{stop.described()}: nothing of this sweep is left running (a trial cut short is recorded `interrupted` "
-            f"and runs again); resume with `{resume.command(settings, paths)}`",
+            f"and runs again); resume with `{resume.command(settings, paths, _user_conf_dirs())}`",
             file=sys.stderr,
         )
         stop.hand_over()  # a requeueing launcher's own handler (submitit's) takes it from here
@@ -82,7 +82,8 @@ def execute(settings: Settings) -> int:
         view.close()
         if (full := disk_full(exc)) is None:
             raise
-        print(f"ladder: {no_space(full, paths.sweep_dir, resume.command(settings, paths))}", file=sys.stderr)
+        again = resume.command(settings, paths, _user_conf_dirs())
+        print(f"ladder: {no_space(full, paths.sweep_dir, again)}", file=sys.stderr)
         return ExitCode.NO_SPACE
     except BaseException:
         view.close()
@@ -197,7 +198,8 @@ def cli() -> None:
     if bad := argv.quoting_problems(given) or argv.check_choices(argv.inline_case(given, user), user):
         print("ladder: " + "\n".join(bad), file=sys.stderr)
         sys.exit(ExitCode.BAD_SETTINGS)
-    sys.argv[1:] = argv.env_overrides(argv.inline_case(given, user))  # case=<any name>, workload.env.NAME
+    # case=<any name>, workload.env.NAME, sweep=<a name Hydra would read as a number>
+    sys.argv[1:] = argv.keep_text(argv.env_overrides(argv.inline_case(given, user)))
     sys.argv = [sys.argv[0], *argv.hide_password(sys.argv[1:], os.environ)]
     if problem := argv.unwritable_root(sys.argv[1:]):
         print(f"ladder: {problem}", file=sys.stderr)

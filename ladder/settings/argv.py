@@ -5,13 +5,18 @@ lines (empty: none), so `ladder.search` can print them all and exit before anyth
 
 from __future__ import annotations
 
+import dataclasses
 import errno
+import functools
 import os
 import re
 import shlex
 import tempfile
+import types
+import typing
 from collections.abc import Iterable, MutableMapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Override, ValueType
@@ -44,6 +49,11 @@ def check_choices(overrides: list[str], user: tuple[str, ...] = ()) -> list[str]
         for choice in _choices(override):
             if choice not in known(group, user) and (group, choice) != ("case", INLINE_CASE):
                 problems.append(f"unknown {group} '{choice}'; known: {', '.join(known(group, user))}")
+                if group == "case" and any(o.lstrip("+~").startswith(("sweep=", "resume=")) for o in overrides):
+                    problems[-1] += (
+                        "\n  a sweep of your own trainer resumes with workload.kind=command, and with --config-dir "
+                        "where its case file is, as the command printed when it stopped gives them"
+                    )
     return problems
 
 
@@ -157,6 +167,51 @@ def inline_case(argv: Sequence[str], user: Iterable[str | Path] = ()) -> list[st
         if key == "case" and sep and name and not any(c in name for c in ",[]*()") and name not in known("case", user):
             return [*out[:i], f"case={INLINE_CASE}", f"case.name={name}", *out[i + 1 :]]
     return out
+
+
+def keep_text(argv: Sequence[str]) -> list[str]:
+    """A value Hydra would read as a number or a boolean, given to a setting that holds text, quoted so that it
+    arrives as written: `sweep=20261201_025549` (the name of a sweep ladder made) is the integer 20261201025549 to
+    Hydra, `sweep=true` the boolean; either would name another sweep than the user's."""
+    overrides = _overrides_only(list(argv))
+    return [_as_text(a) if a in overrides else a for a in argv]
+
+
+def _as_text(arg: str) -> str:
+    key, eq, raw = arg.partition("=")
+    if not eq or not raw or not _holds_text(key.lstrip("+~")):
+        return arg
+    try:
+        (override,) = OverridesParser.create().parse_overrides([arg])
+    except HydraException:
+        return arg  # quoting_problems says why
+    if override.is_sweep_override() or not isinstance(override.value(), (bool, int, float)):
+        return arg  # a string, a list, null: as Hydra reads it
+    return f"{key}='{raw}'"
+
+
+def _holds_text(key: str) -> bool:
+    """The setting `key` (dotted, from SweepConf) holds text: a `str` field, or a value of a `dict[str, str]`."""
+    schema: Any = SweepConf
+    parts = key.split(".")
+    for i, part in enumerate(parts):
+        hints = _hints(schema) if isinstance(schema, type) and dataclasses.is_dataclass(schema) else {}
+        if part not in hints:
+            return False
+        kind = hints[part]
+        args = [a for a in typing.get_args(kind) if a is not type(None)]
+        last = i == len(parts) - 1
+        if last:
+            return kind is str or (typing.get_origin(kind) in (typing.Union, types.UnionType) and args == [str])
+        if typing.get_origin(kind) is dict:
+            return i == len(parts) - 2 and args[-1] is str  # NAME under a dict of text
+        schema = kind
+    return False
+
+
+@functools.cache
+def _hints(schema: type) -> dict[str, Any]:
+    return typing.get_type_hints(schema)
 
 
 def env_overrides(argv: Sequence[str]) -> list[str]:

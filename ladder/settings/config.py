@@ -398,6 +398,27 @@ def _workload(raw: dict[str, Any]) -> WorkloadConf:
     _enum(EmulateBy, "workload.emulate_by", conf.emulate_by)
     if conf.progress:
         _enum(ProgressKind, "workload.progress", conf.progress)
+    for name, fix in (
+        ("emulate_gpu_mem_gb", "set workload.emulate_gpu_mem_gb=<GB per rank>, or null for no emulated card"),
+        ("host_mem_limit_gb", "set workload.host_mem_limit_gb=<GB for the whole trial>, or null for no limit"),
+    ):
+        if (value := getattr(conf, name)) is not None and value <= 0:
+            raise ConfigError(f"workload.{name} must be > 0 or null, got {value}", fix)
+    for name, fix in (
+        ("width_factor", "set workload.width_factor=0.125 (1.0: MimicKit's sizes)"),
+        ("collective_timeout_s", "set workload.collective_timeout_s=<seconds>"),
+        ("lease_timeout_s", "set workload.lease_timeout_s=<seconds>"),
+        ("mimickit_max_iters", "set workload.mimickit_max_iters=2000"),
+    ):
+        if getattr(conf, name) <= 0:
+            raise ConfigError(f"workload.{name} must be > 0, got {getattr(conf, name)}", fix)
+    for name, fix in (
+        ("nproc", "set workload.nproc=<ranks per trial>, or 0: one per visible GPU (2 on CPU)"),
+        ("gpus_per_trial", "set workload.gpus_per_trial=<GPUs per trial>, or 0: no lease"),
+        ("mimickit_num_envs", "set workload.mimickit_num_envs=<envs>, or 0: the ladder's own"),
+    ):
+        if getattr(conf, name) < 0:
+            raise ConfigError(f"workload.{name} must be >= 0, got {getattr(conf, name)}", fix)
     return conf
 
 
@@ -409,6 +430,24 @@ def _measure(raw: dict[str, Any]) -> MeasureConf:
         raise ConfigError(
             f"measure.min_window_iters must be >= 2 (a rate needs two points), got {measure.min_window_iters}",
             "set measure.min_window_iters=5",
+        )
+    for name, fix in (
+        ("max_ci_frac", "set measure.max_ci_frac=0.10 (a fraction of samples/s)"),
+        ("max_repeat_spread", "set measure.max_repeat_spread=0.05 (a fraction of mean samples/s)"),
+        ("stable_tol", "set measure.stable_tol=0.25 (a relative spread of step times)"),
+    ):
+        if getattr(measure, name) <= 0:
+            raise ConfigError(f"measure.{name} must be > 0, got {getattr(measure, name)}", fix)
+    if not 0 <= measure.cap_headroom_frac < 1:
+        raise ConfigError(
+            f"measure.cap_headroom_frac must be a fraction in [0, 1), got {measure.cap_headroom_frac}",
+            "set measure.cap_headroom_frac=0.02",
+        )
+    if measure.warmup_iters < 0 or measure.stable_k < 1 or measure.kill_grace_s < 0:
+        raise ConfigError(
+            f"measure.warmup_iters >= 0, measure.stable_k >= 1 and measure.kill_grace_s >= 0, got "
+            f"{measure.warmup_iters}, {measure.stable_k} and {measure.kill_grace_s}",
+            "set measure.warmup_iters=3 measure.stable_k=3 measure.kill_grace_s=5",
         )
     for name in (
         "window_s",

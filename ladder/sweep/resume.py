@@ -10,12 +10,14 @@ from __future__ import annotations
 import dataclasses
 import logging
 import shlex
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 
 from ladder.core.errors import ConfigError
 from ladder.core.paths import SweepPaths, sweep_name
 from ladder.core.records import Status, TrialRecord
+from ladder.core.spec import Kind
 from ladder.settings import recorded
 from ladder.settings.config import Settings, SettingsChange
 from ladder.settings.credentials import redact
@@ -104,9 +106,20 @@ def _stale(record: TrialRecord, wanted: reuse.Wanted) -> bool:
     )
 
 
-def command(settings: Settings, paths: SweepPaths) -> str:
-    """The command that resumes this sweep as it was: its settings are recorded, so where it lives is enough."""
-    where = [f"case={settings.case.name}", f"sweep={paths.sweep}"]
+def command(settings: Settings, paths: SweepPaths, conf_dirs: Sequence[str] = ()) -> str:
+    """The command that resumes this sweep as it was: its settings are recorded, so where it lives is enough, and
+    what finds its case before they are read: the user's config folders (`conf_dirs`: `--config-dir`,
+    `hydra.searchpath`) and, for one's own trainer, `workload.kind=command` (its case has no MimicKit fields)."""
+    found = (
+        ["--config-dir", conf_dirs[0]]
+        if len(conf_dirs) == 1
+        else [f"hydra.searchpath=[{','.join('file://' + d for d in conf_dirs)}]"]
+        if conf_dirs
+        else []
+    )
+    where = [*found, f"case={settings.case.name}", f"sweep={paths.sweep}"]
+    if settings.workload.kind == Kind.COMMAND:
+        where.append(f"workload.kind={Kind.COMMAND}")
     if settings.output_root != DEFAULT_OUTPUT_ROOT:
         where.append(f"output_root={settings.output_root}")
     if settings.storage:

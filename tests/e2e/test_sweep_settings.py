@@ -127,17 +127,20 @@ def test_the_command_printed_after_an_interrupt_resumes_exactly(tmp_path: Path) 
         "measure.window_s=600",
         "measure.warmup_iters=2",
         "measure.stable_tol=0.5",
-        "sweep=ctrlc",
     )
-    proc = search(tmp_path, *first)
-    progress = sweep_dir(tmp_path, "ctrlc") / "trials" / CASE / "default_e64_probe_1" / "progress.jsonl"
+    proc = search(tmp_path, *first)  # no sweep=: named by the time, as a user's first sweep is
+    wait_for(lambda: list((tmp_path / "out").glob("case_gpu_bench_*")), timeout_s=120)
+    (folder,) = (tmp_path / "out").glob("case_gpu_bench_*")
+    name = folder.name.removeprefix("case_gpu_bench_")
+    progress = folder / "trials" / CASE / "default_e64_probe_1" / "progress.jsonl"
     wait_for(lambda: progress.exists() and b'"iter"' in progress.read_bytes(), timeout_s=240)
     proc.send_signal(signal.SIGINT)
     out = finish(proc, timeout_s=60)
     assert proc.returncode == ExitCode.INTERRUPTED, out
     printed = out.split("resume with `", 1)[1].split("`", 1)[0]
     argv = shlex.split(printed)
-    assert argv[:3] == ["python", "-m", "ladder.search"] and "sweep=ctrlc" in argv, printed
+    # a name like 20261201_025549 is the integer 20261201025549 to Hydra: it must still name this sweep
+    assert argv[:3] == ["python", "-m", "ladder.search"] and f"sweep={name}" in argv, printed
     assert not any(a.startswith(("profile", "ladder.", "workload", "reuse", "measure")) for a in argv[3:]), printed
     # the command as printed (shown, not run: its window is the 600 s it was started with) is the sweep as started
     again = subprocess.Popen(
@@ -153,6 +156,7 @@ def test_the_command_printed_after_an_interrupt_resumes_exactly(tmp_path: Path) 
     assert out2.count("--emulate-mem-mb 717") == 2, out2
     assert "default e256" in out2 and "[not launched: already run in this sweep (oom_or_nccl)]" in out2, out2
     assert "reused from" not in out2  # reuse=false came back too
+    assert [p.name for p in (tmp_path / "out").glob("case_gpu_bench_*")] == [folder.name]  # no other sweep made
 
 
 def test_reuse_takes_only_what_still_holds_and_each_sweep_folder_stands_alone(tmp_path: Path) -> None:

@@ -3,11 +3,14 @@ working folder, cases of its own (inline or from a config folder), and only the 
 
 from __future__ import annotations
 
+import shlex
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 from ladder.storage.tsv import read_tsv
+from tests.helpers import wait_for
 
 # A trainer that writes into its working folder (`runs/`), reports the variable it was given, and runs out of
 # memory the way torch says it above 64 envs.
@@ -60,6 +63,33 @@ def test_a_case_from_a_user_config_folder_is_listed_and_runs_dry(tmp_path: Path)
     assert unknown.returncode == 2 and "cleanrl_cartpole" in unknown.stderr and "amp_pi_plus" in unknown.stderr
     no_method = search(tmp_path, "case=cleanrl_cartpole", "dry_run=true", flags=flags)
     assert no_method.returncode == 2 and "has no method" in no_method.stderr
+
+
+def test_the_command_printed_at_a_stop_resumes_a_sweep_of_ones_own_trainer(tmp_path: Path) -> None:
+    """The printed command brings back what finds the case before the sweep's record is read (its config folder and
+    `workload.kind=command`: without them the case is unknown), and the sweep's time-stamped name as written."""
+    (tmp_path / "conf" / "case").mkdir(parents=True)
+    (tmp_path / "conf" / "case" / "mine.yaml").write_text("name: mine\n")
+    (tmp_path / "train.py").write_text(TRAIN_PY)
+    argv = [
+        *(sys.executable, "-m", "ladder.search", "--config-dir", str(tmp_path / "conf"), "device=cpu"),
+        *(f"output_root={tmp_path}/out", "case=mine", "workload.kind=command", "profile=[default]"),
+        *('workload.cmd="python train.py --num-envs {num_envs}"', "ladder.rungs=[128,32]", "measure.window_s=600"),
+    ]
+    proc = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    logs = lambda: list((tmp_path / "out").glob("case_gpu_bench_*/trials/mine/default_e32_probe_1/stdout.log"))  # noqa: E731
+    wait_for(lambda: bool(logs()) and "iter 3 " in logs()[0].read_text(), timeout_s=120)
+    proc.send_signal(signal.SIGTERM)
+    out = proc.communicate(timeout=60)[0]
+    assert proc.returncode == 143, out
+    printed = shlex.split(out.split("resume with `", 1)[1].split("`", 1)[0])
+    again = subprocess.run(
+        [sys.executable, *printed[1:], "dry_run=true"], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "default e128" in again.stdout and "[not launched: already run in this sweep (oom_or_nccl)]" in again.stdout
+    assert "/train.py --num-envs 32" in again.stdout, again.stdout  # its command, from the record
+    assert len(list((tmp_path / "out").glob("case_gpu_bench_*"))) == 1  # the same sweep, no new one
 
 
 def test_an_inline_case_runs_the_trainer_in_its_trial_folder(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 
 from ladder.core.errors import ConfigError
-from ladder.settings.argv import check_choices, known_cases, unwritable_root
+from ladder.settings.argv import check_choices, env_overrides, keep_text, known_cases, unwritable_root
 from ladder.settings.catalog import known
 from ladder.settings.config import Device, register, settings_from
 from tests.helpers import REPO
@@ -69,8 +69,32 @@ def test_known_case_check_names_the_fix() -> None:
         ("objective=fps", "(?s)unknown objective 'fps'.*min_avg_util, samples_per_s"),
         ("device=tpu", "unknown device 'tpu'"),
         ("measure.window_s=0", "measure.window_s must be > 0"),
+        ("workload.emulate_gpu_mem_gb=-1", r"emulate_gpu_mem_gb must be > 0 or null.*\n.*null for no emulated card"),
+        ("workload.emulate_gpu_mem_gb=0", r"emulate_gpu_mem_gb must be > 0 or null"),
+        ("workload.host_mem_limit_gb=-1", r"host_mem_limit_gb must be > 0 or null.*\n.*null for no limit"),
+        ("workload.nproc=-1", r"workload.nproc must be >= 0.*\n.*0: one per visible GPU"),
+        ("workload.width_factor=0", "workload.width_factor must be > 0"),
+        ("measure.max_ci_frac=-0.1", "measure.max_ci_frac must be > 0"),
+        ("measure.cap_headroom_frac=1", r"cap_headroom_frac must be a fraction in \[0, 1\)"),
+        ("measure.stable_k=0", "measure.stable_k >= 1"),
     ],
-    ids=["ascending", "repeated", "zero", "empty", "objective", "device", "window"],
+    ids=[
+        "ascending",
+        "repeated",
+        "zero",
+        "empty",
+        "objective",
+        "device",
+        "window",
+        "negative card",
+        "zero card",
+        "negative cgroup",
+        "negative ranks",
+        "zero width",
+        "negative interval",
+        "headroom",
+        "stable_k",
+    ],
 )
 def test_bad_values_are_named(override: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
@@ -120,3 +144,27 @@ def test_the_write_check_names_a_file_in_the_way(tmp_path: Path) -> None:
     problem = unwritable_root([f"output_root={tmp_path}/f/out"])
     assert "output_root=" in problem and "Not a directory" in problem and "fix: set output_root=" in problem
     assert unwritable_root([f"output_root={tmp_path}/new/out"]) == "" and sorted(tmp_path.iterdir()) == [tmp_path / "f"]
+
+
+def test_a_value_hydra_reads_as_a_number_reaches_a_text_setting_as_written() -> None:
+    """`sweep=20261201_025549`, the name ladder gives a sweep, is the integer 20261201025549 to Hydra."""
+    given = ["sweep=20261201_025549", "sweep=true", "output_root=2024", "workload.env.SEED=1_000", "measure.window_s=3"]
+    kept = keep_text(env_overrides(given))  # as `ladder.search` hands them to Hydra
+    assert kept[-1] == "measure.window_s=3"  # a number where the setting is one
+    assert [settings(k) for k in kept[:3]][0].sweep == "20261201_025549"
+    assert settings(kept[1]).sweep == "true" and settings(kept[2]).output_root == "2024"
+    assert settings(kept[3]).workload.env == {"SEED": "1_000"}
+    assert settings(*given[:1]).sweep == "20261201025549"  # what Hydra alone makes of it
+    assert keep_text(["sweep=null", "sweep=a,b", "-m", "--config-dir", "x=1"]) == [
+        "sweep=null",
+        "sweep=a,b",
+        "-m",
+        "--config-dir",
+        "x=1",
+    ]
+
+
+def test_an_unknown_case_given_to_resume_says_how_ones_own_trainer_resumes() -> None:
+    (problem,) = check_choices(["case=mine", "sweep=20261201_025549"])
+    assert problem.startswith("unknown case 'mine'") and "workload.kind=command" in problem
+    assert "workload.kind" not in check_choices(["case=mine"])[0]
