@@ -36,7 +36,7 @@ from ladder.settings.config import Settings, register, settings_from
 from ladder.storage import sweeps
 from ladder.storage.outage import StorageUnavailable
 from ladder.sweep import dryrun, loop, resume
-from ladder.sweep.context import tuning
+from ladder.sweep.context import tuning, workload_of
 from ladder.ui.summary import banner, print_summary, sweep_code
 from ladder.ui.view import make_view
 
@@ -52,6 +52,7 @@ def execute(settings: Settings) -> int:
     if settings.dry_run:
         print(dryrun.show(settings, paths, machine, emulated_card_gb(settings, machine.device)), end="")
         return 0
+    workload = workload_of(settings)  # a command template that cannot be filled stops here, before any file
     sweeps.note_latest(Path(settings.output_root), paths.sweep)
     procs.become_subreaper()
     procs.remove_stale()
@@ -68,7 +69,7 @@ def execute(settings: Settings) -> int:
         settings.objective,
     )
     try:
-        summary = loop.run(settings, paths, machine, view)
+        summary = loop.run(settings, paths, machine, view, workload)
     except KeyboardInterrupt:
         view.close()
         print(

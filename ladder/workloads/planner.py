@@ -16,7 +16,7 @@ from ladder.core.errors import ConfigError
 from ladder.core.spec import Kind, Launcher, ProgressKind, TrialSpec
 from ladder.settings.config import Case, Profile, WorkloadConf
 from ladder.workloads.builtin import Placement, plan_proxy
-from ladder.workloads.command import DEFAULT_REGEX, CommandConf, command_conf, plan_command, split_cmd
+from ladder.workloads.command import DEFAULT_REGEX, CommandConf, check_command, command_conf, plan_command, split_cmd
 from ladder.workloads.mimickit import NUM_ENVS, MimicKitConf, plan_mimickit
 
 ROOT_VAR = "MIMICKIT_ROOT"
@@ -68,6 +68,8 @@ def build(inp: WorkloadConf, knob: str, environ: Mapping[str, str]) -> tuple[Wor
         )
     mk = _mimickit_conf(inp, got.mimickit_root) if got.kind is Kind.MIMICKIT else None
     cmd = _command_conf(inp, environ) if got.kind is Kind.COMMAND else None
+    if cmd is not None:
+        check_command(cmd, knob)  # before the sweep writes anything: a template that cannot be filled is refused
     return Workload(got.kind, inp, knob, mk, cmd), got.note
 
 

@@ -92,6 +92,15 @@ def test_the_command_printed_at_a_stop_resumes_a_sweep_of_ones_own_trainer(tmp_p
     assert len(list((tmp_path / "out").glob("case_gpu_bench_*"))) == 1  # the same sweep, no new one
 
 
+def test_a_template_that_cannot_be_filled_is_refused_before_the_sweep_writes_anything(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text(TRAIN_PY)
+    done = search(tmp_path, "workload.kind=command", "case=mine", 'workload.cmd="python train.py --n {num_env}"')
+    assert done.returncode == 2 and "unknown placeholder(s) ['num_env']" in done.stderr, done.stdout + done.stderr
+    assert "fix: use {num_envs}" in done.stderr
+    # no sweep folder, and resume=latest still names the sweep before (none here)
+    assert not list((tmp_path / "out").glob("case_gpu_bench_*")) and not (tmp_path / "out" / "latest_sweep").exists()
+
+
 def test_an_inline_case_runs_the_trainer_in_its_trial_folder(tmp_path: Path) -> None:
     """A real sweep of a real trainer: the case is named on the command line, the trainer's own outputs land in
     its trial folder, its variable reaches it and env.txt, and only what applies is shown and recorded."""
