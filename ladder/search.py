@@ -39,6 +39,7 @@ from ladder.sweep import dryrun, loop, resume
 from ladder.sweep.context import tuning, workload_of
 from ladder.ui.summary import banner, print_summary, sweep_code
 from ladder.ui.view import make_view
+from ladder.workloads import planner
 
 UNWRITABLE = (errno.EROFS, errno.EACCES, errno.EPERM)  # a place ladder may not write (a missing one: unwritable_root)
 EXIT_FILE = "ladder_exit_code"  # a multirun job's code, in its Hydra job folder, for the multirun's own exit
@@ -46,6 +47,9 @@ EXIT_FILE = "ladder_exit_code"  # a multirun job's code, in its Hydra job folder
 
 def execute(settings: Settings) -> int:
     settings = resume.resolve(settings)
+    settings, note = planner.distinct_profiles(settings)
+    if note:
+        print(f"note: {note}", file=sys.stderr)
     paths = resume.paths_for(settings, datetime.now(timezone.utc))
     settings = resume.recorded_for(settings, paths)  # refuses other outcome settings
     machine = find_machine(settings)

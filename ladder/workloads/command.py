@@ -287,10 +287,23 @@ def check_command(conf: CommandConf, knob: str) -> None:
         )
 
 
+PROFILE_PLACEHOLDERS = ("agent_config", "profile", "variant")  # where a profile reaches one's own trainer
+
+
+def reads_profile(argv: Sequence[str], env: Mapping[str, str]) -> bool:
+    """The template (argv and workload.env's values) hands the trainer its profile: without one of
+    `PROFILE_PLACEHOLDERS`, every profile runs the same command."""
+    return bool(_names(argv, env) & set(PROFILE_PLACEHOLDERS))
+
+
 def _used(conf: CommandConf) -> set[str]:
+    return _names(conf.argv, conf.env)
+
+
+def _names(argv: Sequence[str], env: Mapping[str, str]) -> set[str]:
     """Placeholders of the argv template and of workload.env's values."""
-    argv = {name for arg in conf.argv for name in _fields(arg)}
-    return argv | {name for value in conf.env.values() for name in _fields(value, "workload.env")}
+    in_env = {name for value in env.values() for name in _fields(value, "workload.env")}
+    return {name for arg in argv for name in _fields(arg)} | in_env
 
 
 def _fields(arg: str, where: str = "argv template") -> list[str]:

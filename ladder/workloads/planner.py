@@ -6,6 +6,7 @@ or the `MIMICKIT_ROOT` variable) and the built-in proxy otherwise; `resolve` say
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import os
 from collections.abc import Mapping, Sequence
@@ -14,9 +15,18 @@ from typing import TypeVar
 
 from ladder.core.errors import ConfigError
 from ladder.core.spec import Kind, Launcher, ProgressKind, TrialSpec
-from ladder.settings.config import Case, Profile, WorkloadConf
+from ladder.settings.config import Case, Profile, Settings, WorkloadConf
 from ladder.workloads.builtin import Placement, plan_proxy
-from ladder.workloads.command import DEFAULT_REGEX, CommandConf, check_command, command_conf, plan_command, split_cmd
+from ladder.workloads.command import (
+    DEFAULT_REGEX,
+    PROFILE_PLACEHOLDERS,
+    CommandConf,
+    check_command,
+    command_conf,
+    plan_command,
+    reads_profile,
+    split_cmd,
+)
 from ladder.workloads.mimickit import NUM_ENVS, MimicKitConf, plan_mimickit
 
 ROOT_VAR = "MIMICKIT_ROOT"
@@ -71,6 +81,25 @@ def build(inp: WorkloadConf, knob: str, environ: Mapping[str, str]) -> tuple[Wor
     if cmd is not None:
         check_command(cmd, knob)  # before the sweep writes anything: a template that cannot be filled is refused
     return Workload(got.kind, inp, knob, mk, cmd), got.note
+
+
+def distinct_profiles(settings: Settings) -> tuple[Settings, str]:
+    """One's own trainer whose template reads no profile (`command.reads_profile`) runs the first profile only, and
+    the line that says so: the others would run the same command, measured again for nothing, and their tie would
+    pick among identical runs. A template not given yet (a resume that takes it from the sweep's record) is left
+    as it is; the record holds what was run."""
+    w = settings.workload
+    if w.kind != Kind.COMMAND or len(settings.profiles) < 2 or not (w.command or w.cmd):
+        return settings, ""
+    if reads_profile(split_cmd(w.command, w.cmd), w.env):
+        return settings, ""
+    first, *rest = settings.profiles
+    note = (
+        f"workload command: the template reads no profile ({', '.join('{' + p + '}' for p in PROFILE_PLACEHOLDERS)}):"
+        f" {', '.join(p.name for p in rest)} would run the same command as {first.name}; only {first.name} runs "
+        "(put {agent_config} or {profile} in the command to compare profiles)"
+    )
+    return dataclasses.replace(settings, profiles=(first,)), note
 
 
 def _mimickit_conf(inp: WorkloadConf, root: str) -> MimicKitConf:

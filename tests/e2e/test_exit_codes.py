@@ -110,7 +110,8 @@ def test_a_missing_program_exits_4_and_is_told_to_fix_the_configuration(tmp_path
     )
     out = done.stdout + done.stderr
     assert done.returncode == ExitCode.BROKEN_CONFIG, out
-    assert trials(tmp_path, "missing") == [("default", "256", "error"), ("hiutil", "256", "error")]  # no step-down
+    # no step-down; hiutil would run the same command (the template reads no profile), so it does not run
+    assert trials(tmp_path, "missing") == [("default", "256", "error")]
     assert STEP_DOWN not in out and "none of the rungs fits" not in out
     assert "class: broken configuration -> fix the configuration: FileNotFoundError" in out
     assert "no_such_trainer_xyz" in out and "trials/amp_pi_plus/" in out

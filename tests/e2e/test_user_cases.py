@@ -52,13 +52,14 @@ def test_a_case_from_a_user_config_folder_is_listed_and_runs_dry(tmp_path: Path)
     common = [
         "workload.kind=command",
         "dry_run=true",
-        "profile=[default]",
         "ladder.rungs=[8,4]",
         'workload.cmd="python train.py --num-envs {num_envs}"',
     ]
     done = search(tmp_path, *common, "case=cleanrl_cartpole", flags=flags)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "dry run: case cleanrl_cartpole" in done.stdout and "agent.yaml" not in done.stdout
+    # the template reads no profile: hiutil would run default's command again, so it does not run
+    assert "(1 profile(s) x 2 rung(s)" in done.stdout and "only default runs" in done.stderr, done.stdout + done.stderr
     unknown = search(tmp_path, "case=cleanrl_cartpol", flags=flags)
     assert unknown.returncode == 2 and "cleanrl_cartpole" in unknown.stderr and "amp_pi_plus" in unknown.stderr
     no_method = search(tmp_path, "case=cleanrl_cartpole", "dry_run=true", flags=flags)

@@ -20,7 +20,7 @@ from ladder.storage.reuse import fingerprint
 from ladder.workloads.builtin import Placement
 from ladder.workloads.command import CommandConf
 from ladder.workloads.mimickit import MimicKitConf, missing_files
-from ladder.workloads.planner import Kind, Workload, build, parse_kind, plan, resolve
+from ladder.workloads.planner import Kind, Workload, build, distinct_profiles, parse_kind, plan, resolve
 from ladder.workloads.progress import MimicKitLogParser, MimicKitStdoutParser, Parser, parser_for
 from tests.helpers import REPO
 
@@ -462,3 +462,29 @@ def test_log_txt_rows_end_with_carriage_returns() -> None:
 
 
 # ---- dry run ------------------------------------------------------------------------------------------------------
+
+
+ALL = ["default", "hiutil", "hiutil40"]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "runs"),
+    [
+        (('workload.cmd="python t.py {num_envs}"',), ["default"]),
+        (('workload.cmd="python t.py {num_envs} --profile {profile}"',), ALL),
+        (('workload.cmd="python t.py {num_envs} --cfg {agent_config}"',), ALL),
+        (('workload.cmd="python t.py {num_envs}"', "++workload.env.RUN='{variant}'"), ALL),
+        ((), ALL),  # no template yet: a resume takes it, and the profiles, from the record
+    ],
+    ids=["reads none", "profile", "agent_config", "variant in env", "no template"],
+)
+def test_ones_own_trainer_runs_one_profile_where_its_command_reads_none(
+    overrides: tuple[str, ...], runs: list[str]
+) -> None:
+    given = settings("amp_pi_plus", "workload.kind=command", *overrides)
+    assert [p.name for p in given.profiles] == ALL  # the helper gives three
+    kept, note = distinct_profiles(given)
+    assert [p.name for p in kept.profiles] == runs
+    assert bool(note) == (runs == ["default"]) and (
+        not note or "hiutil, hiutil40 would run the same command as default" in note
+    )
