@@ -12,7 +12,8 @@ card's total, so the same table holds on any card. Rules apply in order, first m
 
 A row whose status is `error` is a `broken configuration`: its action is to fix it, with the evidence line and the
 trial folder, never to step down (a lower rung fails the same way). Any other row whose status is not `ok` is
-`unstable` (frequent OOM/NCCL → step down first); a row without util or card memory is `unclassified`.
+`unstable` (frequent OOM/NCCL → step down first; a `diverged` row, whose rung fits and whose training went NaN: fix the
+learning settings); a row without util or card memory is `unclassified`.
 
 (*) The action agrees with the pick: a `balanced` pick that is itself a hiutil profile is told to keep it, and one whose
 case already measured a hiutil profile (`tried`) is told that it did not beat it, never to try it again.
@@ -47,6 +48,9 @@ ACTIONS = {
     CaseClass.BROKEN: "fix the configuration (stepping num_envs down will not help)",
     CaseClass.UNCLASSIFIED: "card memory or util unknown: measure on a GPU (or set workload.emulate_gpu_mem_gb)",
 }
+DIVERGED_ACTION = (
+    "training went NaN or inf where the rung fits: fix the profile's learning settings (a lower num_envs is no fix)"
+)
 HIUTIL = "hiutil"  # the profile family the balanced class's action names (hiutil, hiutil40, ...)
 HIUTIL_PICKED = "the pick is already a hiutil profile: keep it running"
 HIUTIL_TRIED = "the hiutil profile was measured and did not beat this pick: keep it"
@@ -107,6 +111,8 @@ def classify_row(
     profiles the case's walk measured, so that a balanced pick is never told to try one it already beat."""
     if row.get("status") == "error":
         return CaseClass.BROKEN, broken_action(row)
+    if row.get("status") == "diverged":  # its rung fits: a lower one is no fix for its training
+        return CaseClass.UNSTABLE, DIVERGED_ACTION
     if row.get("status") != "ok":
         return CaseClass.UNSTABLE, ACTIONS[CaseClass.UNSTABLE]
     cls, action = _classify_ok(row, thresholds)

@@ -157,6 +157,13 @@ def test_a_broken_configuration_is_told_to_fix_it_never_to_step_down(values: dic
         assert action == ACTIONS[CaseClass.UNSTABLE]
 
 
+def test_a_diverged_row_is_told_to_fix_its_learning_settings_not_to_step_down() -> None:
+    """Every rung that fits trained to NaN: the summary says no env count fixes that, and the action agrees."""
+    cls, action = classify_row(broken_row() | {"status": "diverged", "num_envs": "64"})
+    assert cls is CaseClass.UNSTABLE and "learning settings" in action
+    assert action != ACTIONS[CaseClass.UNSTABLE] and "step num_envs down" not in action
+
+
 BALANCED_ROW = {"status": "ok", "min_avg_util": "50.9", "max_mem0": "4000", "gpu_mem_total": "24564"}
 
 
