@@ -37,6 +37,13 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if not args.path.exists():
             raise LadderError(f"no such file or folder: {args.path}", "give a log file or a trial folder")
+        if args.path.is_dir() and (below := trials_below(args.path)):
+            shown = "\n  ".join(str(t) for t in below[:SHOWN])
+            more = f"\n  ... and {len(below) - SHOWN} more" if len(below) > SHOWN else ""
+            raise LadderError(
+                f"{args.path} is not a trial folder: it holds {len(below)} trial folder(s)",
+                f"give one of them:\n  {shown}{more}",
+            )
         recorded = args.path / RECORDED
         if args.path.is_dir() and recorded.is_file() and not (args.reclassify or args.exit_code is not None):
             print(json.dumps(_read_recorded(recorded) | {"source": RECORDED}))
@@ -47,6 +54,19 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(json.dumps(as_json(verdict) | {"source": "classified"}))
     return 0
+
+
+SHOWN = 10  # trial folders listed where a folder above them was given
+TRIAL_FILES = (paths.STDOUT, paths.VERDICT, paths.EXIT_CODE)  # what a trial folder holds that a sweep folder does not
+
+
+def trials_below(folder: Path) -> list[Path]:
+    """The trial folders under `folder` (a sweep folder, its `trials/`, an output root) where `folder` is none
+    itself; [] for a trial folder, or a folder of logs that holds no trial."""
+    if any((folder / name).is_file() for name in TRIAL_FILES):
+        return []
+    found = {p.parent for name in (paths.VERDICT, paths.STDOUT) for p in folder.glob(f"**/{name}")}
+    return sorted(p for p in found if p != folder and not any(q in p.parents for q in found))
 
 
 def _read_recorded(path: Path) -> dict:

@@ -98,6 +98,22 @@ def test_cli_on_a_missing_path(tmp_path: Path) -> None:
     assert str(missing) in result.stderr
 
 
+def test_cli_on_a_sweep_folder_lists_its_trials_instead_of_a_verdict(tmp_path: Path) -> None:
+    sweep = tmp_path / "case_gpu_bench_20261201_025549"
+    trials = [sweep / "trials" / "amp_pi_plus" / f"default_e{n}_probe_1" for n in (256, 128)]
+    for trial in trials:
+        (trial / "ranks" / "0").mkdir(parents=True)
+        (trial / "stdout.log").write_text(f"{OOM_LINE}\n")
+        (trial / "ranks" / "0" / "stdout.log").write_text("a rank's own log\n")
+    (sweep / "journal.log").write_text('{"op_code": 0, "worker_id": "x"}\n')  # Optuna's: not a trainer's log
+    for given in (sweep, tmp_path):
+        result = run_cli(str(given))
+        assert (result.returncode, result.stdout) == (2, ""), result.stderr
+        assert f"{given} is not a trial folder: it holds 2 trial folder(s)" in result.stderr
+        assert all(str(t) in result.stderr for t in trials) and "ranks" not in result.stderr
+    assert json.loads(run_cli(str(trials[0])).stdout)["reason"] == "cuda_oom"  # each of them, as before
+
+
 def test_cli_on_a_folder_with_a_broken_exit_code_file(tmp_path: Path) -> None:
     (tmp_path / "exit_code.txt").write_text("killed\n")
     result = run_cli(str(tmp_path))
