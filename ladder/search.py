@@ -200,6 +200,9 @@ def _user_conf_dirs() -> tuple[str, ...]:
 def cli() -> None:
     """The command line, checked before Hydra sees it (`ladder.settings.argv`), then the sweep."""
     given, user = sys.argv[1:], argv.user_dirs(sys.argv[1:])
+    if "case=?" in given:  # `--help`'s way to list the cases: the built-in ones and those of --config-dir
+        print("\n".join(argv.known_cases(user)))
+        sys.exit(0)
     if bad := argv.quoting_problems(given) or argv.check_choices(argv.inline_case(given, user), user):
         print("ladder: " + "\n".join(bad), file=sys.stderr)
         sys.exit(ExitCode.BAD_SETTINGS)
