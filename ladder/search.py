@@ -203,7 +203,11 @@ def cli() -> None:
     if "case=?" in given:  # `--help`'s way to list the cases: the built-in ones and those of --config-dir
         print("\n".join(argv.known_cases(user)))
         sys.exit(0)
-    if bad := argv.quoting_problems(given) or argv.check_choices(argv.inline_case(given, user), user):
+    if bad := (
+        argv.quoting_problems(given)
+        or argv.check_choices(argv.inline_case(given, user), user)
+        or argv.unknown_keys(given)
+    ):
         print("ladder: " + "\n".join(bad), file=sys.stderr)
         sys.exit(ExitCode.BAD_SETTINGS)
     # case=<any name>, workload.env.NAME, sweep=<a name Hydra would read as a number>

@@ -6,6 +6,7 @@ lines (empty: none), so `ladder.search` can print them all and exit before anyth
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import errno
 import functools
 import os
@@ -188,6 +189,63 @@ def _as_text(arg: str) -> str:
     if override.is_sweep_override() or not isinstance(override.value(), (bool, int, float)):
         return arg  # a string, a list, null: as Hydra reads it
     return f"{key}='{raw}'"
+
+
+def unknown_keys(argv: Sequence[str]) -> list[str]:
+    """Settings the schema has no key for, each with the nearest it has (`measure.windw_s` -> `measure.window_s`);
+    Hydra's own message for them offers to add the typo (`+measure.windw_s=...`). Keys under a mapping
+    (`case.agent.*`, `workload.env.*`, `nccl_env.*`), `hydra.*` and keys given with `+`/`~` are Hydra's to judge."""
+    problems = []
+    for arg in _overrides_only(list(argv)):
+        key, eq, _ = arg.partition("=")
+        if eq and key[:1] not in "+~" and key.split(".")[0] != "hydra" and not _known_key(key):
+            near = _nearest(key)
+            problems.append(
+                f"unknown setting '{key}'"
+                + (f"; did you mean {' or '.join(near)}?" if near else "")
+                + " (python -m ladder.search --help lists them)"
+            )
+    return problems
+
+
+def _known_key(key: str) -> bool:
+    schema: Any = SweepConf
+    parts = key.split(".")
+    i = 0
+    while i < len(parts):
+        hints = _hints(schema)
+        if parts[i] not in hints:
+            return False
+        kind = hints[parts[i]]
+        if typing.get_origin(kind) is dict:  # any key below a mapping; a mapping of groups (profile.<name>) goes on
+            value = typing.get_args(kind)[-1]
+            if not (isinstance(value, type) and dataclasses.is_dataclass(value)):
+                return True
+            schema, i = value, i + 2
+        elif isinstance(kind, type) and dataclasses.is_dataclass(kind):
+            schema, i = kind, i + 1
+        else:
+            return True  # a leaf (a key below it is Hydra's to refuse)
+    return True
+
+
+def _nearest(key: str) -> list[str]:
+    """The schema's keys nearest `key`: by the whole key, else by its last part."""
+    leaves = _leaf_keys(SweepConf)
+    whole = difflib.get_close_matches(key, leaves, n=2, cutoff=0.8)
+    last = key.rsplit(".", 1)[-1]
+    return whole or [k for k in leaves if difflib.get_close_matches(last, [k.rsplit(".", 1)[-1]], cutoff=0.8)][:3]
+
+
+@functools.cache
+def _leaf_keys(schema: type, prefix: str = "") -> list[str]:
+    out = []
+    for name, kind in _hints(schema).items():
+        if isinstance(kind, type) and dataclasses.is_dataclass(kind):
+            out += _leaf_keys(kind, f"{prefix}{name}.")
+        else:
+            out.append(f"{prefix}{name}")
+    return out
 
 
 def _holds_text(key: str) -> bool:

@@ -10,7 +10,7 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 
 from ladder.core.errors import ConfigError
-from ladder.settings.argv import check_choices, env_overrides, keep_text, known_cases, unwritable_root
+from ladder.settings.argv import check_choices, env_overrides, keep_text, known_cases, unknown_keys, unwritable_root
 from ladder.settings.catalog import known
 from ladder.settings.config import Device, register, settings_from
 from tests.helpers import REPO
@@ -168,3 +168,29 @@ def test_an_unknown_case_given_to_resume_says_how_ones_own_trainer_resumes() -> 
     (problem,) = check_choices(["case=mine", "sweep=20261201_025549"])
     assert problem.startswith("unknown case 'mine'") and "workload.kind=command" in problem
     assert "workload.kind" not in check_choices(["case=mine"])[0]
+
+
+@pytest.mark.parametrize(
+    ("override", "near"),
+    [
+        ("measure.windw_s=5", "did you mean measure.window_s?"),
+        ("windw_s=5", "did you mean measure.window_s?"),
+        ("objectve=samples_per_s", "did you mean objective?"),
+        ("emulate_gpu_mem_gb=1", "did you mean workload.emulate_gpu_mem_gb?"),
+        ("profile.hiutil.agnt.x=1", "(python -m ladder.search --help lists them)"),
+    ],
+)
+def test_a_misspelt_setting_is_named_with_the_nearest_one(override: str, near: str) -> None:
+    (problem,) = unknown_keys([override])
+    assert problem.startswith(f"unknown setting '{override.split('=')[0]}'") and near in problem
+    with pytest.raises(ConfigCompositionException):  # Hydra refuses it too, offering to add the typo
+        settings(override)
+
+
+def test_settings_the_schema_has_or_holds_under_a_mapping_are_no_problem() -> None:
+    given = [
+        *("measure.window_s=5", "ladder.rungs=[64]", "measure=standard", "profile=[default]", "case.agent.lr=1"),
+        *("profile.hiutil.agent.x=1", "workload.env.A=1", "nccl_env.X=1", "+workload.env_patch.k=1"),
+        *("hydra.run.dir=x", "decide.vram_frac=0.9", "-m", "--config-dir", "windw_s=1"),
+    ]
+    assert unknown_keys(given) == []
