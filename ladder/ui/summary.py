@@ -206,6 +206,7 @@ def print_summary(
         print(f"({summary.resumed} finished trial(s) reused from sweep storage, not run again)")
     print(f"best_by_case.tsv: {paths.best_tsv}")
     print(f"trials.tsv:       {paths.trials_tsv}")
+    print(f"plots, report.md: python -m ladder.report {paths.sweep_dir}")
 
 
 def banner(settings: Settings, paths: SweepPaths, machine: Machine, cap: float | None) -> str:

@@ -104,9 +104,11 @@ def test_a_dry_run_estimates_from_the_recorded_trials_of_the_same_case(swept: Pa
 
 def test_the_report_of_a_real_sweep_explains_its_pick(swept: Path) -> None:
     folder = sweep_dir(swept, "first")
-    proc = subprocess.run(
-        [sys.executable, "-m", "ladder.report", str(folder)], capture_output=True, text=True, timeout=300
-    )
+    # the command the sweep's summary ends with
+    (line,) = [ln for ln in (swept / "console.txt").read_text().splitlines() if ln.startswith("plots, report.md: ")]
+    printed = shlex.split(line.split(": ", 1)[1])
+    assert printed == ["python", "-m", "ladder.report", str(folder)], line
+    proc = subprocess.run([sys.executable, *printed[1:]], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     trials, (best,) = read_tsv(folder / "trials.tsv"), read_tsv(folder / "best_by_case.tsv")
     chart = charts.case_chart(build.read_tsv(folder / "trials.tsv"), "amp_pi_plus", [best])
@@ -164,4 +166,5 @@ def swept(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     out, _ = proc.communicate(timeout=600)
     assert proc.returncode == 0, out
+    (tmp / "console.txt").write_text(out)
     return tmp

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from ladder.storage import sweeps
+from ladder.ui.report import build
 from tests.helpers import REPO
 from tests.unit.test_report import write_sweep
 
@@ -36,3 +38,13 @@ def test_the_command_prints_the_report_path(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == str(tmp_path / "report.md")
+
+
+def test_an_output_root_given_for_a_sweep_names_its_latest_sweep(tmp_path: Path) -> None:
+    for name in ("a", "b"):
+        (tmp_path / f"case_gpu_bench_{name}").mkdir()
+        write_sweep(tmp_path / f"case_gpu_bench_{name}")
+    sweeps.note_latest(tmp_path, "a")
+    with pytest.raises(FileNotFoundError, match="holds sweeps") as got:
+        build.write_report(tmp_path)
+    assert str(got.value).endswith(f"python -m ladder.report {tmp_path / 'case_gpu_bench_a'}")

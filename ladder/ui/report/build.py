@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ladder.core import paths
+from ladder.core.paths import SweepPaths
+from ladder.storage import sweeps
 from ladder.ui.report import charts, draw
 from ladder.ui.report.charts import Row, TrialFiles
 
@@ -53,6 +55,12 @@ def _text(path: Path) -> str:
 def write_report(sweep_dir: Path) -> Path:
     """Every plot (under plots/) and report.md in `sweep_dir`; returns the report's path."""
     trials, best = read_tsv(sweep_dir / "trials.tsv"), read_tsv(sweep_dir / "best_by_case.tsv")
+    if not trials and (held := sweeps.names(sweep_dir)):  # an output root: the sweeps are one level down
+        last = sweeps.latest(sweep_dir) or held[-1]
+        raise FileNotFoundError(
+            f"{sweep_dir} holds sweeps ({len(held)}), not one sweep's trials: give one of its sweep folders, e.g. "
+            f"python -m ladder.report {SweepPaths.of(sweep_dir, last).sweep_dir}"
+        )
     if not trials:
         raise FileNotFoundError(f"no trials in {sweep_dir / 'trials.tsv'}: is this a sweep folder?")
     for case in sorted({r.get("case", "") for r in trials}):
