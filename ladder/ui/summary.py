@@ -60,13 +60,31 @@ def capped(f: dict[str, float]) -> str:
 
 
 # what each launch had to prove, in the order `spent` says them
-SPENT = ("the pick's window", "failing probes", "cut once out of reach", "insurance", "measured in full", "other")
+SPENT = (
+    "the pick's window",
+    "failing probes",
+    "cut once out of reach",
+    "insurance",
+    "other fits, whole window",
+    "errors",
+    "unmeasured",
+    "diverged",
+    "interrupted",
+    "other",
+)
+BY_STATUS = {  # a launch that neither fit nor failed by memory, by what it ended as
+    Status.ERROR: SPENT[5],
+    Status.UNMEASURED: SPENT[6],
+    Status.DIVERGED: SPENT[7],
+    Status.INTERRUPTED: SPENT[8],
+}
 
 
 def purpose(r: TrialRecord, best: TrialRecord | None) -> str:
     """What a launch was for, by what it had to prove: the pick (its window, and its recheck or confirmation), a rung
     that does not fit (a failing probe: start-up and the trainer's time to fail), a losing rung or profile (stopped
-    once it could not win), the insurance below a largest fit, a fit measured to its window's end, or anything else."""
+    once it could not win), the insurance below a largest fit, another fit measured to its window's end, or what
+    the launch ended as (an error, unmeasured, diverged, interrupted; else "other")."""
     step = r.info.get("step", "")
     if best is not None and r.profile == best.profile and r.num_envs == best.num_envs and r.status is Status.OK:
         return SPENT[0]
@@ -76,7 +94,7 @@ def purpose(r: TrialRecord, best: TrialRecord | None) -> str:
         return SPENT[1]
     if r.status is Status.OK:
         return SPENT[2] if r.figures.get("cut") else SPENT[4]
-    return SPENT[5]
+    return BY_STATUS.get(r.status, SPENT[-1])
 
 
 def spent(records: Sequence[TrialRecord], best: TrialRecord | None) -> str:
