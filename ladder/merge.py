@@ -35,7 +35,10 @@ EXIT_USAGE = 2
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.out is None:
+        parser.error("give OUT: the file to write (see the usage above)")
     try:
         if args.trials_from_storage:
             return _rebuild(args)
@@ -90,8 +93,13 @@ def row_of(objective: str) -> merge.RowOf:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m ladder.merge", description=__doc__.split("\n\n")[0])
-    parser.add_argument("out", metavar="OUT", help="the merged best_by_case.tsv (or trials.tsv to rebuild)")
+    usage = (
+        "\n  python -m ladder.merge OUT IN [IN ...]                    best_by_case.tsv files merged into OUT"
+        "\n  python -m ladder.merge OUT --trials-from-storage STORAGE  trials.tsv rebuilt from a sweep's storage"
+        "\n  python -m ladder.merge OUT --best-from-storage STORAGE    best_by_case.tsv rebuilt from it"
+    )
+    parser = argparse.ArgumentParser(prog="python -m ladder.merge", description=__doc__.split("\n\n")[0], usage=usage)
+    parser.add_argument("out", metavar="OUT", nargs="?", help="the merged best_by_case.tsv (or trials.tsv to rebuild)")
     parser.add_argument("inputs", metavar="IN", nargs="*", help="best_by_case.tsv files to merge into OUT")
     parser.add_argument(
         "--trials-from-storage",

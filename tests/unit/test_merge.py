@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from ladder.merge import main as merge_main
 from ladder.storage import tsv
 from ladder.storage.tsv import read_tsv, write_best
 
@@ -63,3 +64,11 @@ def test_read_tsv_names_a_damaged_file_instead_of_crashing(tmp_path: Path, damag
 def test_a_header_alone_reads_as_no_rows(tmp_path: Path) -> None:
     tsv.write_trials(tmp_path / "trials.tsv", [])
     assert read_tsv(tmp_path / "trials.tsv") == []
+
+
+def test_the_command_without_out_shows_its_three_forms(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        merge_main([])
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2 and "give OUT: the file to write" in err
+    assert "OUT IN [IN ...]" in err and "--trials-from-storage STORAGE" in err and "--best-from-storage" in err
