@@ -11,7 +11,10 @@ from ladder.ui.report import build, charts
 from ladder.ui.report.charts import Series, TrialFiles
 
 T0 = 1_800_000_000.0  # the launch, unix time
-HOST = {"source": "host", "gpu_name": "cpu", "gpu_mem_total": "614", "n_gpus": "2", "host": "box", "sweep": "s1"}
+HOST = {
+    **{"source": "host", "gpu_name": "cpu", "gpu_mem_total": "614", "n_gpus": "2", "host": "box", "sweep": "s1"},
+    "emulate_gpu_mem_gb": "0.6",
+}
 
 
 def trial(
@@ -152,7 +155,7 @@ def test_summary_lists_the_best_row_and_every_trial_with_its_plot() -> None:
     text = charts.summary_md("s1", BEST, TRIALS)
     lines = text.splitlines()
     assert lines[0] == "# Sweep `s1`"
-    assert lines[2] == "6 trial(s), 1 case(s) on box: 2 x cpu (614 MiB)."
+    assert lines[2] == "6 trial(s), 1 case(s) on box: 2 x cpu (an emulated card of 614 MiB each)."
     assert "| amp_pi_plus | default | e64 | ok | 38.6 | 808 | 2178 |  |  |" in lines
     assert "![amp_pi_plus](plots/amp_pi_plus.png)" in lines
     assert (
@@ -268,3 +271,11 @@ def test_write_report_reads_the_folders_and_writes_every_png_and_the_page(tmp_pa
         assert (tmp_path / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert (tmp_path / png).stat().st_size > 10_000
     assert out.read_text() == charts.summary_md("s1", BEST, TRIALS)
+
+
+def test_a_peak_the_sampler_never_saw_is_no_figure_not_zero() -> None:
+    """trials.tsv fills max_memN with 0 where a trial has no figure (a probe whose ranks died before they were seen)."""
+    assert charts.peak_mem({"max_mem0": "0", "max_mem1": "0"}) is None
+    assert charts.peak_mem({"max_mem0": "0", "max_mem1": "700"}) == 700.0
+    text = charts.summary_md("s1", BEST, [{**TRIALS[0], "max_mem0": "0", "max_mem1": "0"}])
+    assert "| 0 | default | e256 | oom_or_nccl | host_oom | 28 |  |" in text, text

@@ -97,7 +97,9 @@ def num(row: Row, key: str) -> float | None:
 
 
 def peak_mem(row: Row) -> float | None:
-    mems = [v for k in figkeys.keys(row, figkeys.MAX_MEM) if (v := num(row, k)) is not None]
+    """The largest max_memN; None where none was measured (a 0 in trials.tsv fills a device the trial has no
+    figure for: a probe whose ranks died before the sampler saw them)."""
+    mems = [v for k in figkeys.keys(row, figkeys.MAX_MEM) if (v := num(row, k)) is not None and v > 0]
     return max(mems) if mems else None
 
 
@@ -366,7 +368,9 @@ def summary_md(sweep: str, best: Sequence[Row], trials: Sequence[Row]) -> str:
 
 def _machine_line(best: Sequence[Row], trials: Sequence[Row]) -> str:
     first = next(iter(best or trials), {})
-    memory = f" ({first['gpu_mem_total']} MiB)" if first.get("gpu_mem_total") else ""
+    total = first.get("gpu_mem_total")
+    emulated = "an emulated card of " if first.get("emulate_gpu_mem_gb") else ""
+    memory = f" ({emulated}{total} MiB each)" if total else ""
     cases = len({r.get("case") for r in trials})
     return (
         f"{len(trials)} trial(s), {cases} case(s) on {first.get('host', '?')}: "
