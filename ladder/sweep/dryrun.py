@@ -76,7 +76,7 @@ def format_trial(p: Planned, knob: str, seen: dict[str, str]) -> str:
     lines = [
         f"== {label}  ({p.trial_dir})" + (f"  [not launched: {p.known}]" if p.known else ""),
         f"launcher: {spec.launcher}  ranks: {spec.nproc}  progress: {spec.progress_kind} from {spec.progress_file}"
-        + (f" (regex {spec.progress_regex!r})" if spec.progress_regex else ""),
+        + (f" (regex {spec.progress_regex})" if spec.progress_regex else ""),  # as written: no doubled backslashes
         f"cwd: {spec.cwd or '.'}",
         f"argv: {shlex.join(spec.argv)}",
         "env: " + (" ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(spec.env.items())) or "(none)"),

@@ -328,10 +328,10 @@ def preset_for(pattern: str) -> Preset:
         try:
             groups |= set(re.compile(regex).groupindex)
         except re.error as exc:
-            raise ConfigError(f"progress pattern {pattern!r} does not compile: {exc}", fix) from None
+            raise ConfigError(f"progress pattern '{pattern}' does not compile: {exc}", fix) from None
     unknown = sorted(groups - set(REGEX_GROUPS))
     if unknown or not re.compile(preset.emit).groupindex:
-        raise ConfigError(f"progress pattern {pattern!r} has groups {sorted(re.compile(preset.emit).groupindex)}", fix)
+        raise ConfigError(f"progress pattern '{pattern}' has groups {sorted(re.compile(preset.emit).groupindex)}", fix)
     return preset
 
 
