@@ -198,7 +198,8 @@ def unknown_keys(argv: Sequence[str]) -> list[str]:
     problems = []
     for arg in _overrides_only(list(argv)):
         key, eq, _ = arg.partition("=")
-        if eq and key[:1] not in "+~" and key.split(".")[0] != "hydra" and not _known_key(key):
+        hydras = key.split(".")[0].split("/")[0] == "hydra" or "/" in key  # Hydra's own, or a config group's path
+        if eq and key[:1] not in "+~" and not hydras and not _known_key(key):
             near = _nearest(key)
             problems.append(
                 f"unknown setting '{key}'"

@@ -26,7 +26,7 @@ from ladder.settings import catalog
 from ladder.settings.config import Settings
 from ladder.storage import merge, studies, tsv
 from ladder.sweep import identity, resume, trials
-from ladder.sweep.context import Run, end_abandoned, tuning
+from ladder.sweep.context import Run, end_abandoned, tuning, workload_of
 from ladder.sweep.events import View
 from ladder.workloads import planner
 
@@ -43,12 +43,16 @@ class Summary:
     resumed: int  # finished trials found in storage and not run again
 
 
-def run(settings: Settings, paths: SweepPaths, machine: Machine, view: View, workload: planner.Workload) -> Summary:
+def run(
+    settings: Settings, paths: SweepPaths, machine: Machine, view: View, workload: planner.Workload | None = None
+) -> Summary:
+    """The case's sweep to its end; `workload`: built already (`ladder.search` builds it before any file is
+    written, so that a template that cannot be filled stops there), else built here."""
     storage = studies.open_storage(settings.storage, paths.sweep_dir, settings.storage_wait_s)
     study = studies.open_study(storage, settings.case.name, paths.sweep)
     merge.check_best(paths.best_tsv, storage, lambda every: case_outcome(every, settings).row)  # before any trial
     merge.check_trials(paths.trials_tsv, lambda: studies.sweep_records(storage, paths.sweep))
-    ctx = Run(settings, paths, machine, workload, study, storage, view)
+    ctx = Run(settings, paths, machine, workload or workload_of(settings), study, storage, view)
     resume.settle(ctx)
     if abandoned := studies.mark_abandoned(study, settings.stale_after_s, end_abandoned):
         log.info("%d trial(s) left running by a stopped sweep are marked interrupted and will run again", abandoned)

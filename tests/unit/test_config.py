@@ -191,6 +191,6 @@ def test_settings_the_schema_has_or_holds_under_a_mapping_are_no_problem() -> No
     given = [
         *("measure.window_s=5", "ladder.rungs=[64]", "measure=standard", "profile=[default]", "case.agent.lr=1"),
         *("profile.hiutil.agent.x=1", "workload.env.A=1", "nccl_env.X=1", "+workload.env_patch.k=1"),
-        *("hydra.run.dir=x", "decide.vram_frac=0.9", "-m", "--config-dir", "windw_s=1"),
+        *("hydra.run.dir=x", "hydra/launcher=joblib", "decide.vram_frac=0.9", "-m", "--config-dir", "windw_s=1"),
     ]
     assert unknown_keys(given) == []
