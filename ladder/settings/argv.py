@@ -210,24 +210,28 @@ def unknown_keys(argv: Sequence[str]) -> list[str]:
 
 
 def _known_key(key: str) -> bool:
+    return _kind_of(key) is not None
+
+
+def _kind_of(key: str) -> Any:
+    """The schema's type at the dotted `key`: SweepConf's fields, its groups', a mapping's values (`profile.<name>`
+    is a ProfileConf, `workload.env.<NAME>` a str); `Any` below a leaf or inside a mapping of any values
+    (`case.agent.model.x`: Hydra's to judge); None where the schema has no such key."""
     schema: Any = SweepConf
     parts = key.split(".")
     i = 0
-    while i < len(parts):
+    while True:
         hints = _hints(schema)
         if parts[i] not in hints:
-            return False
-        kind = hints[parts[i]]
-        if typing.get_origin(kind) is dict:  # any key below a mapping; a mapping of groups (profile.<name>) goes on
-            value = typing.get_args(kind)[-1]
-            if not (isinstance(value, type) and dataclasses.is_dataclass(value)):
-                return True
-            schema, i = value, i + 2
-        elif isinstance(kind, type) and dataclasses.is_dataclass(kind):
-            schema, i = kind, i + 1
-        else:
-            return True  # a leaf (a key below it is Hydra's to refuse)
-    return True
+            return None
+        kind, i = hints[parts[i]], i + 1
+        if typing.get_origin(kind) is dict and i < len(parts):  # the mapping's key is any name: its value's type
+            kind, i = typing.get_args(kind)[-1], i + 1
+        if i >= len(parts):
+            return kind
+        if not (isinstance(kind, type) and dataclasses.is_dataclass(kind)):
+            return Any
+        schema = kind
 
 
 def _nearest(key: str) -> list[str]:
@@ -251,21 +255,11 @@ def _leaf_keys(schema: type, prefix: str = "") -> list[str]:
 
 def _holds_text(key: str) -> bool:
     """The setting `key` (dotted, from SweepConf) holds text: a `str` field, or a value of a `dict[str, str]`."""
-    schema: Any = SweepConf
-    parts = key.split(".")
-    for i, part in enumerate(parts):
-        hints = _hints(schema) if isinstance(schema, type) and dataclasses.is_dataclass(schema) else {}
-        if part not in hints:
-            return False
-        kind = hints[part]
-        args = [a for a in typing.get_args(kind) if a is not type(None)]
-        last = i == len(parts) - 1
-        if last:
-            return kind is str or (typing.get_origin(kind) in (typing.Union, types.UnionType) and args == [str])
-        if typing.get_origin(kind) is dict:
-            return i == len(parts) - 2 and args[-1] is str  # NAME under a dict of text
-        schema = kind
-    return False
+    kind = _kind_of(key)
+    return kind is str or (
+        typing.get_origin(kind) in (typing.Union, types.UnionType)
+        and [a for a in typing.get_args(kind) if a is not type(None)] == [str]
+    )
 
 
 @functools.cache
