@@ -316,6 +316,9 @@ CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
+DEAD = (b"Z", b"X")  # /proc/<pid>/stat's state of a process that exited (a zombie) or is being removed
+
+
 class _ProcStat:
     """CPU% and RSS of one process from one `pread` of /proc/<pid>/stat on a descriptor kept open (a few µs;
     psutil takes ~90 µs for both); psutil where there is no /proc."""
@@ -349,6 +352,8 @@ class _ProcStat:
             except OSError:
                 return None
             fields = stat[stat.rindex(b")") + 2 :].split()  # after "pid (comm) ": state is field 3
+            if fields[0] in DEAD:  # killed, not yet reaped: its RSS reads 0, which is no measurement
+                return None
             return (int(fields[11]) + int(fields[12])) / CLK_TCK, int(fields[21]) * PAGE / MIB
         try:
             assert self._proc is not None

@@ -271,3 +271,18 @@ def trial_tree() -> Iterator[dict[str, int]]:
             proc.wait()
         os.killpg(root.pid, signal.SIGKILL)
         root.communicate()
+
+
+def test_a_rank_killed_and_not_yet_reaped_gives_no_sample_not_zero() -> None:
+    """A killed process stays a zombie until its parent reaps it; its /proc stat then reads 0 RSS and no CPU, which
+    is no measurement: the sampler shows no figure for it (`-` on the console), as for a rank never seen."""
+    child = subprocess.Popen([sys.executable, "-c", "import time; x = bytearray(64 << 20); time.sleep(60)"])
+    try:
+        sampler = HostSampler(child.pid)
+        wait_for(lambda: bool(sampler.sample(time.monotonic())) and sampler.sample(time.monotonic())[0].mem_mb > 32)
+        os.kill(child.pid, signal.SIGKILL)
+        wait_for(lambda: psutil.Process(child.pid).status() == psutil.STATUS_ZOMBIE)  # not reaped: we have not waited
+        assert sampler.sample(time.monotonic() + 10.0) == []
+    finally:
+        child.kill()
+        child.wait()
