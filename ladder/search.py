@@ -77,8 +77,8 @@ def execute(settings: Settings) -> int:
     except KeyboardInterrupt:
         view.close()
         print(
-            f"{stop.described()}: nothing of this sweep is left running (a trial cut short is recorded `interrupted` "
-            f"and runs again); resume with `{resume.command(settings, paths, _user_conf_dirs())}`",
+            f"{stop.described()}: nothing this process started is left running (a trial cut short is recorded "
+            f"`interrupted` and runs again); resume with `{resume.command(settings, paths, _user_conf_dirs())}`",
             file=sys.stderr,
         )
         stop.hand_over()  # a requeueing launcher's own handler (submitit's) takes it from here

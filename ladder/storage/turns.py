@@ -56,7 +56,7 @@ class Turns:
                     t.number,
                     t.params.get("variant"),
                     t.params.get("num_envs"),
-                    _owner_words(t.user_attrs),
+                    owner_words(t.user_attrs),
                 )
             time.sleep(self.poll_s)
             studies.mark_abandoned(self.study, self.stale_after_s, self.end)
@@ -86,6 +86,6 @@ class Turns:
         return studies.live_running(self.study, self.stale_after_s)
 
 
-def _owner_words(attrs: Mapping[str, Any]) -> str:
+def owner_words(attrs: Mapping[str, Any]) -> str:
     host, pid = attrs.get("owner_host"), attrs.get("owner_pid")
     return f"another process (pid {pid} on {host})" if host and pid else "another process"

@@ -21,7 +21,7 @@ from ladder.core.spec import Kind
 from ladder.settings import recorded
 from ladder.settings.config import Settings, SettingsChange
 from ladder.settings.credentials import redact
-from ladder.storage import reuse, studies, sweeps
+from ladder.storage import reuse, studies, sweeps, turns
 from ladder.sweep import identity
 from ladder.sweep.context import Run
 
@@ -87,6 +87,14 @@ def settle(run: Run) -> None:
     now, before = recorded.record(run.settings), studies.load_settings(run.study)
     if before == now:
         return
+    if before is not None and (others := studies.live_running(run.study, run.settings.stale_after_s)):
+        raise ConfigError(
+            f"sweep {run.paths.sweep}: case {run.settings.case.name} is being run by "
+            f"{turns.owner_words(others[0].user_attrs)} with the settings it recorded; a change accepted now would "
+            "set aside the trials it is measuring and take its answers under the new settings",
+            "give settings_change=accept once that process has finished or been stopped, or run these settings as "
+            "a new sweep (sweep=<another name>)",
+        )
     if before is not None:
         wanted = identity.wanted(run)
         stale = [r.number for r in studies.records(run.study) if _stale(r, wanted)]

@@ -118,6 +118,25 @@ def test_a_resume_at_another_card_refuses_and_one_that_sets_nothing_resumes_as_s
     assert (sweep_dir(tmp_path, "mix") / "trials" / CASE / "default_e128_probe_2").is_dir()
 
 
+def test_a_change_is_not_accepted_while_another_process_runs_the_sweep(tmp_path: Path) -> None:
+    """Accepted under a running sweep, the change would set aside the trial it measures and take its answers (at
+    its card) under the new settings: refused, with what to do, and nothing of the running sweep touched."""
+    running = search(tmp_path, *FAST, "ladder.rungs=[64]", "sweep=busy", "measure.window_s=600")
+    try:
+        progress = sweep_dir(tmp_path, "busy") / "trials" / CASE / "default_e64_probe_1" / "progress.jsonl"
+        wait_for(lambda: progress.exists() and b'"iter"' in progress.read_bytes(), timeout_s=240)
+        accept = search(tmp_path, "sweep=busy", "workload.emulate_gpu_mem_gb=0.8", "settings_change=accept")
+        refused = finish(accept)
+        assert accept.returncode == ExitCode.BAD_SETTINGS, refused
+        assert "is being run by another process (pid" in refused and "once that process has finished" in refused
+        assert "no longer count" not in refused, refused
+        assert running.poll() is None and rows(tmp_path, "busy") == []  # still measuring its one trial
+    finally:
+        running.send_signal(signal.SIGTERM)
+        finish(running, timeout_s=60)
+    assert rows(tmp_path, "busy") == [("64", "interrupted", "0.6", "")]  # at the card it was started with
+
+
 def test_the_command_printed_after_an_interrupt_resumes_exactly(tmp_path: Path) -> None:
     first = (
         "profile=[default]",
