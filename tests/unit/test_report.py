@@ -156,6 +156,8 @@ def test_summary_lists_the_best_row_and_every_trial_with_its_plot() -> None:
     lines = text.splitlines()
     assert lines[0] == "# Sweep `s1`"
     assert lines[2] == "6 trial(s), 1 case(s) on box: 2 x cpu (an emulated card of 614 MiB each)."
+    assert lines[4].startswith("util %: CPU util: min over ranks") and "it can exceed an emulated card" in lines[4]
+    assert "A blank is no measurement" in lines[4]
     assert "| amp_pi_plus | default | e64 | ok | 38.6 | 808 | 2178 |  |  |" in lines
     assert "![amp_pi_plus](plots/amp_pi_plus.png)" in lines
     assert (

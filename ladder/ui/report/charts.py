@@ -357,13 +357,29 @@ TRIAL_TABLE = {
 
 def summary_md(sweep: str, best: Sequence[Row], trials: Sequence[Row]) -> str:
     """The one-page report: the machine, the best row per case, then each case's chart and its trials."""
-    lines = [f"# Sweep `{sweep}`", "", _machine_line(best, trials), "", "## Best per case", ""]
+    lines = [f"# Sweep `{sweep}`", "", _machine_line(best, trials), "", _legend(trials), "", "## Best per case", ""]
     lines += md_table(best, BEST_TABLE)
     for case in sorted({r.get("case", "") for r in trials}):
         lines += ["", f"## {case}", "", "**Why this pick.** " + why_pick(case, best, trials), ""]
         lines += [f"![{case}](plots/{case}.png)", ""]
         lines += md_table([r for r in trials if r.get("case") == case], TRIAL_TABLE)
     return "\n".join(lines) + "\n"
+
+
+def _legend(trials: Sequence[Row]) -> str:
+    """What the tables' figures are, on this machine's kind, and what a blank means."""
+    util, mem = case_labels(is_host(trials))
+    rss = (
+        " (the whole process's, torch and Python included: it can exceed an emulated card, which caps the data "
+        "segment; the plots show the card's own use)"
+        if is_host(trials)
+        else ""
+    )
+    return (
+        f"util %: {util}; peak mem MiB: {mem}{rss}; window from s: seconds from the launch to the window's opening. "
+        "A blank is no measurement: a failed or cut trial has no samples/s, and a probe whose ranks died before "
+        "they were seen has no memory figure."
+    )
 
 
 def _machine_line(best: Sequence[Row], trials: Sequence[Row]) -> str:
