@@ -87,15 +87,15 @@ def settle(run: Run) -> None:
     now, before = recorded.record(run.settings), studies.load_settings(run.study)
     if before == now:
         return
-    if before is not None and (others := studies.live_running(run.study, run.settings.stale_after_s)):
-        raise ConfigError(
-            f"sweep {run.paths.sweep}: case {run.settings.case.name} is being run by "
-            f"{turns.owner_words(others[0].user_attrs)} with the settings it recorded; a change accepted now would "
-            "set aside the trials it is measuring and take its answers under the new settings",
-            "give settings_change=accept once that process has finished or been stopped, or run these settings as "
-            "a new sweep (sweep=<another name>)",
-        )
     if before is not None:
+        if others := studies.live_running(run.study, run.settings.stale_after_s):
+            raise ConfigError(
+                f"sweep {run.paths.sweep}: case {run.settings.case.name} is being run by "
+                f"{turns.owner_words(others[0].user_attrs)} with the settings it recorded; a change accepted now "
+                "would set aside the trials it is measuring and take its answers under the new settings",
+                "give settings_change=accept once that process has finished or been stopped, or run these settings "
+                "as a new sweep (sweep=<another name>)",
+            )
         wanted = identity.wanted(run)
         stale = [r.number for r in studies.records(run.study) if _stale(r, wanted)]
         studies.set_aside(run.study, stale)
@@ -118,14 +118,11 @@ def command(settings: Settings, paths: SweepPaths, conf_dirs: Sequence[str] = ()
     """The command that resumes this sweep as it was: its settings are recorded, so where it lives is enough, and
     what finds its case before they are read: the user's config folders (`conf_dirs`: `--config-dir`,
     `hydra.searchpath`) and, for one's own trainer, `workload.kind=command` (its case has no MimicKit fields)."""
-    found = (
-        ["--config-dir", conf_dirs[0]]
-        if len(conf_dirs) == 1
-        else [f"hydra.searchpath=[{','.join('file://' + d for d in conf_dirs)}]"]
-        if conf_dirs
-        else []
-    )
-    where = [*found, f"case={settings.case.name}", f"sweep={paths.sweep}"]
+    where = [f"case={settings.case.name}", f"sweep={paths.sweep}"]
+    if len(conf_dirs) == 1:  # Hydra takes one --config-dir; several go on its search path
+        where[:0] = ["--config-dir", conf_dirs[0]]
+    elif conf_dirs:
+        where[:0] = [f"hydra.searchpath=[{','.join('file://' + d for d in conf_dirs)}]"]
     if settings.workload.kind == Kind.COMMAND:
         where.append(f"workload.kind={Kind.COMMAND}")
     if settings.output_root != DEFAULT_OUTPUT_ROOT:

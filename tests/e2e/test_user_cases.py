@@ -78,8 +78,12 @@ def test_the_command_printed_at_a_stop_resumes_a_sweep_of_ones_own_trainer(tmp_p
         *('workload.cmd="python train.py --num-envs {num_envs}"', "ladder.rungs=[128,32]", "measure.window_s=600"),
     ]
     proc = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    logs = lambda: list((tmp_path / "out").glob("case_gpu_bench_*/trials/mine/default_e32_probe_1/stdout.log"))  # noqa: E731
-    wait_for(lambda: bool(logs()) and "iter 3 " in logs()[0].read_text(), timeout_s=120)
+
+    def stepping() -> bool:  # the fitting rung's trainer has printed its third iteration
+        logs = list((tmp_path / "out").glob("case_gpu_bench_*/trials/mine/default_e32_probe_1/stdout.log"))
+        return bool(logs) and "iter 3 " in logs[0].read_text()
+
+    wait_for(stepping, timeout_s=120)
     proc.send_signal(signal.SIGTERM)
     out = proc.communicate(timeout=60)[0]
     assert proc.returncode == 143, out
