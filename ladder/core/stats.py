@@ -131,14 +131,32 @@ def intervals_s(points: Sequence[Point]) -> list[float]:
     return [b.t - a.t for a, b in zip(points, points[1:], strict=False) if b.t > a.t]
 
 
-def cycle_gap_s(points: Sequence[Point]) -> float | None:
-    """Where points come in bursts (a rollout's lines, then silence while the update runs), the longest pause
-    between bursts; None where they come evenly (every point is then a whole iteration, update included)."""
-    gaps = intervals_s(points)
+def pauses(points: Sequence[Point]) -> list[tuple[float, float]]:
+    """The pauses between bursts of progress, as (start, length): silences of at least `MIN_GAP_S` and `BURST_RATIO`
+    times the median interval between points; none before three intervals (too few to have a median)."""
+    gaps = [(a.t, b.t - a.t) for a, b in zip(points, points[1:], strict=False) if b.t > a.t]
     if len(gaps) < 3:
-        return None
-    longest = max(gaps)
-    return longest if longest >= max(MIN_GAP_S, BURST_RATIO * statistics.median(gaps)) else None
+        return []
+    least = max(MIN_GAP_S, BURST_RATIO * statistics.median(g for _, g in gaps))
+    return [(t, g) for t, g in gaps if g >= least]
+
+
+def cycle_gap_s(points: Sequence[Point]) -> float | None:
+    """Where points come in bursts (a rollout's lines, then silence while the update runs), the trainer's pause
+    between bursts: the shorter of its two longest, since a cadence is a pause that recurs (one pause alone may be
+    the machine stalling the trainer mid-rollout, which says nothing of its updates). None where no pause has
+    recurred: points that come evenly (every point is then a whole iteration, update included), or too few yet."""
+    found = sorted(g for _, g in pauses(points))
+    return found[-2] if len(found) >= 2 else None
+
+
+def even_s(points: Sequence[Point]) -> float:
+    """How long the trainer has printed without a pause: since the end of its last pause, or its first point."""
+    if not points:
+        return 0.0
+    found = pauses(points)
+    since = found[-1][0] + found[-1][1] if found else points[0].t
+    return points[-1].t - since
 
 
 def settle_s(points: Sequence[Point], window_s: float) -> float:
@@ -171,19 +189,20 @@ def outlived_peak(
 ) -> str:
     """Why the window, closed, still cannot stand for a fit ("" when it can). A fit measured only inside a rollout
     has not met the memory its first update needs, so: where progress comes in bursts (a rollout's lines, then the
-    silent update), the window must hold a pause between two; where its cadence is unknown (a trainer's own regex or
-    JSON lines: `per_iteration` False) and no pause has shown yet, the trial must have printed evenly for
-    `LEARN_WINDOWS` windows first (a rollout longer than that is taken for no rollout); and the trial's memory must
-    have set no new peak in its last `settle_s`."""
+    silent update, a pause that recurs: `cycle_gap_s`), the window must hold a pause between two; where its cadence
+    is unknown (a trainer's own regex or JSON lines: `per_iteration` False) and no pause has recurred yet, the trial
+    must have printed evenly, with no pause, for `LEARN_WINDOWS` windows first (a rollout longer than that is taken
+    for no rollout; a single pause, which may be the machine stalling the trainer mid-rollout, starts that count
+    again); and the trial's memory must have set no new peak in its last `settle_s`."""
     gap = cycle_gap_s(points)
     inside = intervals_s([p for p in points if window.start_t <= p.t <= window.end_t])
     if gap is not None and not any(g >= gap / 2 for g in inside):
         return f"its progress comes in bursts (pauses of {gap:.1f} s) and the window held no pause: no update yet"
-    printed_s = points[-1].t - points[0].t if points else 0.0
-    if gap is None and not per_iteration and printed_s < LEARN_WINDOWS * window_s:
+    steady_s = even_s(points)
+    if gap is None and not per_iteration and steady_s < LEARN_WINDOWS * window_s:
         return (
-            f"its cadence is unknown (a regex of its own): no pause in its {printed_s:.1f} s of progress yet, "
-            f"and an update comes only after a whole rollout"
+            f"its cadence is unknown (a regex of its own): no pause has recurred in its progress and it has printed "
+            f"evenly for {steady_s:.1f} s only, and an update comes only after a whole rollout"
         )
     span = settle_s(points, window_s)
     if samples and still_rising(samples, window.end_t, span):

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from ladder.core.errors import ExitCode
 from ladder.storage.tsv import read_tsv
 from tests.helpers import DATA, SHORT_WINDOW, need_memory_cgroups
@@ -37,15 +39,31 @@ def search(tmp_path: Path, sweep: str, *overrides: str) -> tuple[int, str, list[
     return done.returncode, done.stdout + done.stderr, trials
 
 
-def test_a_rung_that_fits_its_rollout_but_not_its_first_update_is_stepped_down_from(tmp_path: Path) -> None:
+# (the trainer's arguments, the window): a rollout of 0.4 s, well inside the three windows (0.9 s) after which even
+# lines are taken for no rollout, also on a loaded machine; and one of 2 s that the machine stalls for half a second
+# halfway through, as a loaded machine does (long enough to read as a pause, short enough that the settling rule
+# alone would let a window that holds it close before the update)
+ROLLOUTS = {
+    "steady": ("--steps 20", "measure.window_s=0.3"),
+    "stalled_mid_rollout": ("--steps 50 --step-s 0.04 --stall-s 0.5", "measure.window_s=1"),
+}
+
+
+@pytest.mark.parametrize(("rollout", "window"), ROLLOUTS.values(), ids=ROLLOUTS.keys())
+def test_a_rung_that_fits_its_rollout_but_not_its_first_update_is_stepped_down_from(
+    tmp_path: Path, rollout: str, window: str
+) -> None:
+    """Also where the machine stalls the trainer inside its first rollout: that one pause is not its update (a
+    cadence is a pause that recurs), so a window that holds it is no fit."""
     need_memory_cgroups()
     code, out, trials = search(
         tmp_path,
         "bursty",
-        f'workload.cmd="python {DATA / "trainers" / "bursty_update.py"} {{num_envs}}"',
+        f'workload.cmd="python {DATA / "trainers" / "bursty_update.py"} {{num_envs}} {rollout}"',
         "workload.progress_regex='global_step=(?P<samples>\\d+)'",
         "ladder.rungs=[400,16]",
         "workload.host_mem_limit_gb=0.3",
+        window,
     )
     assert [(t["num_envs"], t["status"], t["reason"]) for t in trials] == [
         ("400", "oom_or_nccl", "host_oom"),

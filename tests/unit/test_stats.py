@@ -304,8 +304,27 @@ def bursts(rollout: int, step_s: float, pause_s: float, n: int, t0: float = 100.
 
 def test_bursts_are_told_apart_from_an_even_cadence() -> None:
     assert stats.cycle_gap_s(points([1.0] * 10)) is None  # one point an iteration
-    assert stats.cycle_gap_s(bursts(20, 0.02, 2.0, 2)) == pytest.approx(2.02)  # a rollout's lines, then the update
+    assert stats.cycle_gap_s(bursts(20, 0.02, 2.0, 3)) == pytest.approx(2.02)  # a rollout's lines, then the update
+    assert stats.cycle_gap_s(bursts(20, 0.02, 2.0, 2)) is None  # one pause seen: no cadence until it recurs
     assert stats.cycle_gap_s(points([0.1, 0.1, 0.1, 0.3])) is None  # a slower line is no pause (under 0.5 s)
+    # a first update longer than the rest (compiling, first allocations): the cadence is the pause that recurs
+    first_long = bursts(20, 0.02, 5.0, 1) + bursts(20, 0.02, 1.0, 3, t0=105.42)
+    assert stats.cycle_gap_s(first_long) == pytest.approx(1.02)
+
+
+def test_a_stall_mid_rollout_is_not_taken_for_the_update() -> None:
+    """A loaded machine stalls the trainer for a second inside its first rollout: one pause, not a cadence. The
+    window that holds it stands for no fit, whatever its length, until the trainer has printed evenly for three
+    windows after it or a pause has recurred (its update has come)."""
+    stalled = points([0.02] * 20 + [1.0] + [0.02] * 20)  # 100.02..100.4, a 1 s stall, 101.42..101.82
+    assert stats.cycle_gap_s(stalled) is None
+    window = Window(100.3, 101.82, gated=True)  # held the stall
+    assert "cadence is unknown" in stats.outlived_peak([], stalled, window, window_s=0.3, per_iteration=False)
+    # before, the stall was taken for the update and the window that held it for a fit
+    assert stats.even_s(stalled) == pytest.approx(0.4)
+    updated = stalled + bursts(1, 0.6, 0.0, 1, t0=stalled[-1].t) + bursts(40, 0.02, 0.0, 1, t0=stalled[-1].t + 0.6)
+    assert stats.cycle_gap_s(updated) == pytest.approx(0.6)  # the update came: a second pause, the cadence known
+    assert stats.outlived_peak([], updated, Window(101.5, updated[-1].t, True), 0.3, per_iteration=False) == ""
 
 
 def test_a_window_inside_a_rollout_is_no_fit_until_it_holds_an_update() -> None:
@@ -328,6 +347,8 @@ def test_an_unknown_cadence_must_show_itself_before_a_window_stands() -> None:
     assert stats.outlived_peak([], early, window, window_s=0.4, per_iteration=True) == ""
     later = points([0.1] * 20)  # 2 s: five windows of 0.4 s
     assert stats.outlived_peak([], later, Window(later[15].t, later[-1].t, True), 0.4, per_iteration=False) == ""
+    paused = points([0.1] * 10 + [2.0] + [0.1] * 10)  # one pause, then 1 s of even lines: the count starts again
+    assert "cadence is unknown" in stats.outlived_peak([], paused, Window(paused[15].t, paused[-1].t, True), 0.4, False)
 
 
 def test_memory_still_rising_at_the_windows_end_is_no_fit() -> None:

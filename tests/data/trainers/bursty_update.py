@@ -3,6 +3,9 @@ update in silence. The rollout holds little memory; the update holds `num_envs` 
 gradients), so under a memory cap a rung can run its whole rollout and die at its first update.
 
     python bursty_update.py NUM_ENVS [--steps 40] [--step-s 0.02] [--update-s 0.6] [--update-mib-per-env 1]
+                            [--stall-s 0]
+
+`--stall-s`: one silence that long halfway through the first rollout, as a loaded machine stalls a trainer.
 """
 
 import argparse
@@ -14,6 +17,7 @@ parser.add_argument("--steps", type=int, default=40)  # env steps per rollout
 parser.add_argument("--step-s", type=float, default=0.02)
 parser.add_argument("--update-s", type=float, default=0.6)
 parser.add_argument("--update-mib-per-env", type=float, default=1.0)
+parser.add_argument("--stall-s", type=float, default=0.0)
 args = parser.parse_args()
 
 rollout = bytearray(args.steps * args.num_envs * 64)  # observations, written as the envs step
@@ -24,6 +28,8 @@ while True:
         global_step += args.num_envs
         print(f"global_step={global_step}", flush=True)
         time.sleep(args.step_s)
+        if global_step == args.num_envs * (args.steps // 2):
+            time.sleep(args.stall_s)
     update = bytearray(int(args.update_mib_per_env * args.num_envs * 2**20))  # zeroed: every page touched
     for i in range(0, len(update), 4096):
         update[i] = 1
