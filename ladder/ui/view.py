@@ -50,10 +50,21 @@ SHORT = {
 
 
 def found_line(records: Sequence[TrialRecord]) -> str:
-    """The line above the trials a sweep had recorded before this process started (`View.found`)."""
-    again = sum(1 for r in records if r.status is Status.INTERRUPTED)
-    done = len(records) - again
-    parts = [f"{done} finished, not run again"] * bool(done) + [f"{again} interrupted, to run again"] * bool(again)
+    """The line above the trials a sweep had recorded before this process started (`View.found`). An interrupted
+    trial whose rung has finished since (run again by an earlier resume) is history, not a rung to run again; one
+    after its rung's answer (a second launch of it, cut short) runs again."""
+    interrupted = [r for r in records if r.status is Status.INTERRUPTED]
+    last: dict[tuple[str, int], int] = {}  # each rung's last finished trial
+    for r in records:
+        if r.status is not Status.INTERRUPTED:
+            last[(r.profile, r.num_envs)] = max(r.number, last.get((r.profile, r.num_envs), r.number))
+    again = sum(1 for r in interrupted if last.get((r.profile, r.num_envs), -1) < r.number)
+    done, before = len(records) - len(interrupted), len(interrupted) - again
+    parts = (
+        [f"{done} finished, not run again"] * bool(done)
+        + [f"{again} interrupted, to run again"] * bool(again)
+        + [f"{before} interrupted before, run again since"] * bool(before)
+    )
     return f"found in sweep storage: {len(records)} trial(s) this sweep recorded before ({'; '.join(parts)})"
 
 

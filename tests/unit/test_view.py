@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import io
+from dataclasses import replace
 
 from rich.console import Console
 
 from ladder.core import policy
 from ladder.core.records import Phase, Reason, Sample, Status, TrialRecord
 from ladder.runner.trial import Tick
-from ladder.ui.view import LiveView, PlainView, make_view
+from ladder.ui.view import LiveView, PlainView, found_line, make_view
 from ladder.ui.view import _attempts as attempts_of
 from ladder.ui.view import _next_line as next_line
 
@@ -73,6 +74,24 @@ def test_a_resumed_sweep_prints_the_trials_it_found_as_rows_under_one_line_sayin
     assert lines[2].startswith("amp_pi_plus    default  e256   oom_or_nccl")
     assert lines[3].startswith("amp_pi_plus    default  e64    interrupted")
     assert lines[4].startswith("amp_pi_plus    default  e64    ok") and len(lines) == 5
+
+
+def test_an_interrupted_trial_whose_rung_finished_since_is_not_to_run_again() -> None:
+    """The second resume of a sweep whose e64 was interrupted, then run again by the first resume: e64 has its
+    answer; the interrupted launch is history. A launch interrupted after its rung's answer (a second launch of
+    it) and one of a rung never answered still run again."""
+    numbered = [
+        (0, record("default", 64, Status.INTERRUPTED)),
+        (1, record("default", 64, Status.OK)),
+        (2, record("hiutil", 64, Status.OK)),
+        (3, record("hiutil", 64, Status.INTERRUPTED)),
+        (4, record("hiutil", 32, Status.INTERRUPTED)),
+    ]
+    found = [replace(r, number=n) for n, r in numbered]
+    assert found_line(found) == (
+        "found in sweep storage: 5 trial(s) this sweep recorded before (2 finished, not run again; 2 interrupted, "
+        "to run again; 1 interrupted before, run again since)"
+    )
 
 
 def test_the_live_board_of_a_resumed_sweep_holds_what_it_found_and_asks_the_walk_from_there() -> None:
