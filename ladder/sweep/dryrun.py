@@ -33,7 +33,7 @@ from ladder.settings.config import MeasureConf, Settings
 from ladder.storage import reuse, studies
 from ladder.sweep.context import GROWS_WITH_ENVS, Run, plan, workload_of
 from ladder.sweep.events import Unwatched
-from ladder.sweep.identity import would_reuse
+from ladder.sweep.identity import fresh_trial_dir, would_reuse
 
 INDENT = "    "
 
@@ -313,10 +313,8 @@ def show(
     planned = [
         Planned(profile, rung, str(trial_dir), plan(ctx, Decision(profile, rung, ""), trial_dir, port), note)
         for profile, rung in every_trial([p.name for p in settings.profiles], settings.rungs)
-        for trial_dir in [
-            paths.trial(settings.case.name, profile, rung, Phase.PROBE, 1, settings.knob).folder.absolute()
-        ]
         for note in [known.get((profile, rung), "")]
+        for trial_dir in [_folder(settings, paths, profile, rung, launched=not note)]
     ]
     kind = planned[0].spec.info.get("workload", "") if planned else ""
     history = reuse.earlier_records(storage, settings.case.name, paths.sweep, Path(settings.output_root))
@@ -336,6 +334,15 @@ def show(
         + format_estimate(cost)
         + f"\nestimate basis: {took.basis}\n"
     )
+
+
+def _folder(settings: Settings, paths: SweepPaths, profile: str, rung: int, launched: bool) -> Path:
+    """The trial's folder: the first one free where it would launch (a trial set aside keeps its own), else the
+    first (where the trial that answers for it ran)."""
+    case, knob = settings.case.name, settings.knob
+    if launched:
+        return fresh_trial_dir(paths, case, profile, rung, Phase.PROBE, knob).absolute()
+    return paths.trial(case, profile, rung, Phase.PROBE, 1, knob).folder.absolute()
 
 
 def _existing_storage(settings: Settings, paths: SweepPaths) -> BaseStorage | None:

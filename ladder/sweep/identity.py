@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 
 from filelock import FileLock
@@ -18,7 +19,7 @@ from ladder.core.paths import SweepPaths
 from ladder.core.records import Phase, Status, TrialRecord
 from ladder.core.spec import TrialSpec
 from ladder.runner.machine import emulated_card_gb
-from ladder.settings import catalog
+from ladder.settings import catalog, recorded
 from ladder.storage import reuse, studies, tsv
 from ladder.sweep.context import Run, plan
 from ladder.workloads import planner
@@ -66,9 +67,13 @@ def would_reuse(run: Run) -> dict[tuple[str, int], str]:
     or one an earlier sweep ran). Reads storages only; `run.storage` is this sweep's, or None where it has none."""
     s = run.settings
     study = studies.load_study(run.storage, studies.study_name(s.case.name, run.paths.sweep)) if run.storage else None
+    records = studies.records(study) if study else []
+    if study and studies.load_settings(study) not in (None, recorded.record(s)):  # settings_change=accept
+        set_aside = {r.number for r in stale(records, run)}
+        records = [r for r in records if r.number not in set_aside]  # as `resume.settle` will leave the sweep
     known = {
         (r.profile, r.num_envs): f"already run in this sweep ({r.status})"
-        for r in (studies.records(study) if study else [])
+        for r in records
         if r.status is not Status.INTERRUPTED
     }
     if s.reuse:
@@ -79,6 +84,17 @@ def would_reuse(run: Run) -> dict[tuple[str, int], str]:
             for r in reuse.carried(earlier, shapes(run), card, set(known)):
                 known[(r.profile, r.num_envs)] = reuse.carried_why(r, card)
     return known
+
+
+def stale(records: Sequence[TrialRecord], run: Run) -> list[TrialRecord]:
+    """The finished trials that no longer answer for their rungs under the run's settings (set aside where the
+    sweep's settings changed); an interrupted one never counted: it stays as history."""
+    want = wanted(run)
+    return [
+        r
+        for r in records
+        if r.status is not Status.INTERRUPTED and want.get((r.profile, r.num_envs)) != reuse.identity_of(r)
+    ]
 
 
 def card_gb(run: Run) -> float | None:

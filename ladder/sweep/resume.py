@@ -16,12 +16,11 @@ from pathlib import Path
 
 from ladder.core.errors import ConfigError
 from ladder.core.paths import SweepPaths, sweep_name
-from ladder.core.records import Status, TrialRecord
 from ladder.core.spec import Kind
 from ladder.settings import recorded
 from ladder.settings.config import Settings, SettingsChange
 from ladder.settings.credentials import redact
-from ladder.storage import reuse, studies, sweeps, turns
+from ladder.storage import studies, sweeps, turns
 from ladder.sweep import identity
 from ladder.sweep.context import Run
 
@@ -96,8 +95,7 @@ def settle(run: Run) -> None:
                 "give settings_change=accept once that process has finished or been stopped, or run these settings "
                 "as a new sweep (sweep=<another name>)",
             )
-        wanted = identity.wanted(run)
-        stale = [r.number for r in studies.records(run.study) if _stale(r, wanted)]
+        stale = [r.number for r in identity.stale(studies.records(run.study), run)]
         studies.set_aside(run.study, stale)
         log.info(
             "the sweep's settings changed (settings_change=accept): %d earlier trial(s) no longer count and "
@@ -105,13 +103,6 @@ def settle(run: Run) -> None:
             len(stale),
         )
     studies.save_settings(run.study, now)
-
-
-def _stale(record: TrialRecord, wanted: reuse.Wanted) -> bool:
-    """A finished trial that no longer answers for its rung; an interrupted one never counted: it stays as history."""
-    return wanted.get((record.profile, record.num_envs)) != reuse.identity_of(record) and (
-        record.status is not Status.INTERRUPTED
-    )
 
 
 def command(settings: Settings, paths: SweepPaths, conf_dirs: Sequence[str] = ()) -> str:

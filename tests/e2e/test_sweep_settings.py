@@ -109,6 +109,11 @@ def test_a_resume_at_another_card_refuses_and_one_that_sets_nothing_resumes_as_s
     assert "emulated card: 0.8 GB" in out and "ladder [128]" in out and "profiles ['default']" in out, out
     assert rows(tmp_path, "mix") == [("128", "ok", "0.8", "")]  # nothing launched again
 
+    # its dry run plans as the change would leave the sweep: e128 to launch afresh, not "already run"
+    dry = search(tmp_path, "sweep=mix", "workload.emulate_gpu_mem_gb=0.6", "settings_change=accept", "dry_run=true")
+    out = finish(dry)
+    assert dry.returncode == 0 and "default_e128_probe_2" in out and "already run in this sweep" not in out, out
+    assert rows(tmp_path, "mix") == [("128", "ok", "0.8", "")]  # and changes nothing
     accepted = search(tmp_path, "sweep=mix", "workload.emulate_gpu_mem_gb=0.6", "settings_change=accept")
     out = finish(accepted)
     assert "emulated card: 0.6 GB" in out and "largest stable rung at e128" not in out, out
