@@ -261,11 +261,15 @@ def default_durations(m: MeasureConf, descends: bool) -> Durations:
     return Durations(STARTUP_GUESS_S, fit_s, cut_s, "defaults: no recorded trial of this case and workload here")
 
 
-def from_history(records: Sequence[TrialRecord], defaults: Durations, where: str) -> Durations:
+def from_history(
+    records: Sequence[TrialRecord], defaults: Durations, where: str, window_s: float | None = None
+) -> Durations:
     """The medians of the recorded fitting, failing and cut-short probes (reused copies not counted twice), each
-    in place of its default where there is one; the basis names what was used."""
+    in place of its default where there is one; the basis names what was used. Given the window this sweep sets
+    (`window_s`), a recorded fit counts for what it spent outside its window plus that window: history run at
+    another `measure.window_s` says little of a fit's length, and much of its start-up."""
     own = [r for r in records if r.phase is Phase.PROBE and not r.info.get("reused_from") and _seconds(r) is not None]
-    fits = [_seconds(r) for r in own if r.status is Status.OK and not r.figures.get("cut")]
+    fits = [_fit_s(r, window_s) for r in own if r.status is Status.OK and not r.figures.get("cut")]
     fails = [_seconds(r) for r in own if r.status in (Status.OOM_OR_NCCL, Status.TIMEOUT)]
     cuts = [_seconds(r) for r in own if r.status is Status.OK and r.figures.get("cut")]
     if not (fits or fails or cuts):
@@ -279,6 +283,8 @@ def from_history(records: Sequence[TrialRecord], defaults: Durations, where: str
     ]
     rest = [name for xs, name in ((fits, "fitting"), (fails, "failing")) if not xs]
     basis = f"history: medians of {', '.join(used)} recorded trial(s) of {where}"
+    if fits and window_s is not None:
+        basis += f" (a fit: its time outside its window, plus measure.window_s={window_s:g})"
     return Durations(fail_s, fit_s, cut_s, basis + (f"; defaults for {' and '.join(rest)}" if rest else ""))
 
 
@@ -287,6 +293,14 @@ def _seconds(record: TrialRecord) -> float | None:
         return float(record.info.get("duration_s", ""))
     except ValueError:
         return None
+
+
+def _fit_s(record: TrialRecord, window_s: float | None) -> float | None:
+    """A recorded fit's length, its measured window put at `window_s` where given and measured."""
+    took, measured = _seconds(record), record.figures.get("window_s")
+    if took is None or window_s is None or measured is None:
+        return took
+    return max(0.0, took - measured) + window_s
 
 
 def _median(values: Sequence[float | None], default: float) -> float:
@@ -321,7 +335,8 @@ def show(
     history += _this_sweep(storage, settings.case.name, paths.sweep)
     same = [r for r in history if r.info.get("workload") == kind and r.info.get("device") == machine.device]
     defaults = default_durations(settings.measure, settings.objective not in GROWS_WITH_ENVS)
-    took = from_history(same, defaults, f"case {settings.case.name}, workload {kind or '?'}, on {machine.device}")
+    where = f"case {settings.case.name}, workload {kind or '?'}, on {machine.device}"
+    took = from_history(same, defaults, where, settings.measure.window_s)
     profiles = dict.fromkeys(p.profile for p in planned)
     left = [sum(1 for p in planned if p.profile == v and not p.known) for v in profiles]
     cost = estimate_left(left, took.fail_s, took.fit_s, took.cut_s)

@@ -50,7 +50,12 @@ def test_an_interpolation_meant_for_the_trainer_gets_the_form_that_reaches_it(tm
 
 def test_a_dry_run_estimates_from_the_recorded_trials_of_the_same_case(swept: Path) -> None:
     rows = read_tsv(sweep_dir(swept, "first") / "trials.tsv")
-    fits = [float(r["duration_s"]) for r in rows if r["status"] == "ok" and not float(r.get("cut") or 0)]
+    # planned with 20 s windows: a recorded fit counts for its time outside its window, plus 20 s
+    fits = [
+        float(r["duration_s"]) - float(r["window_s"]) + 20
+        for r in rows
+        if r["status"] == "ok" and not float(r.get("cut") or 0)
+    ]
     fails = [float(r["duration_s"]) for r in rows if r["status"] == "oom_or_nccl"]
     env = {**os.environ, "NCCL_DEBUG": "WARN"}
     plan = subprocess.run(
@@ -66,6 +71,7 @@ def test_a_dry_run_estimates_from_the_recorded_trials_of_the_same_case(swept: Pa
             "dry_run=true",
             *FAST,
             *GATED,
+            "measure.window_s=20",
             "workload.host_mem_limit_gb=4",
         ],
         cwd=swept,
@@ -79,7 +85,10 @@ def test_a_dry_run_estimates_from_the_recorded_trials_of_the_same_case(swept: Pa
     assert f"a fitting one ~{statistics.median(fits):.0f} s" in out, out
     assert f"a failing launch ~{statistics.median(fails):.0f} s" in out, out
     assert f"estimate basis: history: medians of {len(fits)} fitting, {len(fails)} failing" in out, out
-    assert "of case amp_pi_plus, workload proxy, on cpu" in out
+    assert (
+        "of case amp_pi_plus, workload proxy, on cpu (a fit: its time outside its window, plus measure.window_s=20)"
+        in out
+    )
     assert "caps: memory cgroup 4 GB for the whole trial" in out and "emulated card 0.6 GB per rank" in out
     assert "NCCL_DEBUG=WARN" in out and "reuse of earlier sweeps' trials: off" in out
     assert not (sweep_dir(swept, "plan") / "journal.log").exists()

@@ -3,6 +3,10 @@ recorded history), the hint for a `${x}` meant for the trainer, and the report d
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+import pytest
+
 from ladder.core.records import Phase, Reason, Status, TrialRecord
 from ladder.settings.config import MeasureConf
 from ladder.sweep.dryrun import default_durations, from_history, settings_lines
@@ -69,6 +73,11 @@ def test_the_estimate_takes_medians_of_the_recorded_history_and_says_so() -> Non
         "history: medians of 2 fitting, 3 failing, 1 cut-short recorded trial(s) of case "
         "amp_pi_plus, workload proxy, on cpu"
     )
+    # fits measured with 8 s windows, estimated for a sweep of 60 s windows: their time outside the window, plus 60 s
+    windowed = [replace(r, figures={"window_s": 8.5}) for r in history[3:5]]
+    longer = from_history(history[:3] + windowed, defaults, "c", window_s=60.0)
+    assert longer.fit_s == pytest.approx(205.0 - 8.5 + 60.0) and longer.fail_s == 8.0
+    assert longer.basis.endswith("(a fit: its time outside its window, plus measure.window_s=60)")
     only_fails = from_history(history[:2], default_durations(MeasureConf(), descends=False), "c")
     assert only_fails.fit_s == defaults.fit_s and only_fails.cut_s is None
     assert only_fails.basis.endswith("; defaults for fitting")
