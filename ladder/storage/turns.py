@@ -44,10 +44,15 @@ class Turns:
     poll_s: float = POLL_S
     end: Callable[[studies.Abandoned], None] | None = None  # ends what is left of a dead owner's trial (the sweep's)
 
-    def wait(self) -> list[TrialRecord]:
-        """Wait until no live owner runs a trial of the case; the case's records then, loaded once."""
+    def wait(self, landed: Callable[[list[TrialRecord]], None] | None = None) -> list[TrialRecord]:
+        """Wait until no live owner runs a trial of the case; the case's records then, loaded once. `landed` is
+        given the case's records each time a trial waited on ends while another is running (an owner that runs
+        trials back to back leaves no moment free of them: without it, nothing of its would show until its end)."""
         told: set[int] = set()
         while running := self.running():
+            if landed is not None and told - {t.number for t in running}:
+                landed(studies.records(self.study))
+                told &= {t.number for t in running}
             for t in (t for t in running if t.number not in told):
                 told.add(t.number)
                 log.info(

@@ -74,7 +74,7 @@ def _step(ctx: Run, gate: preflight.Preflight | None) -> bool:
     The case's records are loaded once, when this process's turn comes (`ladder.storage.turns`: no other process runs a
     trial of the case; it waits holding no devices), and the decision is taken from them. Where trials lease
     devices, it is taken again inside the lease from records loaded then, so it never goes stale while it waits."""
-    records = ctx.turns.wait()
+    records = ctx.turns.wait(landed=lambda landed: _show_others(ctx, landed))
     _show_others(ctx, records)
     if (step := _decide(ctx, records)) is None:
         return False

@@ -63,3 +63,34 @@ def test_wait_returns_once_the_other_trial_has_its_outcome_with_that_outcome(
         waiter.join(timeout=60)
     assert [[(r.num_envs, r.status) for r in records] for records in got] == [[(256, Status.OOM_OR_NCCL)]]
     assert f"trial {running.number} (default e256) is running in another process (pid" in caplog.text
+
+
+def test_a_waiter_is_given_each_trial_that_lands_while_the_owner_runs_its_next(
+    where: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An owner that runs trials back to back (its next begun before the waiter looks again) leaves no moment free
+    of them; the waiter is given each outcome as it lands, not all of them once the owner is done."""
+    me, other = process(where), process(where)
+    first = studies.begin(other.study, "default", 256, VARIANTS, {})
+    landed: list[list[tuple[int, Status]]] = []
+    got: list[list[TrialRecord]] = []
+
+    def shown(records: list[TrialRecord]) -> None:
+        landed.append([(r.num_envs, r.status) for r in records])
+
+    caplog.set_level(logging.INFO, logger="ladder.storage.turns")
+    waiter = threading.Thread(target=lambda: got.append(me.wait(landed=shown)))
+    waiter.start()
+    try:
+        wait_for(lambda: f"trial {first.number} (default e256) is running" in caplog.text, timeout_s=60)
+        second = studies.begin(other.study, "default", 128, VARIANTS, {})  # begun before the first ends
+        studies.finish(other.study, first, record(256, Status.OOM_OR_NCCL), None)
+        wait_for(lambda: bool(landed), timeout_s=60)
+        assert got == []  # still waiting: e128 runs
+        assert landed == [[(256, Status.OOM_OR_NCCL)]]
+        studies.finish(other.study, second, record(128, Status.OK), None)
+    finally:
+        waiter.join(timeout=60)
+    assert [[(r.num_envs, r.status) for r in records] for records in got] == [
+        [(256, Status.OOM_OR_NCCL), (128, Status.OK)]
+    ]
