@@ -1,7 +1,7 @@
 """What a person sees while a sweep runs: a live rich display on a terminal, plain lines anywhere else.
 
 Both views take the same events (sweep started, trial started, tick, trial finished). The live one redraws the
-ladder so far (profiles × rungs: each cell its outcome and the objective's figure, named; a rung the walk ruled out,
+ladder so far (rungs × profiles: each cell its outcome and the objective's figure, named; a rung the walk ruled out,
 `skipped` with why), the running trial (phase, elapsed, window progress, latest util and memory per device) and what
 comes next on either outcome, asked of the walk itself (`policy.next_trial` with the running trial as if it had
 fitted, then as if it had failed); finished trials are also printed as the plain line, so the scrollback keeps them.
@@ -21,7 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ladder.core import pick, policy
-from ladder.core.records import Reason, Source, Status, TrialRecord, rung_label
+from ladder.core.records import Phase, Reason, Source, Status, TrialRecord, rung_label
 from ladder.runner.trial import Tick
 from ladder.sweep.events import View
 from ladder.ui.summary import trial_line
@@ -130,32 +130,69 @@ def _attempts(records: Sequence[TrialRecord], objective: str) -> list[policy.Att
 
 def render(board: Board) -> RenderableType:
     walks = board.walks()
-    return Group(_ladder_table(board, walks), _skipped_line(board, walks), _running_line(board), _next_line(board))
+    return Group(
+        _ladder_table(board, walks),
+        _legend(board, walks),
+        _skipped_line(board, walks),
+        _running_line(board),
+        _next_line(board),
+    )
+
+
+PICK_MARK = "*"  # the cell of the pick so far (`pick.best` of the probes measured)
+REUSED_MARK = "(reused)"
 
 
 def _ladder_table(board: Board, walks: dict[str, policy.Walk]) -> Table:
+    """A rung a row, from the top down, a profile a column: a ladder of eight rungs fits 80 columns this way
+    (a rung a column cut its cells to `oom/n…` there)."""
     table = Table(title=f"{board.case}: the ladder so far", title_justify="left", expand=False)
-    table.add_column("profile")
-    for rung in board.rungs:
-        table.add_column(rung_label(board.knob, rung), justify="center")
+    table.add_column(board.knob, justify="right", no_wrap=True)
     for profile in board.profiles:
-        table.add_row(profile, *(_cell(board, walks[profile], rung) for rung in board.rungs))
+        table.add_column(profile, justify="center")
+    leader = _leader(board)
+    for rung in board.rungs:
+        label = rung_label(board.knob, rung)
+        table.add_row(label, *(_cell(board, walks[profile], rung, leader) for profile in board.profiles))
     return table
 
 
-def _cell(board: Board, walk: policy.Walk, rung: int) -> Text:
-    """A trial's outcome and figure; a rung ruled out, `skipped` and why; one the walk ended without, why not; `·`
-    where the walk has not come yet."""
+def _leader(board: Board) -> TrialRecord | None:
+    """The pick so far: the case's pick among the probes measured until now (the summary's, once the sweep ends)."""
+    return pick.best([r for r in board.records if r.phase is Phase.PROBE], board.objective)
+
+
+def _cell(board: Board, walk: policy.Walk, rung: int, leader: TrialRecord | None = None) -> Text:
+    """A trial's outcome and figure (`*` on the pick so far, `(reused)` where an earlier sweep ran it); a rung ruled
+    out, `skipped` and why; one the walk ended without, `not run` (why: under the table); `·` where the walk has
+    not come yet."""
     if board.running == (walk.profile, rung):
         return Text("running", style="bold cyan")
     record = board.cells.get((walk.profile, rung))
     if record is not None:
-        return Text(SHORT[record.status] + _figure(record, board.objective), style=STYLE[record.status])
+        lead = leader is not None and (leader.profile, leader.num_envs) == (record.profile, record.num_envs)
+        mark = f"{PICK_MARK} " if lead else ""
+        reused = f" {REUSED_MARK}" if record.info.get("reused_from") else ""
+        text = mark + SHORT[record.status] + _figure(record, board.objective) + reused
+        return Text(text, style=STYLE[record.status] + (" bold" if mark else ""))
     if why := dict(walk.skipped).get(rung):
         return Text(f"skipped ({_short(why)})", style="dim yellow")
     if walk.outcome is not policy.Outcome.PENDING:
-        return Text(_not_needed(walk, rung, board.knob), style="dim")
+        return Text("not run", style="dim")
     return Text("·", style="dim")
+
+
+def _legend(board: Board, walks: dict[str, policy.Walk]) -> Text:
+    """What the marks in the table say, and why each walk that ended left rungs unrun (once a line, not in every
+    cell: at 80 columns a cell's reason wrapped the table tall)."""
+    parts = [f"{PICK_MARK} the pick so far"] if _leader(board) is not None else []
+    if any(r.info.get("reused_from") for r in board.cells.values()):
+        parts.append(f"{REUSED_MARK} run by an earlier sweep")
+    for profile, walk in walks.items():
+        unrun = [r for r in board.rungs if (profile, r) not in board.cells and not dict(walk.skipped).get(r)]
+        if walk.outcome is not policy.Outcome.PENDING and unrun and board.running not in {(profile, r) for r in unrun}:
+            parts.append(f"{profile} not run: {_not_needed(walk, unrun[0], board.knob).removeprefix('not run: ')}")
+    return Text("; ".join(parts), style="dim")
 
 
 def _figure(record: TrialRecord, objective: str) -> str:
@@ -175,12 +212,12 @@ def _short(why: str) -> str:
 
 def _not_needed(walk: policy.Walk, rung: int, knob: str) -> str:
     if walk.outcome is policy.Outcome.FOUND and walk.rung is not None and rung < walk.rung:
-        return f"not run: fits below {rung_label(knob, walk.rung)}"
+        return f"not run: it fits at {rung_label(knob, walk.rung)}, the rest below need no launch"
     if walk.outcome is policy.Outcome.ERROR:
         return "not run: profile stopped"
     if walk.outcome is policy.Outcome.UNRELATED:
         return "not run: not num_envs"
-    return "not run"
+    return "not run: the walk ended"
 
 
 def _skipped_line(board: Board, walks: dict[str, policy.Walk]) -> Text:
@@ -282,7 +319,7 @@ class LiveView:
         self.board.cells[(record.profile, record.num_envs)] = record
         self.board.records.append(record)
         self.board.running = None
-        self.console.print(trial_line(record), markup=False)
+        self.console.print(trial_line(record), markup=False, soft_wrap=True)  # the terminal wraps it, not rich
         self._draw()
 
     def close(self) -> None:

@@ -43,7 +43,9 @@ def test_live_view_draws_the_ladder_the_running_trial_and_what_comes_next() -> N
     text = view.console.file.getvalue()  # type: ignore[attr-defined]
     assert "amp_pi_plus    default  e256   oom_or_nccl  host_oom" in text  # the finished trial's line
     final = text.split("amp_pi_plus: the ladder so far")[-1]
-    assert "│ default │ oom/nccl │ running │  ·  │" in final
+    flat = " ".join(final.split())
+    assert "┃ num_envs ┃ default ┃ hiutil ┃" in flat  # a rung a row, a profile a column
+    assert "│ e256 │ oom/nccl │ · │ │ e128 │ running │ · │ │ e64 │ · │ · │" in flat, final
     assert "running default e128: window 50%, iter 9, 12 s   [0] 87% 809 MiB  [1] 85% 810 MiB" in final
     assert "on oom/nccl or timeout, default e64 (the highest rung left)" in " ".join(final.split())
 
@@ -103,8 +105,8 @@ def test_the_live_board_of_a_resumed_sweep_holds_what_it_found_and_asks_the_walk
     text = view.console.file.getvalue()  # type: ignore[attr-defined]
     assert "found in sweep storage: 2 trial(s) this sweep recorded before (2 finished, not run again)" in text
     final = text.split("amp_pi_plus: the ladder so far")[-1]
-    assert "│ default │ oom/nccl │ ok util 40% │ not run: fits below e128 │" in final
-    assert "│ hiutil  │    ·     │   running   │" in final
+    assert "│ e256 │ oom/nccl │ · │ │ e128 │ * ok util 40% │ running │ │ e64 │ not run │ · │" in " ".join(final.split())
+    assert "* the pick so far; default not run: it fits at e128, the rest below need no launch" in final
     assert "next: on ok, hiutil e256 (just above the largest rung that fits)" in " ".join(final.split())
 
 
@@ -233,10 +235,33 @@ def test_cells_name_their_figure_and_say_why_a_rung_was_skipped() -> None:
     view.trial_finished(record("hiutil", 128, Status.OOM_OR_NCCL))
     view.close()
     text = final_picture(view)
-    assert "│ default │ oom/nccl │ oom/nccl │ ok util 38% │ not run: fits below e64 │" in text, text
+    assert "│ e256 │ oom/nccl │ skipped (above the failure at 128 envs) │" in text, text
+    assert "│ e128 │ oom/nccl │ oom/nccl │ │ e64 │ * ok util 38% │ ok util 20% │ │ e48 │ not run │ not run │" in text
+    assert "default not run: it fits at e64, the rest below need no launch;" in text, text
     assert "skipped (above the failure at 128 envs)" in text  # hiutil e256: never launched, and why
     assert "skipped: hiutil e256: above the failure at 128 envs" in text
     assert "·" not in text  # every cell says what happened to its rung
     by_rate = seeded(objective="samples_per_s")
     by_rate.close()
     assert "ok 1600 samples/s" in final_picture(by_rate)
+
+
+def test_at_80_columns_the_board_keeps_names_whole_and_each_trial_line_on_one_line() -> None:
+    """The demo's eight rungs on an 80-column terminal: a profile's name is not cut (`defau…`), a walk's reason
+    for its unrun rungs is said once under the table (not in each cell, where it wrapped the table tall), a
+    reused trial is marked, and the plain line printed per trial is left whole for the terminal to wrap."""
+    view = LiveView(Console(file=io.StringIO(), force_terminal=True, width=80, color_system=None))
+    rungs = [256, 128, 64, 48, 40, 38, 36, 32]
+    view.sweep_started("banner", "amp_pi_plus", rungs, ["default", "hiutil"])
+    view.trial_finished(record("default", 256, Status.OOM_OR_NCCL))
+    view.trial_finished(replace(record("default", 128, Status.OK, util=40.0), info={"reused_from": "old#3"}))
+    view.close()
+    text = view.console.file.getvalue()  # type: ignore[attr-defined]
+    board = text.split("the ladder so far")[-1]
+    rows = [line for line in board.splitlines() if line.startswith("│")]
+    assert "┃ num_envs ┃ default ┃ hiutil ┃" in " ".join(board.split()), board
+    assert "…" not in board and len(rows) == len(rungs), board  # a rung a line, not a cell's reason wrapped tall
+    flat = " ".join(board.split())
+    assert "(reused) run by an earlier sweep" in flat and "default not run: it fits at e128" in flat, board
+    lines = [line for line in text.splitlines() if "amp_pi_plus    default  e256" in line]
+    assert len(lines) == 1 and "util=" in lines[0] and "samples/s=" in lines[0], text
