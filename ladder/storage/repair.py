@@ -169,6 +169,8 @@ def repair(folder: Path) -> tuple[int, int, Path | None]:
     path = folder / JOURNAL if folder.is_dir() else folder
     if not path.is_file():
         raise StorageError(f"no journal at {path}", "give a sweep folder that holds journal.log")
+    found = path.read_bytes().splitlines(keepends=True)
+    _is_journal(path, parse(found), len(found))  # before the lock, whose file would be left beside a wrong one
     with SafeJournal(str(path)).lock:
         lines = path.read_bytes().splitlines(keepends=True)
         result = plan(parse(lines))
@@ -178,6 +180,18 @@ def repair(folder: Path) -> tuple[int, int, Path | None]:
         aside = side_file(path, "set-aside")
         aside.write_text("".join(json.dumps({"line": n, "why": w, "text": t}) + "\n" for n, w, t in result.set_aside))
     return len(result.kept), len(result.set_aside), aside
+
+
+def _is_journal(path: Path, lines: Sequence[Line], count: int) -> None:
+    """Refuse a file that is not a journal (a trials.tsv, a README given by mistake): a journal's lines are, but for
+    a few torn ones, records with an op code, and a repair would set every other line aside and empty the file."""
+    records = sum(1 for ln in lines if ln.record is not None and isinstance(ln.op, int))
+    if count and records * 2 <= count:
+        raise StorageError(
+            f"{path} is not an Optuna journal: {records} of its {count} line(s) are journal records; nothing was "
+            "changed",
+            "give a sweep folder that holds journal.log, or that journal.log",
+        )
 
 
 def _replace(path: Path, result: Plan) -> None:

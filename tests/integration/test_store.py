@@ -227,3 +227,18 @@ def test_a_profile_added_to_the_config_later_does_not_break_resuming_a_sweep(whe
     frozen = study.trials()[later.number]
     assert frozen.params["variant"] == "hiutil"
     assert frozen.distributions["variant"].choices == ("default", "hiutil")  # the set the sweep started with
+
+
+@pytest.mark.parametrize("name", ["trials.tsv", "journal.log"])
+def test_repair_refuses_a_file_that_is_not_a_journal_and_changes_nothing(tmp_path: Path, name: str) -> None:
+    """A trials.tsv (or a README) given to the repair by mistake: each of its lines would be set aside as
+    unreadable and the file emptied. Refused, whatever the file's name, and the file left as it was."""
+    given = tmp_path / name
+    given.write_text("case\tnum_envs\tstatus\namp_pi_plus\t64\tok\namp_pi_plus\t128\toom_or_nccl\n")
+    before = given.read_bytes()
+    done = subprocess.run([sys.executable, "-m", "ladder.repair", str(given)], capture_output=True, text=True)
+    assert done.returncode == 2, done.stdout
+    assert (
+        f"{given} is not an Optuna journal: 0 of its 3 line(s) are journal records; nothing was changed" in done.stderr
+    )
+    assert given.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == [name]  # no side file, no lock
