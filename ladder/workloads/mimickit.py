@@ -141,6 +141,16 @@ def args_file_value(text: str, key: str) -> str:
     return ""
 
 
+def check_root(root: str) -> None:
+    """Refuse a MimicKit folder that is not there or holds no `mimickit/run.py` (reads the file system), before
+    the sweep writes anything: its first trial would end in a traceback from the launch."""
+    fix = f"set workload.mimickit_root=/path/to/MimicKit (the checkout that holds {RUN_PY}), or export MIMICKIT_ROOT"
+    if not Path(root).is_dir():
+        raise ConfigError(f"workload.mimickit_root {root!r} is not a folder", fix)
+    if not (Path(root) / RUN_PY).is_file():
+        raise ConfigError(f"workload.mimickit_root {root!r} holds no {RUN_PY}: is it a MimicKit checkout?", fix)
+
+
 def read_env_config(root: str, args_file: str) -> dict[str, Any]:
     """The case's env config as MimicKit would load it: the file its args file names, relative to the MimicKit
     folder (reads the file system)."""

@@ -27,7 +27,7 @@ from ladder.workloads.command import (
     reads_profile,
     split_cmd,
 )
-from ladder.workloads.mimickit import NUM_ENVS, MimicKitConf, plan_mimickit
+from ladder.workloads.mimickit import NUM_ENVS, MimicKitConf, check_root, plan_mimickit
 
 ROOT_VAR = "MIMICKIT_ROOT"
 MIMICKIT_PROGRESS = (ProgressKind.MIMICKIT_STDOUT, ProgressKind.MIMICKIT_LOG)
@@ -77,6 +77,8 @@ def build(inp: WorkloadConf, knob: str, environ: Mapping[str, str]) -> tuple[Wor
             "set workload.mimickit_root (or kind=mimickit), or drop workload.env_patch",
         )
     mk = _mimickit_conf(inp, got.mimickit_root) if got.kind is Kind.MIMICKIT else None
+    if mk is not None:
+        check_root(mk.root)  # before the sweep writes anything, as a command's template and folder are
     cmd = _command_conf(inp, environ) if got.kind is Kind.COMMAND else None
     if cmd is not None:
         check_command(cmd, knob)  # before the sweep writes anything: a template that cannot be filled is refused

@@ -22,7 +22,9 @@ from ladder.workloads.command import CommandConf
 from ladder.workloads.mimickit import MimicKitConf, missing_files
 from ladder.workloads.planner import Kind, Workload, build, distinct_profiles, parse_kind, plan, resolve
 from ladder.workloads.progress import MimicKitLogParser, MimicKitStdoutParser, Parser, parser_for
-from tests.helpers import REPO
+from tests.helpers import DATA, REPO
+
+FAKE_MIMICKIT = str(DATA / "fake_mimickit")  # holds mimickit/run.py
 
 ROOT = REPO
 CONF = str(ROOT / "conf")
@@ -252,7 +254,7 @@ def test_env_patch_from_hydra_overrides_and_only_for_mimickit() -> None:
     s = settings(
         "deepmimic_humanoid_ppo", f"+workload.env_patch.motion_file={SWAY}", "+workload.env_patch.episode_length=2"
     )
-    workload, _ = build(s.workload, s.knob, {"MIMICKIT_ROOT": "/opt/MimicKit"})
+    workload, _ = build(s.workload, s.knob, {"MIMICKIT_ROOT": FAKE_MIMICKIT})
     assert workload.mimickit is not None and workload.mimickit.env_patch == {"motion_file": SWAY, "episode_length": 2}
     with pytest.raises(ConfigError, match="env_patch patches a MimicKit env config, but the workload is proxy"):
         build(s.workload, s.knob, {})
@@ -290,12 +292,25 @@ def test_auto_without_mimickit_runs_the_proxy_and_says_how_to_switch() -> None:
 def test_build_from_plain_settings() -> None:
     proxy, note = build(WorkloadConf(kind="proxy"), "num_envs", {})
     assert proxy.kind is Kind.PROXY and proxy.mimickit is None and note == "workload proxy"
-    mk, note = build(WorkloadConf(progress="mimickit_log"), "num_envs", {"MIMICKIT_ROOT": "/mk"})
-    assert mk.mimickit == MimicKitConf(root="/mk", progress=ProgressKind.MIMICKIT_LOG) and "/mk" in note
+    mk, note = build(WorkloadConf(progress="mimickit_log"), "num_envs", {"MIMICKIT_ROOT": FAKE_MIMICKIT})
+    assert mk.mimickit == MimicKitConf(root=FAKE_MIMICKIT, progress=ProgressKind.MIMICKIT_LOG)
+    assert FAKE_MIMICKIT in note
     inp = WorkloadConf(kind="command", command=["t", "{k}"], launcher="torchrun", progress_regex="")
     cmd, _ = build(inp, "k", {})
     assert cmd.command is not None and cmd.command.launcher is Launcher.TORCHRUN and cmd.knob == "k"
     assert "(?P<iter>" in cmd.command.progress_regex  # "" = the default pattern
+
+
+@pytest.mark.parametrize(
+    ("root", "message"),
+    [("/nonexistent/MimicKit", "'/nonexistent/MimicKit' is not a folder"), (str(REPO), "holds no mimickit/run.py")],
+    ids=["missing", "not-a-checkout"],
+)
+def test_a_mimickit_folder_that_is_not_one_is_refused_when_the_workload_is_built(root: str, message: str) -> None:
+    """Before the sweep writes anything (its first trial ended in a launch traceback, exit 1)."""
+    with pytest.raises(ConfigError, match=message) as err:
+        build(WorkloadConf(mimickit_root=root), "num_envs", {})
+    assert "workload.mimickit_root=/path/to/MimicKit" in str(err.value)
 
 
 @pytest.mark.parametrize(
