@@ -41,11 +41,18 @@ RowOf = Callable[
 
 
 def best_rows(path: Path) -> list[dict[str, str]]:
+    if path.is_dir():
+        raise LadderError(f"{path} is a folder", f"give the best_by_case.tsv in it: {path / 'best_by_case.tsv'}")
     if not path.is_file():
         raise LadderError(f"no such file: {path}", "give best_by_case.tsv files to merge")
     rows = tsv.read_tsv(path)
     if rows and "case" not in rows[0]:
         raise LadderError(f"{path} has no `case` column: not a best_by_case.tsv", "give best_by_case.tsv files")
+    if rows and "number" in rows[0] and "class" not in rows[0]:  # trials.tsv's own columns, not the best row's
+        raise LadderError(
+            f"{path} is a trials.tsv (a row per trial, no class or action), not a best_by_case.tsv",
+            f"give the best_by_case.tsv beside it: {path.with_name('best_by_case.tsv')}",
+        )
     return rows
 
 

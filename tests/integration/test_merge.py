@@ -126,8 +126,13 @@ def test_merge_cli_applies_the_rule_in_any_order(tmp_path: Path) -> None:
 def test_merge_cli_refuses_what_is_not_a_best_by_case_file(tmp_path: Path) -> None:
     trials = tmp_path / "trials.tsv"
     trials.write_text("number\tstatus\n0\tok\n")
+    real_trials = tmp_path / "sweep" / "trials.tsv"  # the columns a sweep's trials.tsv starts with
+    real_trials.parent.mkdir()
+    real_trials.write_text("number\tcase\tmethod\tvariant\tnum_envs\tstatus\n0\tamp_pi_plus\tamp\tdefault\t64\tok\n")
     for args, message in (
         ([str(trials)], "no `case` column"),
+        ([str(real_trials)], "is a trials.tsv (a row per trial, no class or action), not a best_by_case.tsv"),
+        ([str(real_trials.parent)], f"{real_trials.parent} is a folder"),
         ([str(tmp_path / "nope.tsv")], "no such file"),
         ([], "at least one IN"),
     ):

@@ -28,7 +28,25 @@ def test_the_command_says_what_is_missing(tmp_path: Path, make: bool) -> None:
         [sys.executable, "-m", "ladder.report", str(target)], cwd=ROOT, capture_output=True, text=True, timeout=60
     )
     assert proc.returncode == 2
-    assert f"no trials in {target / 'trials.tsv'}" in proc.stderr
+    said = f"no trials in {target / 'trials.tsv'}" if make else f"no such folder: {target}"
+    assert said in proc.stderr
+
+
+def test_the_command_refuses_what_is_not_a_sweep_folder_and_writes_nothing(tmp_path: Path) -> None:
+    """A folder whose trials.tsv is some other file (a README copied over it), and a trials.tsv given for its
+    folder: refused, no report.md or plots written (a report of 244 'trials' with no case, plots/.png.png)."""
+    target = tmp_path / "case_gpu_bench_x"
+    target.mkdir()
+    (target / "trials.tsv").write_text((ROOT / "README.md").read_text())
+    for given, said in (
+        (target, f"{target / 'trials.tsv'} is not a trials.tsv ladder wrote: it has no"),
+        (target / "trials.tsv", f"{target / 'trials.tsv'} is a file: give the sweep folder that holds it ({target})"),
+    ):
+        proc = subprocess.run(
+            [sys.executable, "-m", "ladder.report", str(given)], cwd=ROOT, capture_output=True, text=True, timeout=60
+        )
+        assert proc.returncode == 2 and said in proc.stderr, proc.stderr
+    assert sorted(p.name for p in target.iterdir()) == ["trials.tsv"]
 
 
 def test_the_command_prints_the_report_path(tmp_path: Path) -> None:

@@ -52,9 +52,20 @@ def _text(path: Path) -> str:
         return ""
 
 
+TRIAL_COLUMNS = ("case", "num_envs", "status", "phase", "number")  # trials.tsv's, which the report reads
+
+
 def write_report(sweep_dir: Path) -> Path:
     """Every plot (under plots/) and report.md in `sweep_dir`; returns the report's path."""
+    if sweep_dir.is_file():
+        raise FileNotFoundError(f"{sweep_dir} is a file: give the sweep folder that holds it ({sweep_dir.parent})")
+    if not sweep_dir.exists():
+        raise FileNotFoundError(f"no such folder: {sweep_dir}")
     trials, best = read_tsv(sweep_dir / "trials.tsv"), read_tsv(sweep_dir / "best_by_case.tsv")
+    if trials and (missing := [c for c in TRIAL_COLUMNS if c not in trials[0]]):
+        raise FileNotFoundError(
+            f"{sweep_dir / 'trials.tsv'} is not a trials.tsv ladder wrote: it has no {', '.join(missing)} column(s)"
+        )
     if not trials and (held := sweeps.names(sweep_dir)):  # an output root: the sweeps are one level down
         last = sweeps.latest(sweep_dir) or held[-1]
         raise FileNotFoundError(
