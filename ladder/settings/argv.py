@@ -49,7 +49,12 @@ def check_choices(overrides: list[str], user: tuple[str, ...] = ()) -> list[str]
             continue
         for choice in _choices(override):
             if choice not in known(group, user) and (group, choice) != ("case", INLINE_CASE):
-                problems.append(f"unknown {group} '{choice}'; known: {', '.join(known(group, user))}")
+                near = difflib.get_close_matches(str(choice), known(group, user), n=2, cutoff=0.6)
+                problems.append(
+                    f"unknown {group} '{choice}'"
+                    + (f" (did you mean {' or '.join(near)}?)" if near else "")
+                    + f"; known: {', '.join(known(group, user))}"
+                )
                 if group == "case" and any(o.lstrip("+~").startswith(("sweep=", "resume=")) for o in overrides):
                     problems[-1] += (
                         "\n  a sweep of your own trainer resumes with workload.kind=command, and with --config-dir "

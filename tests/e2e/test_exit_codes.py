@@ -142,9 +142,9 @@ def test_a_typod_trainer_flag_exits_4_with_the_trainers_own_message(tmp_path: Pa
 @pytest.mark.parametrize(
     ("override", "message"),
     [
-        ("ladder=defualt", "unknown ladder 'defualt'; known: default"),
+        ("ladder=defualt", "unknown ladder 'defualt' (did you mean default?); known: default"),
         ("ladder.rungs=[64,128]", "strictly descending"),
-        ("profile=[hiutli]", "unknown profile 'hiutli'"),
+        ("profile=[hiutli]", "unknown profile 'hiutli' (did you mean hiutil"),
     ],
     ids=["typod-ladder", "ascending-rungs", "typod-profile"],
 )

@@ -111,6 +111,8 @@ def test_unknown_profile_lists_known_ones() -> None:
 def test_sweeps_and_lists_are_checked_option_by_option() -> None:
     assert check_choices(["profile=[default],[hiutil]", "case=amp_pi_plus,add_pi_plus", "case=glob(amp*)"]) == []
     assert check_choices(["case=amp_pi_plus,nope"]) == [f"unknown case 'nope'; known: {', '.join(known_cases())}"]
+    (typo,) = check_choices(["case=amp_pi_pluss"])  # the nearest named first, before the whole list
+    assert typo.startswith("unknown case 'amp_pi_pluss' (did you mean amp_pi_plus"), typo
 
 
 def test_the_write_check_leaves_alone_an_output_root_another_sweep_is_making(tmp_path: Path) -> None:
