@@ -199,12 +199,14 @@ def _as_text(arg: str) -> str:
 def unknown_keys(argv: Sequence[str]) -> list[str]:
     """Settings the schema has no key for, each with the nearest it has (`measure.windw_s` -> `measure.window_s`);
     Hydra's own message for them offers to add the typo (`+measure.windw_s=...`). Keys under a mapping
-    (`case.agent.*`, `workload.env.*`, `nccl_env.*`), `hydra.*` and keys given with `+`/`~` are Hydra's to judge."""
+    (`case.agent.*`, `workload.env.*`, `nccl_env.*`), `hydra.*` and deletions (`~`) are Hydra's to judge; a key
+    added with `+` is checked as any other (Hydra named the schema's class for it, `MeasureConf`, and no fix)."""
     problems = []
     for arg in _overrides_only(list(argv)):
-        key, eq, _ = arg.partition("=")
+        given, eq, _ = arg.partition("=")
+        key = given.lstrip("+")  # an added key must still be one the schema has (`+measure.windw_s` too)
         hydras = key.split(".")[0].split("/")[0] == "hydra" or "/" in key  # Hydra's own, or a config group's path
-        if eq and key[:1] not in "+~" and not hydras and not _known_key(key):
+        if eq and key[:1] != "~" and not hydras and not _known_key(key):
             near = _nearest(key)
             problems.append(
                 f"unknown setting '{key}'"

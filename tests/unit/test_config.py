@@ -189,6 +189,13 @@ def test_a_misspelt_setting_is_named_with_the_nearest_one(override: str, near: s
         settings(override)
 
 
+def test_a_misspelt_setting_added_with_a_plus_is_named_too() -> None:
+    """Hydra's own message for it named the schema's class (`unknown key(s) ['windw_s'] for MeasureConf`)."""
+    (problem,) = unknown_keys(["+measure.windw_s=5"])
+    assert problem.startswith("unknown setting 'measure.windw_s'; did you mean measure.window_s?"), problem
+    assert unknown_keys(["+workload.env_patch.motion_file=x", "+case.agent.new_key=1", "~measure.window_s"]) == []
+
+
 def test_settings_the_schema_has_or_holds_under_a_mapping_are_no_problem() -> None:
     given = [
         *("measure.window_s=5", "ladder.rungs=[64]", "measure=standard", "profile=[default]", "case.agent.lr=1"),
