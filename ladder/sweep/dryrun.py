@@ -26,7 +26,7 @@ from ladder.core import ballast
 from ladder.core.paths import SweepPaths
 from ladder.core.policy import Decision
 from ladder.core.records import Phase, Status, TrialRecord, rung_label
-from ladder.core.spec import TrialSpec
+from ladder.core.spec import Kind, TrialSpec
 from ladder.runner import launch
 from ladder.runner.machine import Machine, emulation
 from ladder.settings.config import MeasureConf, Settings
@@ -141,6 +141,7 @@ def format_estimate(e: Estimate) -> str:
 
 CUT_SAVES = 0.75  # default estimate: the share of the window a descent step cut short does not run
 STARTUP_GUESS_S = 10.0  # default estimate: launch to first evidence (torchrun ~3-4 s, imports, env creation)
+MIMICKIT_STARTUP_GUESS_S = 25.0  # MimicKit's env and agent build (~24 s on CPU, warp's kernels cached: FACTS.md)
 WARMUP_GUESS_S = 15.0  # default estimate: warm-up until the window opens
 # Inherited variables that change what a trial runs or how fast: the interpreter and its imports, threads, devices,
 # the collective libraries, allocators. Everything else a trial inherits is left out of the dry run.
@@ -255,10 +256,14 @@ class Durations:
     basis: str
 
 
-def default_durations(m: MeasureConf, descends: bool) -> Durations:
-    fit_s = STARTUP_GUESS_S + min(m.warmup_timeout_s, WARMUP_GUESS_S) + m.window_s
+def default_durations(m: MeasureConf, descends: bool, workload: str = "") -> Durations:
+    """What a trial may take with no history: a start-up guess (MimicKit's build is longer), a warm-up guess within
+    `measure.warmup_timeout_s`, and the window."""
+    startup = MIMICKIT_STARTUP_GUESS_S if workload == Kind.MIMICKIT else STARTUP_GUESS_S
+    fit_s = startup + min(m.warmup_timeout_s, WARMUP_GUESS_S) + m.window_s
     cut_s = fit_s - m.window_s * CUT_SAVES if descends else None
-    return Durations(STARTUP_GUESS_S, fit_s, cut_s, "defaults: no recorded trial of this case and workload here")
+    basis = f"defaults: no recorded trial of this case and workload here (a start-up guessed at {startup:g} s)"
+    return Durations(startup, fit_s, cut_s, basis)
 
 
 def from_history(
@@ -334,7 +339,7 @@ def show(
     history = reuse.earlier_records(storage, settings.case.name, paths.sweep, Path(settings.output_root))
     history += _this_sweep(storage, settings.case.name, paths.sweep)
     same = [r for r in history if r.info.get("workload") == kind and r.info.get("device") == machine.device]
-    defaults = default_durations(settings.measure, settings.objective not in GROWS_WITH_ENVS)
+    defaults = default_durations(settings.measure, settings.objective not in GROWS_WITH_ENVS, kind)
     where = f"case {settings.case.name}, workload {kind or '?'}, on {machine.device}"
     took = from_history(same, defaults, where, settings.measure.window_s)
     profiles = dict.fromkeys(p.profile for p in planned)

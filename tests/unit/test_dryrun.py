@@ -57,6 +57,10 @@ def test_the_settings_that_shape_every_trial_are_listed_with_what_applies() -> N
 def test_the_estimate_takes_medians_of_the_recorded_history_and_says_so() -> None:
     defaults = default_durations(MeasureConf(), descends=True)
     assert defaults.basis.startswith("defaults:") and from_history([], defaults, "x") == defaults
+    # MimicKit builds its env and agent for ~24 s before its first line (a failing launch took 27.6 s on CPU)
+    mimickit = default_durations(MeasureConf(), descends=True, workload="mimickit")
+    assert mimickit.fail_s > defaults.fail_s and mimickit.fit_s - mimickit.fail_s == defaults.fit_s - defaults.fail_s
+    assert mimickit.basis.endswith("(a start-up guessed at 25 s)")
     history = [
         probe(256, Status.OOM_OR_NCCL, "6.0"),
         probe(128, Status.OOM_OR_NCCL, "8.0"),
