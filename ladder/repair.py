@@ -22,7 +22,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("folder", metavar="SWEEP_FOLDER", help="a sweep folder (or its journal.log)")
     args = parser.parse_args(argv)
     try:
-        kept, aside, where = repair(Path(args.folder))
+        kept, aside, where, open_trials = repair(Path(args.folder))
     except LadderError as exc:
         print(f"ladder.repair: {exc}", file=sys.stderr)
         return EXIT_BAD
@@ -33,6 +33,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{args.folder}: {kept} record(s) kept, {aside} line(s) set aside in {where} (the journal before the "
             "repair is kept beside it); resume the sweep as before"
         )
+        if open_trials:
+            print(
+                f"{len(open_trials)} trial(s) lost their outcome with the lines set aside ({', '.join(open_trials)}): "
+                "the resumed sweep marks them interrupted and runs their rungs again"
+            )
     return 0
 
 

@@ -164,8 +164,10 @@ def _renumber(record: dict[str, Any], trials: dict[int, int | None], studies: di
 # ---------------------------------------------------------------- effects
 
 
-def repair(folder: Path) -> tuple[int, int, Path | None]:
-    """Repair `folder`'s journal in place; returns (records kept, lines set aside, the set-aside file or None)."""
+def repair(folder: Path) -> tuple[int, int, Path | None, list[str]]:
+    """Repair `folder`'s journal in place; returns (records kept, lines set aside, the set-aside file or None, the
+    trials left with no outcome: `<study> #<number>`, each marked interrupted and run again when the sweep
+    resumes)."""
     path = folder / JOURNAL if folder.is_dir() else folder
     if not path.is_file():
         raise StorageError(f"no journal at {path}", "give a sweep folder that holds journal.log")
@@ -175,11 +177,11 @@ def repair(folder: Path) -> tuple[int, int, Path | None]:
         lines = path.read_bytes().splitlines(keepends=True)
         result = plan(parse(lines))
         if not result.set_aside:
-            return len(result.kept), 0, None
-        _replace(path, result)
+            return len(result.kept), 0, None, []
+        open_trials = _replace(path, result)
         aside = side_file(path, "set-aside")
         aside.write_text("".join(json.dumps({"line": n, "why": w, "text": t}) + "\n" for n, w, t in result.set_aside))
-    return len(result.kept), len(result.set_aside), aside
+    return len(result.kept), len(result.set_aside), aside, open_trials
 
 
 def _is_journal(path: Path, lines: Sequence[Line], count: int) -> None:
@@ -194,18 +196,23 @@ def _is_journal(path: Path, lines: Sequence[Line], count: int) -> None:
         )
 
 
-def _replace(path: Path, result: Plan) -> None:
+def _replace(path: Path, result: Plan) -> list[str]:
     shutil.copy2(path, side_file(path, "before-repair"))
     tmp = path.with_name(f".{path.name}.repair")
     tmp.write_text("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in result.kept))
-    _replays(tmp)
+    open_trials = _replays(tmp)
     tmp.replace(path)
+    return open_trials
 
 
-def _replays(path: Path) -> None:
-    """Optuna replays the journal and lists every study's trials, or the repair is refused."""
+def _replays(path: Path) -> list[str]:
+    """Optuna replays the journal and lists every study's trials, or the repair is refused; returns the trials it
+    holds with no outcome (`<study> #<number>`)."""
     import optuna
 
     storage = optuna.storages.JournalStorage(SafeJournal(str(path)))
+    running = []
     for study in storage.get_all_studies():
-        storage.get_all_trials(storage.get_study_id_from_name(study.study_name), deepcopy=False)
+        trials = storage.get_all_trials(storage.get_study_id_from_name(study.study_name), deepcopy=False)
+        running += [f"{study.study_name} #{t.number}" for t in trials if t.state is optuna.trial.TrialState.RUNNING]
+    return running

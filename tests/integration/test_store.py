@@ -148,6 +148,22 @@ def test_repair_recovers_a_record_glued_onto_a_torn_fragment(tmp_path: Path) -> 
     assert _values(tmp_path) == [(0, 0.0, {"k": 0}), (1, 1.0, {"k": 1})]  # nothing of the trials lost
 
 
+def test_repair_names_the_trials_whose_outcome_went_with_the_lines_set_aside(tmp_path: Path) -> None:
+    """The second trial's finish record torn: the trial is kept, with no outcome; the repair says so, and that the
+    resumed sweep marks it interrupted and runs it again (which the resume then did, as 'left running')."""
+    journal, _ = _journal_with_trials(tmp_path, 2)
+    lines = journal.read_bytes().splitlines(keepends=True)
+    finish = [i for i, ln in enumerate(lines) if ln.startswith(b'{"op_code":6')][1]  # the second trial's state
+    journal.write_bytes(b"".join([*lines[:finish], b'{"op_code":6,"wor\n', *lines[finish + 1 :]]))
+    done = subprocess.run([sys.executable, "-m", "ladder.repair", str(tmp_path)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert (
+        "1 trial(s) lost their outcome with the lines set aside (s/amp_pi_plus #1): the resumed sweep marks them "
+        "interrupted and runs their rungs again" in done.stdout
+    ), done.stdout
+    assert _values(tmp_path) == [(0, 0.0, {"k": 0}), (1, None, {"k": 1})]
+
+
 def test_repair_of_a_whole_journal_changes_nothing(tmp_path: Path) -> None:
     journal, _ = _journal_with_trials(tmp_path, 2)
     before = journal.read_bytes()
