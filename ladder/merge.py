@@ -54,8 +54,10 @@ def _merge(args: argparse.Namespace) -> int:
     if not args.inputs:
         print("ladder.merge: give OUT and at least one IN (best_by_case.tsv files)", file=sys.stderr)
         return EXIT_USAGE
+    held = len(merge.best_rows(Path(args.out))) if Path(args.out).is_file() else 0  # OUT's own rows merge too
     total = merge.merge_files(Path(args.out), [Path(p) for p in args.inputs])
-    print(f"{args.out}: {total} row(s) after merging {len(args.inputs)} file(s)")
+    into = f" into its {held} row(s)" if held else ""
+    print(f"{args.out}: {total} row(s) after merging {len(args.inputs)} file(s){into}")
     return 0
 
 

@@ -111,7 +111,8 @@ def test_merge_cli_applies_the_rule_in_any_order(tmp_path: Path) -> None:
     assert "3 row(s) after merging 2 file(s)" in done.stdout
     assert python("-m", "ladder.merge", str(other), str(b), str(a), str(b)).returncode == 0
     assert merged.read_text() == other.read_text()
-    assert python("-m", "ladder.merge", str(merged), str(other), str(a)).returncode == 0
+    again = python("-m", "ladder.merge", str(merged), str(other), str(a))
+    assert again.returncode == 0 and "3 row(s) after merging 2 file(s) into its 3 row(s)" in again.stdout
     assert merged.read_text() == other.read_text()  # merging again changes nothing
     got = [(r["case"], r["gpu_name"], r["num_envs"], r["status"], r["host"]) for r in read_tsv(merged)]
     assert got == [
