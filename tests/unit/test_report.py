@@ -192,6 +192,13 @@ def test_why_this_pick_says_what_beat_what() -> None:
     assert charts.why_pick("amp_pi_plus", [], TRIALS[:2]) == (
         "No rung fits: default e256 failed (host_oom), default e128 failed (host_oom)."
     )
+    assert "unstable" not in why
+    rough = charts.why_pick("amp_pi_plus", [{**BEST[0], "unstable": "1"}], TRIALS)
+    assert rough.endswith(
+        " Its samples/s is unstable (95% interval 2100-2250, 7% of it): wider than measure.max_ci_frac, so the "
+        "comparisons above rest on a rough figure; measure it again (measure.recheck_unstable=true) or over a "
+        "longer measure.window_s before relying on it."
+    ), rough
 
 
 def test_a_rate_without_an_interval_has_no_bar_and_a_tie_says_what_broke_it() -> None:

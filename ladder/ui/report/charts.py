@@ -437,7 +437,20 @@ def why_pick(case: str, best: Sequence[Row], trials: Sequence[Row]) -> str:
         text += f" Cut short once they could not beat the best so far: {', '.join(cut)}."
     if tie := pick.get("tie"):  # why a pick that is not the top figure won: the others were within the noise
         text += f" {tie[0].upper()}{tie[1:]}."
-    return text
+    return text + _unstable_words(pick)
+
+
+def _unstable_words(pick: Row) -> str:
+    """What a pick marked `unstable` (its samples/s interval wider than measure.max_ci_frac) leaves open."""
+    if pick.get("unstable") != "1":
+        return ""
+    sps, lo, hi = num(pick, "samples_per_s"), num(pick, "samples_per_s_lo"), num(pick, "samples_per_s_hi")
+    width = f" (95% interval {lo:.0f}-{hi:.0f}, {(hi - lo) / sps:.0%} of it)" if sps and lo is not None and hi else ""
+    return (
+        f" Its samples/s is unstable{width}: wider than measure.max_ci_frac, so the comparisons above rest on a "
+        "rough figure; measure it again (measure.recheck_unstable=true) or over a longer measure.window_s before "
+        "relying on it."
+    )
 
 
 def _name(row: Row) -> str:
