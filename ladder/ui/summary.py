@@ -97,6 +97,10 @@ def purpose(r: TrialRecord, best: TrialRecord | None) -> str:
     return BY_STATUS.get(r.status, SPENT[-1])
 
 
+def _launches(n: int) -> str:
+    return f"{n} launch" if n == 1 else f"{n} launches"
+
+
 def spent(records: Sequence[TrialRecord], best: TrialRecord | None) -> str:
     """Where the case's launch time went, by what each launch had to prove (`purpose`); trials reused from an
     earlier sweep cost nothing and are left out. "" when nothing ran."""
@@ -106,7 +110,9 @@ def spent(records: Sequence[TrialRecord], best: TrialRecord | None) -> str:
             seconds.setdefault(purpose(r, best), []).append(float(r.info.get("duration_s") or 0))
     if not seconds:
         return ""
-    parts = [f"{what} {sum(seconds[what]):.1f} s ({len(seconds[what])})" for what in SPENT if what in seconds]
+    parts = [
+        f"{what} {sum(seconds[what]):.1f} s ({_launches(len(seconds[what]))})" for what in SPENT if what in seconds
+    ]
     return f"spent {sum(map(sum, seconds.values())):.1f} s: " + ", ".join(parts)
 
 
@@ -207,9 +213,9 @@ def print_summary(
     if summary.best is not None and summary.best.figures.get("window_futile"):
         print(
             f"note: the pick's samples/s interval is {summary.best.figures.get('ci_frac', 0):.0%} of it, over "
-            "measure.max_ci_frac; its window was not run on for it: at its steps' spread so far, even the extension's "
-            "whole length would have left it wide (a longer measure.window_s, or measure.recheck_unstable=true for a "
-            "second launch)"
+            "measure.max_ci_frac; its window was not extended: its steps varied so much that a window twice as long "
+            "would still have left it wide (a longer measure.window_s, or measure.recheck_unstable=true for a second "
+            "launch)"
         )
     windows = summary.best.figures.get("repeats", 1.0) if summary.best is not None else 0.0
     if summary.best is not None and 0 < (aside := summary.best.figures.get(pick.WIDE_WINDOWS, 0.0)) < windows:

@@ -28,8 +28,8 @@ def test_each_launch_is_priced_by_what_it_proved_and_the_sum_is_every_trials() -
     line = spent(records, best)
     assert line.startswith("spent 55.5 s: ")
     assert line.endswith(
-        "the pick's window 34.8 s (1), failing probes 6.0 s (3), cut once out of reach 6.7 s (1), insurance 5.0 s (1), "
-        "errors 3.0 s (1)"
+        "the pick's window 34.8 s (1 launch), failing probes 6.0 s (3 launches), cut once out of reach 6.7 s "
+        "(1 launch), insurance 5.0 s (1 launch), errors 3.0 s (1 launch)"
     )
 
 
@@ -39,9 +39,9 @@ def test_the_picks_recheck_counts_as_the_pick_and_a_reused_trial_costs_nothing()
     reused = rec("hiutil", 64, OK, 40.0)
     reused.info["reused_from"] = "20261127_010101"
     assert purpose(again, best) == "the pick's window"
-    assert spent([best, again, reused], best) == "spent 61.0 s: the pick's window 61.0 s (2)"
+    assert spent([best, again, reused], best) == "spent 61.0 s: the pick's window 61.0 s (2 launches)"
     assert spent([reused], None) == ""
 
 
 def test_with_no_pick_a_full_window_is_measured_in_full() -> None:
-    assert spent([rec("default", 64, OK, 30.0)], None) == "spent 30.0 s: other fits, whole window 30.0 s (1)"
+    assert spent([rec("default", 64, OK, 30.0)], None) == "spent 30.0 s: other fits, whole window 30.0 s (1 launch)"
