@@ -81,6 +81,7 @@ def execute(settings: Settings) -> int:
             f"`interrupted` and runs again); resume with `{resume.command(settings, paths, _user_conf_dirs())}`",
             file=sys.stderr,
         )
+        stop.stopped()
         stop.hand_over()  # a requeueing launcher's own handler (submitit's) takes it from here
         return stop.exit_code()
     except OSError as exc:

@@ -5,10 +5,11 @@ signal (submitit's: SIGUSR2 unless `SUBMITIT_PREEMPT_SIGNAL` names another).
 Each raises KeyboardInterrupt in the main thread, so that the running trial is stopped, reaped and recorded
 `interrupted` on the way out (`ladder.runner.trial`), and the sweep ends with the command that resumes it. The first
 signal decides the exit code: 130 for Ctrl-C and a closed terminal, 143 (128 + SIGTERM, the shell's convention) for
-SIGTERM, so that a requeueing wrapper can tell a preemption from a user's Ctrl-C. A later SIGTERM or SIGHUP while the
-sweep stops is noted, not raised again: a scheduler signals every process of the job, and the stop under way is
-already the orderly one. A launcher's handler for its preemption signal (submitit's checkpoint-and-requeue) is kept
-and handed the signal once the sweep has stopped (`hand_over`): the requeued job runs the same command, which resumes.
+SIGTERM, so that a requeueing wrapper can tell a preemption from a user's Ctrl-C. A later signal while the sweep
+stops (a second Ctrl-C, a scheduler that signals every process of the job) is noted, not raised again: the stop
+under way is already the orderly one. A launcher's handler for its preemption signal (submitit's
+checkpoint-and-requeue) is kept and handed the signal once the sweep has stopped (`hand_over`): the requeued job runs
+the same command, which resumes.
 """
 
 from __future__ import annotations
@@ -43,17 +44,25 @@ def preemption_signals() -> tuple[signal.Signals, ...]:
 
 
 def install() -> None:
-    """Take SIGTERM and SIGHUP (call once, in the main thread, before the sweep), and a launcher's preemption
-    signal where the launcher set a handler for it (keeping that handler for `hand_over`). SIGINT keeps Python's
-    own handler (KeyboardInterrupt), noted when it lands."""
+    """Take SIGINT, SIGTERM and SIGHUP (call once, in the main thread, before the sweep), and a launcher's
+    preemption signal where the launcher set a handler for it (keeping that handler for `hand_over`). Only the
+    first raises KeyboardInterrupt: a second Ctrl-C while the sweep stops (an impatient user) is noted, not raised
+    into the stop under way, which would leave the trial unrecorded in trials.tsv and print a traceback."""
     RECEIVED.signals.clear()
-    for sig in (signal.SIGTERM, signal.SIGHUP):
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _stop)
     for sig in preemption_signals():
         previous = signal.getsignal(sig)
         if callable(previous) and previous is not _stop:
             RECEIVED.launcher[sig] = previous
             signal.signal(sig, _stop)
+
+
+def stopped() -> None:
+    """The stop is done (the trial recorded, the resume command printed): a Ctrl-C from here on changes nothing and
+    is ignored, also while the interpreter ends (where Python puts the default action back, and a late press killed
+    the process by SIGINT instead of its exit code 130)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _stop(signum: int, frame: FrameType | None) -> None:

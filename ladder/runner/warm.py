@@ -112,7 +112,7 @@ class Starter:
                 self.proc.stdin.close()  # the starter's cue to end (it also ends if this process dies)
             try:
                 self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
+            except (subprocess.TimeoutExpired, KeyboardInterrupt):  # a Ctrl-C at the very end: no waiting then
                 self.proc.kill()
                 self.proc.wait()
         shutil.rmtree(self.folder, ignore_errors=True)

@@ -6,11 +6,13 @@ torchrun trials (2 CPU ranks, gloo) under the emulated card, in the journal file
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from ladder.core.errors import ExitCode
@@ -159,8 +161,16 @@ def test_the_command_printed_after_an_interrupt_resumes_exactly(tmp_path: Path) 
     progress = folder / "trials" / CASE / "default_e64_probe_1" / "progress.jsonl"
     wait_for(lambda: progress.exists() and b'"iter"' in progress.read_bytes(), timeout_s=240)
     proc.send_signal(signal.SIGINT)
+    for _ in range(2):  # an impatient user presses Ctrl-C again while the trial is stopped and recorded
+        time.sleep(0.3)  # not a wait for a condition: two presses at once would reach the process as one signal
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGINT)
     out = finish(proc, timeout_s=60)
-    assert proc.returncode == ExitCode.INTERRUPTED, out
+    assert proc.returncode == ExitCode.INTERRUPTED and "Traceback" not in out, out
+    assert [(t["num_envs"], t["status"]) for t in read_tsv(folder / "trials.tsv")] == [
+        ("256", "oom_or_nccl"),
+        ("64", "interrupted"),
+    ], out
     printed = out.split("resume with `", 1)[1].split("`", 1)[0]
     argv = shlex.split(printed)
     # a name like 20261201_025549 is the integer 20261201025549 to Hydra: it must still name this sweep

@@ -12,7 +12,7 @@ import pytest
 from ladder.core.errors import ExitCode
 from ladder.runner import stop
 
-TAKEN = (signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
+TAKEN = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 
 
 @pytest.fixture(autouse=True)
@@ -38,8 +38,19 @@ def test_sigterm_stops_with_143_and_a_closed_terminal_or_ctrl_c_with_130() -> No
     stop.install()
     stopped_by(signal.SIGHUP)
     assert stop.exit_code() is ExitCode.INTERRUPTED and "terminal" in stop.described()
-    stop.install()  # Ctrl-C: Python's own KeyboardInterrupt, no signal of ladder's noted
+    stop.install()
+    stopped_by(signal.SIGINT)  # Ctrl-C
     assert stop.exit_code() is ExitCode.INTERRUPTED and stop.described() == "interrupted"
+
+
+def test_a_second_ctrl_c_while_the_sweep_stops_is_noted_not_raised() -> None:
+    """An impatient user presses Ctrl-C again while the trial is reaped and recorded: raised, it cut that short
+    (the trial missing from trials.tsv) and printed a traceback from the cleanup."""
+    stop.install()
+    stopped_by(signal.SIGINT)
+    os.kill(os.getpid(), signal.SIGINT)
+    os.kill(os.getpid(), signal.SIGINT)
+    assert stop.RECEIVED.signals == [signal.SIGINT] * 3 and stop.exit_code() is ExitCode.INTERRUPTED
 
 
 def test_a_second_signal_while_the_sweep_stops_is_noted_not_raised() -> None:
