@@ -87,14 +87,11 @@ def would_reuse(run: Run) -> dict[tuple[str, int], str]:
 
 
 def stale(records: Sequence[TrialRecord], run: Run) -> list[TrialRecord]:
-    """The finished trials that no longer answer for their rungs under the run's settings (set aside where the
-    sweep's settings changed); an interrupted one never counted: it stays as history."""
+    """The trials that no longer answer for their rungs under the run's settings, set aside where the sweep's
+    settings changed: interrupted ones too (left, each later resume said it was 'to run again', at settings the
+    sweep no longer has, and the table and trials.tsv kept its old-card row)."""
     want = wanted(run)
-    return [
-        r
-        for r in records
-        if r.status is not Status.INTERRUPTED and want.get((r.profile, r.num_envs)) != reuse.identity_of(r)
-    ]
+    return [r for r in records if want.get((r.profile, r.num_envs)) != reuse.identity_of(r)]
 
 
 def card_gb(run: Run) -> float | None:

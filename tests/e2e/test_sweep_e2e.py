@@ -158,15 +158,17 @@ def test_sigterm_kills_the_trial_and_resume_runs_it_again(tmp_path: Path) -> Non
     assert [(t["num_envs"], t["status"]) for t in trials] == [("64", "interrupted")]
     assert trial_processes(tmp_path) == []
 
-    # resumed at a 3 s window (the first run's was 600 s): a change of settings, accepted as such
+    # resumed at a 3 s window (the first run's was 600 s): a change of settings, accepted as such; the trial
+    # interrupted under the old settings is set aside with the rest (its folder stays), not "to run again"
     resumed = search(tmp_path, *FAST, ONE, "ladder.rungs=[64]", "sweep=stop", "settings_change=accept")
     out2 = finish(resumed)
     assert resumed.returncode == 0, out2
+    assert "1 earlier trial(s) no longer count" in out2 and "to run again" not in out2, out2
     trials = read_tsv(sweep_dir(tmp_path, "stop") / "trials.tsv")
     assert [(t["num_envs"], t["status"], t["trial_dir"]) for t in trials] == [
-        ("64", "interrupted", "trials/amp_pi_plus/default_e64_probe_1"),
         ("64", "ok", "trials/amp_pi_plus/default_e64_probe_2"),
     ]
+    assert (sweep_dir(tmp_path, "stop") / "trials" / "amp_pi_plus" / "default_e64_probe_1" / "progress.jsonl").is_file()
 
 
 @pytest.mark.parametrize(
