@@ -36,7 +36,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if open_trials:
             print(
                 f"{len(open_trials)} trial(s) lost their outcome with the lines set aside ({', '.join(open_trials)}): "
-                "the resumed sweep marks them interrupted and runs their rungs again"
+                "the resumed sweep no longer counts them and runs their rungs again"
             )
     return 0
 

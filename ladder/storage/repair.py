@@ -207,12 +207,22 @@ def _replace(path: Path, result: Plan) -> list[str]:
 
 def _replays(path: Path) -> list[str]:
     """Optuna replays the journal and lists every study's trials, or the repair is refused; returns the trials it
-    holds with no outcome (`<study> #<number>`)."""
+    holds whose outcome went with the lines set aside (`<study> #<number>`: `_lost`)."""
     import optuna
 
     storage = optuna.storages.JournalStorage(SafeJournal(str(path)))
-    running = []
+    lost = []
     for study in storage.get_all_studies():
         trials = storage.get_all_trials(storage.get_study_id_from_name(study.study_name), deepcopy=False)
-        running += [f"{study.study_name} #{t.number}" for t in trials if t.state is optuna.trial.TrialState.RUNNING]
-    return running
+        lost += [f"{study.study_name} #{t.number}" for t in trials if _lost(t)]
+    return lost
+
+
+def _lost(trial: Any) -> bool:
+    """A trial the sweep will not count as it stood: its state change set aside (it reads as still running), or
+    the record of its outcome (`status`, which `studies.records` needs; a withdrawn claim never had one)."""
+    import optuna
+
+    if trial.state is optuna.trial.TrialState.RUNNING:
+        return True
+    return "status" not in trial.user_attrs and "withdrawn" not in trial.user_attrs

@@ -150,18 +150,43 @@ def test_repair_recovers_a_record_glued_onto_a_torn_fragment(tmp_path: Path) -> 
 
 def test_repair_names_the_trials_whose_outcome_went_with_the_lines_set_aside(tmp_path: Path) -> None:
     """The second trial's finish record torn: the trial is kept, with no outcome; the repair says so, and that the
-    resumed sweep marks it interrupted and runs it again (which the resume then did, as 'left running')."""
-    journal, _ = _journal_with_trials(tmp_path, 2)
+    resumed sweep no longer counts it and runs it again (which the resume then did, as 'left running')."""
+    study = optuna.create_study(study_name="s/amp_pi_plus", storage=store.open_storage(None, tmp_path))
+    for i in range(2):
+        trial = study.ask()
+        trial.set_user_attr("status", "ok")
+        study.tell(trial, float(i))
+    journal = tmp_path / JOURNAL
     lines = journal.read_bytes().splitlines(keepends=True)
     finish = [i for i, ln in enumerate(lines) if ln.startswith(b'{"op_code":6')][1]  # the second trial's state
     journal.write_bytes(b"".join([*lines[:finish], b'{"op_code":6,"wor\n', *lines[finish + 1 :]]))
     done = subprocess.run([sys.executable, "-m", "ladder.repair", str(tmp_path)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert (
-        "1 trial(s) lost their outcome with the lines set aside (s/amp_pi_plus #1): the resumed sweep marks them "
-        "interrupted and runs their rungs again" in done.stdout
+        "1 trial(s) lost their outcome with the lines set aside (s/amp_pi_plus #1): the resumed sweep no longer "
+        "counts them and runs their rungs again" in done.stdout
     ), done.stdout
-    assert _values(tmp_path) == [(0, 0.0, {"k": 0}), (1, None, {"k": 1})]
+    assert _values(tmp_path) == [(0, 0.0, {"status": "ok"}), (1, None, {"status": "ok"})]
+
+
+def test_repair_names_a_finished_trial_whose_status_went_with_the_lines_set_aside(tmp_path: Path) -> None:
+    """A finished trial whose `status` attribute line is damaged: kept COMPLETE, but the sweep counts only trials
+    with a status, so its rung silently ran again; the repair names it (a withdrawn claim, never counted, not)."""
+    study = optuna.create_study(study_name="s/amp_pi_plus", storage=store.open_storage(None, tmp_path))
+    for i in range(2):
+        trial = study.ask()
+        trial.set_user_attr("status", "ok")
+        study.tell(trial, float(i))
+    withdrawn = study.ask()
+    withdrawn.set_user_attr("withdrawn", True)
+    study.tell(withdrawn, state=TrialState.FAIL)
+    journal = tmp_path / JOURNAL
+    lines = journal.read_bytes().splitlines(keepends=True)
+    status = [i for i, ln in enumerate(lines) if b'"status"' in ln][1]  # the second trial's
+    journal.write_bytes(b"".join([*lines[:status], b'{"op_code":8,"wor\n', *lines[status + 1 :]]))
+    done = subprocess.run([sys.executable, "-m", "ladder.repair", str(tmp_path)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "1 trial(s) lost their outcome with the lines set aside (s/amp_pi_plus #1):" in done.stdout, done.stdout
 
 
 def test_repair_of_a_whole_journal_changes_nothing(tmp_path: Path) -> None:
