@@ -328,16 +328,20 @@ def show(
     storage = _existing_storage(settings, paths)
     ctx = Run(settings, paths, machine, workload_of(settings), None, storage, Unwatched())
     known = would_reuse(ctx)
+    mine = _this_sweep(storage, settings.case.name, paths.sweep)
+    answered = {  # where the trial of this sweep that answers for each rung ran
+        (r.profile, r.num_envs): r.info.get("trial_dir", "") for r in mine if r.status is not Status.INTERRUPTED
+    }
     port = launch.free_port()  # free now, so a command copied from here runs as shown; each launch takes its own
     planned = [
         Planned(profile, rung, str(trial_dir), plan(ctx, Decision(profile, rung, ""), trial_dir, port), note)
         for profile, rung in every_trial([p.name for p in settings.profiles], settings.rungs)
         for note in [known.get((profile, rung), "")]
-        for trial_dir in [_folder(settings, paths, profile, rung, launched=not note)]
+        for trial_dir in [_folder(settings, paths, profile, rung, answered.get((profile, rung)) if note else None)]
     ]
     kind = planned[0].spec.info.get("workload", "") if planned else ""
     history = reuse.earlier_records(storage, settings.case.name, paths.sweep, Path(settings.output_root))
-    history += _this_sweep(storage, settings.case.name, paths.sweep)
+    history += mine
     same = [r for r in history if r.info.get("workload") == kind and r.info.get("device") == machine.device]
     defaults = default_durations(settings.measure, settings.objective not in GROWS_WITH_ENVS, kind)
     where = f"case {settings.case.name}, workload {kind or '?'}, on {machine.device}"
@@ -356,13 +360,13 @@ def show(
     )
 
 
-def _folder(settings: Settings, paths: SweepPaths, profile: str, rung: int, launched: bool) -> Path:
-    """The trial's folder: the first one free where it would launch (a trial set aside keeps its own), else the
-    first (where the trial that answers for it ran)."""
-    case, knob = settings.case.name, settings.knob
-    if launched:
-        return fresh_trial_dir(paths, case, profile, rung, Phase.PROBE, knob).absolute()
-    return paths.trial(case, profile, rung, Phase.PROBE, 1, knob).folder.absolute()
+def _folder(settings: Settings, paths: SweepPaths, profile: str, rung: int, answered: str | None) -> Path:
+    """The trial's folder: where the trial of this sweep that answers for it ran (`answered`, relative to the sweep
+    folder: not always the first, where an earlier launch of it was interrupted), else the first one free, where it
+    would launch or a reused trial would be copied (a trial set aside keeps its own)."""
+    if answered:
+        return (paths.sweep_dir / answered).absolute()
+    return fresh_trial_dir(paths, settings.case.name, profile, rung, Phase.PROBE, settings.knob).absolute()
 
 
 def _existing_storage(settings: Settings, paths: SweepPaths) -> BaseStorage | None:

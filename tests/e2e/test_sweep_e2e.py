@@ -169,6 +169,9 @@ def test_sigterm_kills_the_trial_and_resume_runs_it_again(tmp_path: Path) -> Non
         ("64", "ok", "trials/amp_pi_plus/default_e64_probe_2"),
     ]
     assert (sweep_dir(tmp_path, "stop") / "trials" / "amp_pi_plus" / "default_e64_probe_1" / "progress.jsonl").is_file()
+    # a dry run names the folder of the trial that answers for e64 (probe_2), not the interrupted first one
+    dry = finish(search(tmp_path, *FAST, ONE, "ladder.rungs=[64]", "sweep=stop", "dry_run=true"))
+    assert "default_e64_probe_2)  [not launched: already run in this sweep (ok)]" in dry, dry
 
 
 @pytest.mark.parametrize(
