@@ -33,7 +33,7 @@ from ladder.settings.config import MeasureConf, Settings
 from ladder.storage import reuse, studies
 from ladder.sweep.context import GROWS_WITH_ENVS, Run, plan, workload_of
 from ladder.sweep.events import Unwatched
-from ladder.sweep.identity import fresh_trial_dir, would_reuse
+from ladder.sweep.identity import changed_away, fresh_trial_dir, would_reuse
 
 INDENT = "    "
 
@@ -351,8 +351,16 @@ def show(
     cost = estimate_left(left, took.fail_s, took.fit_s, took.cut_s)
     env = planned[0].spec.env if planned else {}
     shaping = settings_lines(settings, machine.nproc, machine.device, card_gb, environ, env)
+    aside = changed_away(ctx)
+    change = (
+        f"settings changed (settings_change=accept): {len(aside)} trial(s) recorded under the sweep's old settings "
+        "would no longer count, and their rungs run afresh\n"
+        if aside
+        else ""
+    )
     return (
-        format_dry_run(settings.case.name, settings.knob, planned)
+        change
+        + format_dry_run(settings.case.name, settings.knob, planned)
         + "\n".join(shaping)
         + "\n"
         + format_estimate(cost)

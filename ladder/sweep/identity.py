@@ -67,10 +67,8 @@ def would_reuse(run: Run) -> dict[tuple[str, int], str]:
     or one an earlier sweep ran). Reads storages only; `run.storage` is this sweep's, or None where it has none."""
     s = run.settings
     study = studies.load_study(run.storage, studies.study_name(s.case.name, run.paths.sweep)) if run.storage else None
-    records = studies.records(study) if study else []
-    if study and studies.load_settings(study) not in (None, recorded.record(s)):  # settings_change=accept
-        set_aside = {r.number for r in stale(records, run)}
-        records = [r for r in records if r.number not in set_aside]  # as `resume.settle` will leave the sweep
+    set_aside = {r.number for r in changed_away(run)}  # as `resume.settle` will leave the sweep
+    records = [r for r in (studies.records(study) if study else []) if r.number not in set_aside]
     known = {
         (r.profile, r.num_envs): f"already run in this sweep ({r.status})"
         for r in records
@@ -84,6 +82,16 @@ def would_reuse(run: Run) -> dict[tuple[str, int], str]:
             for r in reuse.carried(earlier, shapes(run), card, set(known)):
                 known[(r.profile, r.num_envs)] = reuse.carried_why(r, card)
     return known
+
+
+def changed_away(run: Run) -> list[TrialRecord]:
+    """For a dry run: the trials of this sweep that a change of its settings (`settings_change=accept`) would set
+    aside (`stale`); none where the settings are as recorded. Reads `run.storage` only."""
+    s = run.settings
+    study = studies.load_study(run.storage, studies.study_name(s.case.name, run.paths.sweep)) if run.storage else None
+    if study is None or studies.load_settings(study) in (None, recorded.record(s)):
+        return []
+    return stale(studies.records(study), run)
 
 
 def stale(records: Sequence[TrialRecord], run: Run) -> list[TrialRecord]:

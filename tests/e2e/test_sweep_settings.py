@@ -115,6 +115,7 @@ def test_a_resume_at_another_card_refuses_and_one_that_sets_nothing_resumes_as_s
     dry = search(tmp_path, "sweep=mix", "workload.emulate_gpu_mem_gb=0.6", "settings_change=accept", "dry_run=true")
     out = finish(dry)
     assert dry.returncode == 0 and "default_e128_probe_2" in out and "already run in this sweep" not in out, out
+    assert "settings changed (settings_change=accept): 1 trial(s) recorded under the sweep's old settings" in out
     assert rows(tmp_path, "mix") == [("128", "ok", "0.8", "")]  # and changes nothing
     accepted = search(tmp_path, "sweep=mix", "workload.emulate_gpu_mem_gb=0.6", "settings_change=accept")
     out = finish(accepted)
