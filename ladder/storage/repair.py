@@ -166,8 +166,8 @@ def _renumber(record: dict[str, Any], trials: dict[int, int | None], studies: di
 
 def repair(folder: Path) -> tuple[int, int, Path | None, list[str]]:
     """Repair `folder`'s journal in place; returns (records kept, lines set aside, the set-aside file or None, the
-    trials left with no outcome: `<study> #<number>`, each marked interrupted and run again when the sweep
-    resumes)."""
+    trials whose outcome went with the lines set aside: `<study> #<number>`, each no longer counted, its rung run
+    again when the sweep resumes)."""
     path = folder / JOURNAL if folder.is_dir() else folder
     if not path.is_file():
         raise StorageError(f"no journal at {path}", "give a sweep folder that holds journal.log")

@@ -445,7 +445,9 @@ def _unstable_words(pick: Row) -> str:
     if pick.get("unstable") != "1":
         return ""
     sps, lo, hi = num(pick, "samples_per_s"), num(pick, "samples_per_s_lo"), num(pick, "samples_per_s_hi")
-    width = f" (95% interval {lo:.0f}-{hi:.0f}, {(hi - lo) / sps:.0%} of it)" if sps and lo is not None and hi else ""
+    width = ""
+    if sps and lo is not None and hi is not None and math.isfinite(hi):  # too few points: 0 to inf, no width
+        width = f" (95% interval {lo:.0f}-{hi:.0f}, {(hi - lo) / sps:.0%} of it)"
     return (
         f" Its samples/s is unstable{width}: wider than measure.max_ci_frac, so the comparisons above rest on a "
         "rough figure; measure it again (measure.recheck_unstable=true) or over a longer measure.window_s before "
