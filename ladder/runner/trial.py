@@ -95,6 +95,7 @@ class Tick:
     iteration: int
     window_frac: float  # 0..1 of the window measured so far
     latest: tuple[Sample, ...]  # the newest sample of each device
+    waiting: str = ""  # why a window whose time is up is still open: points it lacks, held for a fit, extended
 
 
 OnTick = Callable[[Tick], None]
@@ -161,7 +162,14 @@ def run(
     )
     evidence = Evidence(trial_dir)
     try:
-        _watch(running, watch, progress, measure, evidence, lambda: on_tick and on_tick(_tick(watch, monitor, running)))
+        _watch(
+            running,
+            watch,
+            progress,
+            measure,
+            evidence,
+            lambda: on_tick and on_tick(_tick(watch, monitor, running, measure.min_window_iters)),
+        )
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM (see search.py): the result says `interrupted`
         watch.stopped_by = StopCause.INTERRUPTED
     finally:  # any other exception still stops and reaps the group before it goes on up
@@ -208,7 +216,7 @@ def _after_pause(watch: Watch) -> None:
         watch.futile = False
 
 
-def _tick(watch: Watch, monitor: Monitor, running: launch.Running) -> Tick:
+def _tick(watch: Watch, monitor: Monitor, running: launch.Running, min_points: int = 0) -> Tick:
     now = time.time()
     window = watch.window
     frac = 0.0 if window is None else min(1.0, max(0.0, (now - window.start_t) / (window.end_t - window.start_t)))
@@ -219,7 +227,18 @@ def _tick(watch: Watch, monitor: Monitor, running: launch.Running) -> Tick:
         iteration=watch.points[-1].iter if watch.points else 0,
         window_frac=frac,
         latest=tuple(latest[i] for i in sorted(latest)),
+        waiting=_waiting(watch, min_points) if window is not None and frac >= 1.0 else "",
     )
+
+
+def _waiting(watch: Watch, min_points: int) -> str:
+    """Why a window whose time is up is still open, in a few words for the live view."""
+    assert watch.window is not None
+    if (have := stats.window_points(watch.window, watch.points)) < min_points:
+        return f"{have}/{min_points} points"
+    if watch.unsettled:
+        return "held for a fit: " + watch.unsettled
+    return "extended: its interval is wide" if watch.extended else ""
 
 
 def _take_progress(watch: Watch, progress: Follow) -> None:

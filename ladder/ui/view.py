@@ -235,6 +235,8 @@ def _running_line(board: Board) -> Text:
         return Text("")
     t, (profile, rung) = board.tick, board.running
     phase = f"window {t.window_frac:.0%}" if t.phase == "window" else t.phase
+    if t.waiting:  # its time is up, but it is still open: say what for
+        phase += f" ({t.waiting})"
     devices = (
         "  ".join(
             f"[{s.index}] {s.util:.0f}% {'rss ' if s.source == Source.HOST else ''}{s.mem_mb:.0f} MiB" for s in t.latest

@@ -9,10 +9,12 @@ from rich.console import Console
 
 from ladder.core import policy
 from ladder.core.records import Phase, Reason, Sample, Status, TrialRecord
-from ladder.runner.trial import Tick
+from ladder.core.stats import Window
+from ladder.runner.trial import Tick, Watch, _waiting
 from ladder.ui.view import LiveView, PlainView, found_line, make_view
 from ladder.ui.view import _attempts as attempts_of
 from ladder.ui.view import _next_line as next_line
+from tests.unit.test_stats import points
 
 
 def record(
@@ -108,6 +110,23 @@ def test_the_live_board_of_a_resumed_sweep_holds_what_it_found_and_asks_the_walk
     assert "│ e256 │ oom/nccl │ · │ │ e128 │ * ok util 40% │ running │ │ e64 │ not run │ · │" in " ".join(final.split())
     assert "* the pick so far; default not run: it fits at e128, the rest below need no launch" in final
     assert "next: on ok, hiutil e256 (just above the largest rung that fits)" in " ".join(final.split())
+
+
+def test_a_window_whose_time_is_up_says_what_it_still_waits_for() -> None:
+    """'window 100%' stood for tens of seconds while the window lacked points or was held for a fit."""
+    view = LiveView(console())
+    view.sweep_started("banner", "amp_pi_plus", [64], ["default"])
+    view.trial_started("default", 64)
+    view.tick(Tick(41.0, "window", 6, 1.0, (), waiting="3/5 points"))
+    view.close()
+    final = view.console.file.getvalue().split("the ladder so far")[-1]  # type: ignore[attr-defined]
+    assert "running default e64: window 100% (3/5 points), iter 6, 41 s" in final
+    waiting = _waiting(
+        Watch(0.0, 0.0, points=points([1.0] * 6), window=Window(103.5, 104.0, True), unsettled="no update yet"), 5
+    )
+    assert waiting == "3/5 points"  # points at 104, 105, 106: under five
+    held = Watch(0.0, 0.0, points=points([1.0] * 9), window=Window(103.5, 104.0, True), unsettled="no update yet")
+    assert _waiting(held, 5) == "held for a fit: no update yet"
 
 
 def test_a_pipe_gets_the_plain_view() -> None:
