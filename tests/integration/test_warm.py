@@ -32,8 +32,10 @@ RANK = textwrap.dedent(
     seen = {"pid": os.getpid(), "argv": sys.argv[1:], "cwd": os.getcwd(), "var": os.environ.get("VAR"),
             "cpus": sorted(os.sched_getaffinity(0))}
     out.write_text(json.dumps({**seen, "threads": threads}))
-    print("rank says hello", flush=True)
     what = sys.argv[1]
+    if what == "wait":  # its handler set before it says hello: a test that waits for the hello may stop it then
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(7))
+    print("rank says hello", flush=True)
     if what == "exit":
         sys.exit(int(sys.argv[2]))
     if what == "raise":
@@ -41,7 +43,6 @@ RANK = textwrap.dedent(
     if what == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
     if what == "wait":
-        signal.signal(signal.SIGTERM, lambda *_: sys.exit(7))
         while True:
             time.sleep(0.05)
     """
