@@ -66,7 +66,7 @@ def would_reuse(run: Run) -> dict[tuple[str, int], str]:
     """For a dry run: (profile, rung) -> what answers for it without a launch (a trial this sweep already has,
     or one an earlier sweep ran). Reads storages only; `run.storage` is this sweep's, or None where it has none."""
     s = run.settings
-    study = studies.load_study(run.storage, studies.study_name(s.case.name, run.paths.sweep)) if run.storage else None
+    study = _sweep_study(run)
     set_aside = {r.number for r in changed_away(run)}  # as `resume.settle` will leave the sweep
     records = [r for r in (studies.records(study) if study else []) if r.number not in set_aside]
     known = {
@@ -84,11 +84,17 @@ def would_reuse(run: Run) -> dict[tuple[str, int], str]:
     return known
 
 
+def _sweep_study(run: Run) -> studies.CaseStudy | None:
+    """This sweep's study of the case, where its storage has one (a dry run creates nothing)."""
+    name = studies.study_name(run.settings.case.name, run.paths.sweep)
+    return studies.load_study(run.storage, name) if run.storage else None
+
+
 def changed_away(run: Run) -> list[TrialRecord]:
     """For a dry run: the trials of this sweep that a change of its settings (`settings_change=accept`) would set
     aside (`stale`); none where the settings are as recorded. Reads `run.storage` only."""
     s = run.settings
-    study = studies.load_study(run.storage, studies.study_name(s.case.name, run.paths.sweep)) if run.storage else None
+    study = _sweep_study(run)
     if study is None or studies.load_settings(study) in (None, recorded.record(s)):
         return []
     return stale(studies.records(study), run)

@@ -129,10 +129,10 @@ def _attempts(records: Sequence[TrialRecord], objective: str) -> list[policy.Att
 
 
 def render(board: Board) -> RenderableType:
-    walks = board.walks()
+    walks, leader = board.walks(), _leader(board)
     return Group(
-        _ladder_table(board, walks),
-        _legend(board, walks),
+        _ladder_table(board, walks, leader),
+        _legend(board, walks, leader),
         _skipped_line(board, walks),
         _running_line(board),
         _next_line(board),
@@ -143,14 +143,13 @@ PICK_MARK = "*"  # the cell of the pick so far (`pick.best` of the probes measur
 REUSED_MARK = "(reused)"
 
 
-def _ladder_table(board: Board, walks: dict[str, policy.Walk]) -> Table:
+def _ladder_table(board: Board, walks: dict[str, policy.Walk], leader: TrialRecord | None) -> Table:
     """A rung a row, from the top down, a profile a column: a ladder of eight rungs fits 80 columns this way
     (a rung a column cut its cells to `oom/n…` there)."""
     table = Table(title=f"{board.case}: the ladder so far", title_justify="left", expand=False)
     table.add_column(board.knob, justify="right", no_wrap=True)
     for profile in board.profiles:
         table.add_column(profile, justify="center")
-    leader = _leader(board)
     for rung in board.rungs:
         label = rung_label(board.knob, rung)
         table.add_row(label, *(_cell(board, walks[profile], rung, leader) for profile in board.profiles))
@@ -182,10 +181,10 @@ def _cell(board: Board, walk: policy.Walk, rung: int, leader: TrialRecord | None
     return Text("·", style="dim")
 
 
-def _legend(board: Board, walks: dict[str, policy.Walk]) -> Text:
+def _legend(board: Board, walks: dict[str, policy.Walk], leader: TrialRecord | None) -> Text:
     """What the marks in the table say, and why each walk that ended left rungs unrun (once a line, not in every
     cell: at 80 columns a cell's reason wrapped the table tall)."""
-    parts = [f"{PICK_MARK} the pick so far"] if _leader(board) is not None else []
+    parts = [f"{PICK_MARK} the pick so far"] if leader is not None else []
     if any(r.info.get("reused_from") for r in board.cells.values()):
         parts.append(f"{REUSED_MARK} run by an earlier sweep")
     for profile, walk in walks.items():
