@@ -46,12 +46,17 @@ above it by at most that factor), and its walk says so. Upwards there is a bound
 num_envs, and a rung above a profile's fit that even such perfect scaling keeps below the case's best is not
 launched (`_above_reach`); its walk says so too.
 
-The descent is insurance, and it pays for itself (`descent_short`): where every pair of rungs measured so far (any
-profile of the case) says samples/s rose with num_envs (`rising`), or where the best above the step ran clear of the
-card (at most 1 - `mem_headroom_frac` of it) and no measured pair fell, a descent step is a short probe
-(`Decision.short`): it stops after a short window once its rate is below what it must beat, or as its window opens
-where its steady steps are clearly below it (`stats.SHORT_Z`), where a full one would run on until its whole interval
-were (in a plateau, where the rung below runs about as fast, it never is). Where both hold
+The descent is insurance, and it pays for itself (`descent_short`): unless a pair of rungs measured so far (any
+profile of the case) had the lower one at least as fast (`Gain.fell`: fewer envs may pay here), a descent step is a
+short probe (`Decision.short`): it stops after a short window once its rate is below what it must beat, or as its
+window opens where its steady steps are clearly below it (`stats.SHORT_Z`), where a full one would run on until its
+whole interval were (in a plateau, where the rung below runs about as fast, it never is). A probe whose short window
+reaches what it must beat runs its whole window under the usual cut, so all the short window gives up is a lower rung
+faster by little more than the pick's band: `python scripts/sim_cut.py --short --short-steps 4 --cv 0.08` (the proxy on
+CPU) misses one 5% above what it must beat in 12% of probes and one 10% above in 1%; `--short-steps 15 --cv 0.03` (a
+GPU) one 2% above in 1.5%, 5% above never. That holds near the card too, where memory pressure may make fewer envs
+faster (by more than that, where it does): there the first step down used to run a whole window, and on a plateau it
+ran to its end (20 to 35 s of a 30 s window, in 4 of 6 runs of `scripts/bench_search.py`). Where both hold
 for a profile's best (every pair rose, and it ran clear of the card: no memory pressure, the one known way for fewer
 envs to run faster), a lower rung's gain is bounded by 1 instead of `descent_gain_max` (`Gain`): such a profile whose
 best, at the top of its interval, is already below the case's best is not measured lower at all (a lower rung would have
@@ -151,7 +156,7 @@ class Decision:
     rung: int
     why: str
     beat: float | None = None  # what it must reach to become the case's pick (stop it once it clearly cannot)
-    short: bool = False  # insurance the evidence says is unlikely to pay: a short probe, not a window (`rising`)
+    short: bool = False  # insurance no measured pair says may pay: a short probe, not a window (`_insured`)
     step: Step = Step.WALK  # what kind of launch it is (recorded with the trial)
 
 
@@ -187,7 +192,7 @@ class Tuning:
     descend: bool = False  # measure below the largest fit while fewer envs do better (objective samples/s)
     descent_gain_max: float | None = None  # ... unless even this many times a profile's best stays below the best
     throughput: bool = False  # the objective is samples/s: at most proportional to num_envs (see `_above_reach`)
-    descent_short: bool = True  # a descent step is a short probe while more envs was faster, or its best ran clear
+    descent_short: bool = True  # a descent step is a short probe unless a measured pair had fewer envs as fast
     descent_idle_util: float | None = None  # with descent_short: a best whose GPUs stayed under this util (%) is not
     # descended
     noise: float = 0.0  # the objective's run-to-run noise as the pick allows it (`pick.RUN_TO_RUN`), for `beat`
@@ -416,14 +421,20 @@ def _pairs(attempts: Sequence[Attempt]) -> Iterator[tuple[bool, Attempt]]:
 def _insured(
     decision: Decision, rungs: Sequence[int], attempts: Sequence[Attempt], gain: Gain, tuning: Tuning
 ) -> Decision:
-    """A descent step as a short probe where the evidence says it is unlikely to win: every measured pair rose
-    (`rising`), or, with no pair that fell, the best above it ran clear of the card (no memory pressure)."""
-    if not tuning.descent_short or decision.step is not Step.DESCENT:
+    """A descent step as a short probe unless a measured pair fell (fewer envs at least as fast): every measured pair
+    rose (`rising`), the best above it ran clear of the card (no memory pressure), or no pair is measured yet."""
+    if not tuning.descent_short or decision.step is not Step.DESCENT or gain.fell:
         return decision
     why = gain.rising
     step = _next_below(rungs, _mine(decision.profile, attempts))
-    if not why and step is not None and not gain.fell and gain.clear(best := step[0]):
-        why = f"{best.rung} envs used {best.mem_frac:.0%} of the card (no memory pressure)"
+    if not why and step is not None:
+        best = step[0]
+        why = (
+            f"{best.rung} envs used {best.mem_frac:.0%} of the card (no memory pressure)"
+            if gain.clear(best)
+            else "no measured pair had fewer envs faster (where its short window reaches what it must beat, it runs "
+            "its whole window)"
+        )
     return replace(decision, short=True, why=f"{decision.why}; a short probe: {why}") if why else decision
 
 

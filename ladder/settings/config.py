@@ -204,7 +204,7 @@ class SweepConf:
     # this many times over stays below the case's best is not measured lower; null = always measure lower. 1.3: the
     # largest such gain on record is 1.22 (a sweep that peaked at 4096 envs and lost 18% at 8192)
     descent_gain_max: float | None = 1.3
-    descent_short: bool = True  # samples/s: while more envs was faster, descent is short (losing profiles: none)
+    descent_short: bool = True  # samples/s: descent is a short probe unless fewer envs ran as fast (losers: none)
     # samples/s, with descent_short: a largest fit whose GPUs NVML saw busy under this util (%), clear of the card, is
     # not measured lower (neither memory nor GPU time near a limit); 45 = the table's "low util"; null = off
     descent_idle_util: float | None = 45.0
@@ -295,7 +295,7 @@ class Settings:
     nccl_env: dict[str, str]
     settings_change: SettingsChange = SettingsChange.REFUSE
     given: tuple[str, ...] | None = None  # the keys set on the command line; None = unknown (all count as given)
-    descent_short: bool = True  # samples/s: a descent step is a short probe while more envs was faster (policy.rising)
+    descent_short: bool = True  # samples/s: a descent step is a short probe unless a measured pair fell
     descent_idle_util: float | None = 45.0  # samples/s: no descent below a best whose GPUs stayed under this util (%)
 
 

@@ -764,16 +764,16 @@ def test_rising_asks_every_measured_pair(history: list[Attempt], rises: bool) ->
 @pytest.mark.parametrize(
     ("history", "profiles", "expected"),
     [
-        # the first descent step knows no pair yet: it is measured in full (its own interval may still cut it)
-        ([rate(256, 5000.0)], ["default"], (128, False)),
+        # the first descent step knows no pair yet, nor its memory: a short probe (one that may win runs on)
+        ([rate(256, 5000.0)], ["default"], (128, True)),
         # default rose from 128 to 256, so hiutil's step below its fit is a short probe
         ([rate(256, 5000.0), rate(128, 4000.0), hi(256, 5100.0)], ["default", "hiutil"], (128, True)),
         # where a lower rung won, the next step down is measured in full: the evidence says fewer envs may pay
         ([rate(256, 5000.0), rate(128, 6200.0)], ["default"], (64, False)),
         # no pair yet, but the largest fit ran clear of the card (no memory pressure): a short probe
         ([Attempt("default", 256, OK, 0.66, 5000.0, 5100.0)], ["default"], (128, True)),
-        # ... near the card's limit it is measured in full
-        ([Attempt("default", 256, OK, 0.96, 5000.0, 5100.0)], ["default"], (128, False)),
+        # ... and near the card's limit too: its short window sees a win by more than the band as well
+        ([Attempt("default", 256, OK, 0.96, 5000.0, 5100.0)], ["default"], (128, True)),
         # ... and where a lower rung won, clear of the card or not
         (
             [Attempt("default", 256, OK, 0.66, 5000.0, 5100.0), Attempt("default", 128, OK, 0.5, 6200.0, 6300.0)],
@@ -781,7 +781,7 @@ def test_rising_asks_every_measured_pair(history: list[Attempt], rises: bool) ->
             (64, False),
         ),
     ],
-    ids=["first-step-full", "evidence-short", "lower-won-full", "clear-short", "near-full", "clear-lower-won-full"],
+    ids=["first-step-short", "evidence-short", "lower-won-full", "clear-short", "near-short", "clear-lower-won-full"],
 )
 def test_a_descent_step_is_a_short_probe_where_the_evidence_says_it_is_unlikely_to_win(
     history: list[Attempt], profiles: list[str], expected: tuple[int, bool]
