@@ -14,6 +14,7 @@ import errno
 import os
 import shutil
 import sys
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -96,16 +97,32 @@ def execute(settings: Settings) -> int:
         raise
     view.close()
     print_summary(summary, paths, settings.knob, settings.objective)
-    for starter in warm.started():
+    for line in starter_lines(warm.started(), _TOLD):
+        print(line)
+    return sweep_code(summary)
+
+
+_TOLD: set[str] = set()  # the warm starters (their folders) a job of this process has named in its summary
+
+
+def starter_lines(starters: Sequence[warm.Starter], told: set[str]) -> list[str]:
+    """What a sweep's summary says of the warm starters its ranks were forked from: each once per process, where a
+    multirun's jobs share one (`told`, the folders named by an earlier job, is added to)."""
+    lines = []
+    for starter in starters:
+        if starter.folder in told:
+            continue
+        told.add(starter.folder)
         how = (
             f"ready in {starter.ready_s:.1f} s, once for this process"
             if starter.owned
             else f"shared ({warm.SHARED_VAR}={starter.folder})"
         )
-        print(f"warm starter: {how} (the proxy's ranks are forked from it; workload.proxy_start=cold: each alone)")
-    return sweep_code(summary)
+        lines.append(f"warm starter: {how} (the proxy's ranks are forked from it; {COLD_HINT})")
+    return lines
 
 
+COLD_HINT = "workload.proxy_start=cold: each alone"
 NEED_MB = 64.0  # the least space a sweep asks for: a journal line, the TSVs, a trial's logs and samples
 
 

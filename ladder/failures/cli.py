@@ -44,6 +44,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"{args.path} is not a trial folder: it holds {len(below)} trial folder(s)",
                 f"give one of them:\n  {shown}{more}",
             )
+        if args.path.is_file():
+            _check_log(args.path, args.exit_code)
         recorded = args.path / RECORDED
         if args.path.is_dir() and recorded.is_file() and not (args.reclassify or args.exit_code is not None):
             print(json.dumps(_read_recorded(recorded) | {"source": RECORDED}))
@@ -67,6 +69,25 @@ def trials_below(folder: Path) -> list[Path]:
         return []
     found = {p.parent for name in (paths.VERDICT, paths.STDOUT) for p in folder.glob(f"**/{name}")}
     return sorted(p for p in found if p != folder and not any(q in p.parents for q in found))
+
+
+SNIFF_BYTES = 64 * 1024  # how much of a file is read to tell a text log from binary data
+
+
+def _check_log(path: Path, exit_code: int | None) -> None:
+    """A file given as a log holds text: a binary file, or an empty one with no exit code beside it, has nothing a
+    verdict could rest on, and judged anyway it would read as a plain error said with confidence. (An empty log with
+    its exit code is judged on the code: a process killed at once prints nothing.)"""
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(SNIFF_BYTES)
+    except OSError as err:
+        raise LadderError(f"{path} is unreadable: {err}", "give a log file you can read, or a trial folder") from None
+    fix = "give the trainer's log (what it printed to stdout/stderr) or a trial folder"
+    if b"\0" in head:
+        raise LadderError(f"{path} is not a text log: it holds binary data", fix)
+    if not head.strip() and exit_code is None:
+        raise LadderError(f"{path} is empty: it holds no log line to judge", f"{fix}, or its exit code (--exit-code N)")
 
 
 def _read_recorded(path: Path) -> dict:

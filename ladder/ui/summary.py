@@ -237,7 +237,7 @@ def banner(settings: Settings, paths: SweepPaths, machine: Machine, cap: float |
     """The sweep's first line: what it walks, on what, where (`cap`: the emulated card, where one applies)."""
     return (
         f"sweep {paths.sweep}: case {settings.case.name}, ladder {list(settings.rungs)}, "
-        f"profiles {[p.name for p in settings.profiles]}, {machine.nproc} x {machine.device}"
+        f"profiles [{', '.join(p.name for p in settings.profiles)}], {machine.nproc} x {machine.device}"
         + (f", emulated card: {cap} GB per rank" if cap else "")
         + (f", storage {redact(settings.storage)}" if settings.storage else "")
     )

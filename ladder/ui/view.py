@@ -130,13 +130,8 @@ def _attempts(records: Sequence[TrialRecord], objective: str) -> list[policy.Att
 
 def render(board: Board) -> RenderableType:
     walks, leader = board.walks(), _leader(board)
-    return Group(
-        _ladder_table(board, walks, leader),
-        _legend(board, walks, leader),
-        _skipped_line(board, walks),
-        _running_line(board),
-        _next_line(board),
-    )
+    lines = (_legend(board, walks, leader), _skipped_line(board, walks), _running_line(board), _next_line(board))
+    return Group(_ladder_table(board, walks, leader), *(line for line in lines if line.plain))  # no blank lines
 
 
 PICK_MARK = "*"  # the cell of the pick so far (`pick.best` of the probes measured)

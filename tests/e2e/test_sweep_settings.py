@@ -108,7 +108,7 @@ def test_a_resume_at_another_card_refuses_and_one_that_sets_nothing_resumes_as_s
     silent = search(tmp_path, "sweep=mix")  # case and device given as they were; the rest taken back
     out = finish(silent)
     assert silent.returncode == 0, out
-    assert "emulated card: 0.8 GB" in out and "ladder [128]" in out and "profiles ['default']" in out, out
+    assert "emulated card: 0.8 GB" in out and "ladder [128]" in out and "profiles [default]" in out, out
     assert rows(tmp_path, "mix") == [("128", "ok", "0.8", "")]  # nothing launched again
 
     # its dry run plans as the change would leave the sweep: e128 to launch afresh, not "already run"

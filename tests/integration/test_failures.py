@@ -91,6 +91,21 @@ def test_cli_on_a_log_file_with_exit_code(tmp_path: Path) -> None:
     assert (out["confidence"], out["source"]) == ("low", "classified")
 
 
+@pytest.mark.parametrize(
+    ("content", "named"),
+    [(b"", "is empty"), (b"  \n\n", "is empty"), (b"\x7fELF\x02\x01\x01\0\0\0", "binary data")],
+    ids=["empty", "blank", "binary"],
+)
+def test_cli_refuses_a_file_that_holds_no_log(tmp_path: Path, content: bytes, named: str) -> None:
+    """An empty file (with no exit code beside it) or a binary one has no line to judge: judged anyway it read as a
+    plain error, said with high confidence."""
+    path = tmp_path / "trainer.out"
+    path.write_bytes(content)
+    result = run_cli(str(path))
+    assert (result.returncode, result.stdout) == (2, "")
+    assert named in result.stderr and str(path) in result.stderr and "trial folder" in result.stderr
+
+
 def test_cli_on_a_missing_path(tmp_path: Path) -> None:
     missing = tmp_path / "no such trial"
     result = run_cli(str(missing))
