@@ -56,7 +56,7 @@ faster by little more than the pick's band: `python scripts/sim_cut.py --short -
 CPU) misses one 5% above what it must beat in 12% of probes and one 10% above in 1%; `--short-steps 15 --cv 0.03` (a
 GPU) one 2% above in 1.5%, 5% above never. That holds near the card too, where memory pressure may make fewer envs
 faster (by more than that, where it does): there the first step down used to run a whole window, and on a plateau it
-ran to its end (20 to 35 s of a 30 s window, in 4 of 6 runs of `scripts/bench_search.py`). Where both hold
+ran to its end (21.6 to 34.9 s of a 30 s window in 3 of 6 runs of `scripts/bench_search.py`). Where both hold
 for a profile's best (every pair rose, and it ran clear of the card: no memory pressure, the one known way for fewer
 envs to run faster), a lower rung's gain is bounded by 1 instead of `descent_gain_max` (`Gain`): such a profile whose
 best, at the top of its interval, is already below the case's best is not measured lower at all (a lower rung would have
