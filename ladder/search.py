@@ -118,11 +118,12 @@ def starter_lines(starters: Sequence[warm.Starter], told: set[str]) -> list[str]
             if starter.owned
             else f"shared ({warm.SHARED_VAR}={starter.folder})"
         )
-        lines.append(f"warm starter: {how} (the proxy's ranks are forked from it; {COLD_HINT})")
+        lines.append(
+            f"warm starter: {how} (the proxy's ranks are forked from it; workload.proxy_start=cold: each alone)"
+        )
     return lines
 
 
-COLD_HINT = "workload.proxy_start=cold: each alone"
 NEED_MB = 64.0  # the least space a sweep asks for: a journal line, the TSVs, a trial's logs and samples
 
 
