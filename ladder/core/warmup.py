@@ -31,14 +31,19 @@ EARLY_K = 4  # the first steps whose gains a whole window records (and the most 
 GAIN = "early_gain_"  # figure prefix: early_gain_1 .. early_gain_<EARLY_K>
 EARLY_STEPS = "early_steps"  # figure: the cut was decided on this many settled first steps (`Prediction.steps`)
 # A step is settled once its mean log gain lies within this many standard errors of 0 (a steady step's gain is 1
-# but for noise), and within MAX_SETTLED of it whatever the spread: a step 10% slow is still warming up.
+# but for noise) and, where the gains' own spread is measured (`MIN_SPREAD_TRIALS` whole windows and more), within
+# MAX_SETTLED of it whatever that spread: a step 10% slow in every window is still warming up, though its warm-up
+# differ from rung to rung. Under that many, a gain is judged against the step noise alone: one window cannot tell a
+# step 13% slow by chance on a noisy machine from a warming one (`python scripts/sim_cut.py --early --cv 0.13`).
 SETTLED_Z = Z95
 MAX_SETTLED = 0.10
+MIN_SPREAD_TRIALS = 3  # whole windows from which the gains' own spread is estimated (`Gain.sd`)
 MIN_STEPS = 2  # a prediction rests on this many settled steps at least, which agree with each other (`agree`)
 
 
 class Gain(NamedTuple):
-    """One first step's gain over the case's whole windows: the mean and sd (None under three) of its logarithm."""
+    """One first step's gain over the case's whole windows: the mean and sd (None under `MIN_SPREAD_TRIALS`) of its
+    logarithm."""
 
     mean: float
     sd: float | None
@@ -106,7 +111,8 @@ class Warmup(NamedTuple):
         gain = self.gains[j - 1] if j <= len(self.gains) else None
         if gain is None:
             return False
-        return abs(gain.mean) <= min(MAX_SETTLED, SETTLED_Z * self.spread(j) / math.sqrt(gain.n))
+        bound = SETTLED_Z * self.spread(j) / math.sqrt(gain.n)
+        return abs(gain.mean) <= (min(MAX_SETTLED, bound) if gain.sd is not None else bound)
 
     def predict(self, first: Sequence[tuple[Interval, float]]) -> Prediction | None:
         """The window predicted from the settled steps among `first`: None under `MIN_STEPS` of them, or where they
@@ -151,6 +157,7 @@ def pooled(figures: Iterable[Mapping[str, float]], noise: Noise | None) -> Warmu
             if g is not None and g > 0 and math.isfinite(g):
                 logs[j].append(math.log(g))
     found = tuple(
-        Gain(statistics.fmean(v), statistics.stdev(v) if len(v) >= 3 else None, len(v)) if v else None for v in logs
+        Gain(statistics.fmean(v), statistics.stdev(v) if len(v) >= MIN_SPREAD_TRIALS else None, len(v)) if v else None
+        for v in logs
     )
     return Warmup(found, noise) if any(found) else None

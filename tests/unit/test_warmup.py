@@ -79,6 +79,22 @@ def test_a_step_the_case_s_windows_show_still_warming_up_is_left_out() -> None:
     assert predicted is not None and predicted.steps == 2 and predicted.value == pytest.approx(100.0)
 
 
+def test_one_window_s_slow_step_is_judged_against_the_step_noise_and_a_measured_spread_against_ten_percent() -> None:
+    """On a noisy machine (8% step noise) one whole window's second step ran 13.6% slow: one window cannot tell that
+    from noise, so the step is settled and two steps in, a clear loser is predicted (and carries the gain, so its
+    prediction stands higher, not lower). Three windows whose step gains spread 1.0-1.26 pass the noise test on
+    their own wide spread, but their mean is over 10% slow: a warm-up that differs from rung to rung, not settled."""
+    noisy = Noise(0.08, 12.0)
+    one = warmup.pooled([{"early_gain_1": 1.0, "early_gain_2": 1.136}], noisy)
+    assert one is not None and one.settled(1) and one.settled(2)
+    predicted = one.predict(warmup.steps(trace([100.0, 100.0]), True))
+    assert predicted is not None and predicted.steps == 2 and predicted.value > 100.0
+    spread = warmup.pooled([{"early_gain_1": 1.0, "early_gain_2": g} for g in (1.0, 1.13, 1.26)], noisy)
+    assert spread is not None and spread.settled(1) and not spread.settled(2)
+    far = warmup.pooled([{"early_gain_1": 1.0, "early_gain_2": 1.25}], noisy)  # beyond the noise even in one window
+    assert far is not None and not far.settled(2)
+
+
 def test_a_trial_slower_in_its_first_step_than_the_case_s_others_predicts_nothing() -> None:
     """The case's first steps were steady, but this trial's first step ran at 70% of its second (a compile cache it
     missed): its own steps disagree, so no window is predicted from them; a loser it is or not, its window says."""
