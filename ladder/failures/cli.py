@@ -10,7 +10,7 @@ from pathlib import Path
 from ladder.core import paths
 from ladder.core.errors import LadderError
 from ladder.failures import scoring
-from ladder.failures.files import load_ending
+from ladder.failures.files import READ_UPTO, load_ending, recalled
 from ladder.failures.rules import as_json, classify
 
 USAGE = """\
@@ -48,9 +48,13 @@ def main(argv: list[str] | None = None) -> int:
             _check_log(args.path, args.exit_code)
         recorded = args.path / RECORDED
         if args.path.is_dir() and recorded.is_file() and not (args.reclassify or args.exit_code is not None):
-            print(json.dumps(_read_recorded(recorded) | {"source": RECORDED}))
+            record = {k: v for k, v in _read_recorded(recorded).items() if k != READ_UPTO}  # sizes: for a reading
+            print(json.dumps(record | {"source": RECORDED}))
             return 0
-        verdict = classify(load_ending(args.path, args.exit_code))
+        on_disk = args.path.is_dir()  # a trial folder: read as the trial read it, from what its verdict.json kept
+        verdict = classify(
+            recalled(args.path, args.exit_code, _kept(recorded)) if on_disk else load_ending(args.path, args.exit_code)
+        )
     except LadderError as err:
         print(f"ladder.failures: {err}", file=sys.stderr)
         return 2
@@ -99,6 +103,17 @@ def _read_recorded(path: Path) -> dict:
     if not isinstance(data, dict) or not isinstance(data.get("status"), str):
         raise LadderError(f"{path} holds no verdict (no 'status')", "classify the folder's logs with --reclassify")
     return data
+
+
+def _kept(path: Path) -> dict:
+    """What a trial's verdict.json kept of its ending beside the verdict (`files.known`), for a new reading of its
+    files; {} where it holds none or cannot be read (the files are classified as they stand: `--reclassify` is for a
+    damaged record too)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def _read_corpus(path: Path) -> list[dict]:

@@ -1,4 +1,5 @@
-"""Reading a trial from disk: its logs (the tail of each), torchrun's per-rank logs and error files, its exit code."""
+"""Reading a trial from disk: its logs (the tail of each), torchrun's per-rank logs and error files, its exit code,
+and what only the running trial knew of its ending (`known`, kept in its verdict.json; `recalled` reads it back)."""
 
 from __future__ import annotations
 
@@ -6,11 +7,12 @@ import contextlib
 import json
 import logging
 from collections.abc import Collection, Iterable, Mapping
+from dataclasses import replace
 from pathlib import Path
 
 from ladder.core import paths
 from ladder.core.errors import LadderError
-from ladder.core.records import Ending
+from ladder.core.records import Ending, StopCause
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +36,38 @@ def load_ending(path: Path, exit_code: int | None = None, upto: Mapping[Path, in
         },
         error_files=tuple(read_error_files(path, only=upto)),
     )
+
+
+# What a trial's verdict.json keeps beside its verdict: what only the running trial knew of its ending.
+STOPPED_BY, READ_UPTO, OOM_KILLS = "stopped_by", "read_upto", "oom_kills"
+
+
+def known(folder: Path, ending: Ending, upto: Mapping[Path, int] | None) -> dict[str, object]:
+    """What the running trial knew of its ending and its folder does not show, for its verdict.json: why ladder
+    stopped it (its own SIGKILL at a finished window is no host OOM), how far its logs counted (`upto`: a finished
+    window's, before its processes printed their deaths) and its memory cgroup's OOM kills (the cgroup is gone)."""
+    out: dict[str, object] = {}
+    if ending.stopped_by:
+        out[STOPPED_BY] = str(ending.stopped_by)
+    if upto is not None:
+        out[READ_UPTO] = {str(p.relative_to(folder)): n for p, n in upto.items() if p.is_relative_to(folder)}
+    if ending.oom_kills:
+        out[OOM_KILLS] = ending.oom_kills
+    return out
+
+
+def recalled(folder: Path, exit_code: int | None, recorded: Mapping[str, object]) -> Ending:
+    """`load_ending` of a trial folder as the trial itself read it, from what its verdict.json kept (`known`); what
+    a record does not hold (one written before it kept these) is read as the folder shows it."""
+    upto = recorded.get(READ_UPTO)
+    counted = {folder / name: n for name, n in upto.items() if isinstance(n, int)} if isinstance(upto, dict) else None
+    ending = load_ending(folder, exit_code, counted)
+    stopped, kills = recorded.get(STOPPED_BY), recorded.get(OOM_KILLS)
+    if isinstance(stopped, str) and stopped in {str(c) for c in StopCause}:
+        ending = replace(ending, stopped_by=StopCause(stopped))
+    if isinstance(kills, int) and kills > 0:
+        ending = replace(ending, oom_kills=kills)
+    return ending
 
 
 def sizes(folder: Path) -> dict[Path, int]:

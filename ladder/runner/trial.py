@@ -110,6 +110,7 @@ class Result:
     leftovers: int  # processes of the trial found alive after the stop (and then killed)
     source: str = ""  # nvml or host: what the figures were sampled from
     stopped_by: StopCause = StopCause.NONE  # why ladder stopped it (NONE: it ended by itself)
+    known: dict[str, object] = field(default_factory=dict)  # what its folder does not show (`files.known`)
 
 
 def run(
@@ -483,7 +484,8 @@ def _finish(
         figures |= {"paused_s": round(watch.paused_s, 2), "window_restarted": float(watch.restarted)}
     figures |= _interval_verdict(figures, measure, watch.extended) | ({"window_futile": 1.0} if watch.futile else {})
     duration = round(time.monotonic() - running.started_mono, 2)
-    return Result(verdict, figures, code, duration, len(left), stats.source_of(samples), watch.stopped_by)
+    known = files.known(trial_dir, ending, upto)
+    return Result(verdict, figures, code, duration, len(left), stats.source_of(samples), watch.stopped_by, known)
 
 
 def _learned(verdict: Verdict, ending: Ending, progress_file: Path) -> Verdict:
@@ -674,4 +676,5 @@ def _tail(path: Path) -> str:
 
 def _write_result(trial_dir: Path, result: Result) -> None:
     (trial_dir / paths.EXIT_CODE).write_text(f"{result.exit_code}\n")
-    (trial_dir / paths.VERDICT).write_text(json.dumps(rules.as_json(result.verdict), indent=1) + "\n")
+    recorded = rules.as_json(result.verdict) | result.known
+    (trial_dir / paths.VERDICT).write_text(json.dumps(recorded, indent=1) + "\n")

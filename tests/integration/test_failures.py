@@ -204,8 +204,34 @@ def test_cli_reports_the_trials_recorded_verdict_not_ladders_own_kill(tmp_path: 
     assert (result.returncode, result.stderr) == (0, "")
     out = json.loads(result.stdout)
     assert (out["status"], out["reason"], out["source"]) == ("ok", "", "verdict.json")
+    # a record that kept no more than the verdict (written before trials kept their stop): the files as they stand,
+    # where ladder's own SIGKILL reads as the host's OOM killer's, said with low confidence
     again = json.loads(run_cli(str(trial), "--reclassify").stdout)
     assert (again["status"], again["reason"], again["source"]) == ("oom_or_nccl", "host_oom", "classified")
+    assert again["confidence"] == "low"
+
+
+def test_cli_reclassifies_a_trial_as_it_read_itself_from_what_its_record_kept(tmp_path: Path) -> None:
+    """A trial's verdict.json keeps why ladder stopped it and how far its logs counted: a window that ran to its end
+    and was killed (-9, and its worker's dying words written after) reads `ok` again, not a host OOM; a trial stopped
+    at its time limit reads `timeout`; a bare log's reading is unchanged."""
+    trial = ok_trial_killed_by_ladder(tmp_path / "done")
+    counted = (trial / "stdout.log").stat().st_size
+    with (trial / "stdout.log").open("a") as log:
+        log.write("Traceback (most recent call last):\nBrokenPipeError: [Errno 32] Broken pipe\n")
+    verdict = json.loads((trial / "verdict.json").read_text())
+    kept = verdict | {"stopped_by": "window_done", "read_upto": {"stdout.log": counted}}
+    (trial / "verdict.json").write_text(json.dumps(kept))
+    shown = json.loads(run_cli(str(trial)).stdout)
+    assert shown["stopped_by"] == "window_done" and "read_upto" not in shown
+    again = json.loads(run_cli(str(trial), "--reclassify").stdout)
+    assert (again["status"], again["reason"], again["source"]) == ("ok", "", "classified")
+    (trial / "verdict.json").write_text(json.dumps(verdict | {"stopped_by": "trial_timeout"}))
+    late = json.loads(run_cli(str(trial), "--reclassify").stdout)
+    assert (late["status"], late["reason"]) == ("timeout", "trial_timeout")
+    (trial / "verdict.json").write_text(json.dumps(kept | {"stopped_by": "no such stop", "read_upto": [1]}))
+    odd = json.loads(run_cli(str(trial), "--reclassify").stdout)  # what it cannot read is read as the files stand
+    assert (odd["status"], odd["reason"], odd["confidence"]) == ("oom_or_nccl", "host_oom", "low")
 
 
 def test_cli_names_an_unreadable_recorded_verdict(tmp_path: Path) -> None:

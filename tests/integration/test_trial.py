@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
 import uuid
 from dataclasses import replace
@@ -102,6 +104,11 @@ def test_a_measured_window_ends_the_trial_at_once_without_waiting_out_the_grace(
     assert result.figures["samples_per_s"] > 0
     assert not (tmp_path / "sigterm.txt").exists()  # killed at once: never asked to end in order
     assert result.leftovers == 0 and launch.leftovers(trial_id) == []
+    # read again from its folder, it is what the trial said: ladder's kill at a finished window is no host OOM
+    again = subprocess.run(
+        [sys.executable, "-m", "ladder.failures", "--reclassify", str(tmp_path)], capture_output=True, text=True
+    )
+    assert (again.returncode, json.loads(again.stdout)["status"]) == (0, "ok")
 
 
 # A steady trainer: 64 samples every 0.1 s (about 640 samples/s, a few steps of warm-up aside)
