@@ -13,7 +13,7 @@ afresh for each trial as such an estimate strays: each look at 0.5% one-sided).
     python scripts/sim_cut.py --open-step
     python scripts/sim_cut.py --short [--short-steps 3]
     python scripts/sim_cut.py --predict [--steps 15]
-    python scripts/sim_cut.py --early [--looks 2] [--history 1] [--warm 0.0] [--warm-cv 0.0]
+    python scripts/sim_cut.py --early [--looks 2] [--history 1] [--warm 0.0] [--warm-cv 0.0] [--slowing 0.0]
 
 `--trial-cv`: the simulated trials' own spread, where it is not the pool's (a configuration noisier than the case's
 others). `--open-step`: the spread is in each step's seconds instead, and the cut also counts the step in progress
@@ -31,6 +31,8 @@ the case measured a whole window (`--steps` steps) and their first steps' gains;
 of its first `--looks` steps (the first reported by the trainer, as the proxy does; 2 where the window opens at the
 third point): the share cut and the steps that took. `--warm`: each trial's first step is that much slower (a
 fraction of a step) on average, `--warm-cv` its spread from trial to trial (a one-off cost that differs by rung).
+`--slowing`: every trial's first steps run that much faster than its window (a share of the window's rate: a
+trainer that slows once its first steps are behind it, as the proxy's update does while its buffers fill).
 """
 
 from __future__ import annotations
@@ -153,12 +155,12 @@ def early_share(
         pool = noise._replace(sd_frac=noise.sd_frac * _chi_ratio(noise.df, rnd))
         figures = []
         for _ in range(args.history):
-            seen = _first_points(1.0, cv, args, rnd)
+            seen = _first_points(1.0 + args.slowing, cv, args, rnd)
             window = [BEAT * max(0.05, rnd.gauss(1.0, cv)) for _ in range(args.steps)]
             figures.append(warmup.gains(seen, True, sum(window) / len(window)))
         early = warmup.pooled(figures, pool)
         assert early is not None
-        points = _first_points(ratio, cv, args, rnd)
+        points = _first_points(ratio * (1.0 + args.slowing), cv, args, rnd)
         for n in range(1, args.looks + 1):
             first = warmup.steps(points[:n], True)
             predicted = early.predict(first)
@@ -206,6 +208,7 @@ def main() -> None:
     p.add_argument("--history", type=int, default=1, help="whole windows the gains come from (--early)")
     p.add_argument("--warm", type=float, default=0.0, help="the first step's extra time, a share of a step (--early)")
     p.add_argument("--warm-cv", type=float, default=0.0, help="its spread from trial to trial (--early)")
+    p.add_argument("--slowing", type=float, default=0.0, help="first steps this much faster than the window (--early)")
     args = p.parse_args()
     noise, cv = Noise(args.cv, args.pooled_df), args.trial_cv or args.cv
     if args.early:

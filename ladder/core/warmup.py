@@ -9,7 +9,11 @@ its whole warm-up first. Here the case's own trials that measured a whole window
 window (`Warmup.predict`): their rate times the mean gain, with a prediction interval of the case's pooled step
 noise (`stats.Noise`), the gains' spread from trial to trial, and the uncertainty of the mean gain itself. Steps
 that were slow while the trainer warmed up (a first iteration's compile or allocation, whose cost differs from rung
-to rung) never enter a prediction, so a one-off cost measured at one rung is never carried to another.
+to rung) never enter a prediction, so a one-off cost measured at one rung is never carried to another. A step that
+ran *faster* than the case's windows, beyond the noise, is no warm-up but a trainer that slows once its first steps
+are behind it (a replay buffer filling, an update that grows with it; `Warmup.slowing`): such a step enters as a
+bound, its gain taken as 1 (the window at most the step's own rate), since how much the window slows may differ
+from rung to rung. That can only put the prediction above the window, never cut a trial its window would not.
 
 The first step is the first progress point's own step time where the trainer reports one (the proxy and many
 JSON-lines trainers print it): the iteration from the trainer's start to its first line. Every later step is the
@@ -114,23 +118,39 @@ class Warmup(NamedTuple):
         bound = SETTLED_Z * self.spread(j) / math.sqrt(gain.n)
         return abs(gain.mean) <= (min(MAX_SETTLED, bound) if gain.sd is not None else bound)
 
+    def slowing(self, j: int) -> bool:
+        """Step `j` ran faster than the case's windows, beyond what `settled` allows: the trainer slowed after it."""
+        gain = self.gains[j - 1] if j <= len(self.gains) else None
+        return gain is not None and gain.mean < 0 and not self.settled(j)
+
+    def log_gain(self, j: int) -> float | None:
+        """What step `j`'s rate is multiplied by (its log) to predict the window: the mean gain of a settled step, 1
+        for a `slowing` one (a bound: the window no faster than the step), None for a step still warming up."""
+        if self.settled(j):
+            return self._gain(j).mean
+        return 0.0 if self.slowing(j) else None
+
     def predict(self, first: Sequence[tuple[Interval, float]]) -> Prediction | None:
-        """The window predicted from the settled steps among `first`: None under `MIN_STEPS` of them, or where they
-        disagree (`agree`): then this trial may still be warming up where the case's others no longer were (a
-        compile cache they found and it did not), and its own steps must say so before any prediction is made."""
-        chosen = [(j, step, t) for j, (step, t) in enumerate(first, 1) if self.settled(j) and step.seconds > 0]
-        samples, seconds = sum(s.samples for _, s, _ in chosen), sum(s.seconds for _, s, _ in chosen)
-        if len(chosen) < MIN_STEPS or samples <= 0 or not self.agree([s for _, s, _ in chosen]):
+        """The window predicted from the settled and `slowing` steps among `first`: None under `MIN_STEPS` of them,
+        or where they disagree (`agree`): then this trial may still be warming up where the case's others no longer
+        were (a compile cache they found and it did not), and its own steps must say so before any prediction."""
+        chosen = [
+            (j, step, t, g)
+            for j, (step, t) in enumerate(first, 1)
+            if step.seconds > 0 and (g := self.log_gain(j)) is not None
+        ]
+        samples, seconds = sum(c[1].samples for c in chosen), sum(c[1].seconds for c in chosen)
+        if len(chosen) < MIN_STEPS or samples <= 0 or not self.agree([c[1] for c in chosen]):
             return None
         rate, k = samples / seconds, len(chosen)
-        mean = sum(s.seconds * self._gain(j).mean for j, s, _ in chosen) / seconds
-        trials = min(self._gain(j).n for j, _, _ in chosen)
-        noise, between = self.noise.sd_frac, max(self.spread(j) for j, _, _ in chosen)
+        mean = sum(s.seconds * g for _, s, _, g in chosen) / seconds
+        trials = min(self._gain(j).n for j, *_ in chosen)
+        noise, between = self.noise.sd_frac, max(self.spread(j) for j, *_ in chosen)
         # the steps' own noise averages over k of them; what a step's gain differs by from trial to trial does not
         var = (noise**2 / k + max(0.0, between**2 - noise**2)) * (1.0 + 1.0 / trials)
         half = t_quantile(self.noise.df, CUT_Z) * math.sqrt(var)
         value = rate * math.exp(mean)
-        return Prediction(value, value * math.exp(-half), value * math.exp(half), k, min(t for _, _, t in chosen))
+        return Prediction(value, value * math.exp(-half), value * math.exp(half), k, min(c[2] for c in chosen))
 
     def agree(self, chosen: Sequence[Interval]) -> bool:
         """The slowest of a trial's own first steps is within the step noise of its fastest (two steps' difference,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 import uuid
@@ -172,6 +173,23 @@ def test_a_clear_loser_is_cut_on_its_first_steps_before_its_window_opens(tmp_pat
     assert f["samples_per_s"] < f["samples_per_s_hi"] < 1_280.0
     assert f["n_iters"] < LOOSE.warmup_iters + LOOSE.stable_k  # before its window could open
     assert "step_sd_frac" not in f  # a step or two say nothing of the noise the case pools
+
+
+# the case's whole windows ran 15% slower than their first steps (a trainer that slows as its buffers fill)
+SLOWING_CASE = warmup.Warmup((warmup.Gain(math.log(0.85), None, 1),) * warmup.EARLY_K, stats.Noise(0.05, 40.0))
+
+
+def test_a_clear_loser_is_cut_on_first_steps_faster_than_the_case_s_windows_taken_at_their_own_rate(
+    tmp_path: Path,
+) -> None:
+    """The case's first steps ran faster than its windows: they are no warm-up, and predict as a bound (the window
+    at the steps' own rate), so a clear loser at a tenth of the value to beat is still cut before its window could
+    open. (Before, steps whose gain lay outside the noise never predicted, whichever way: it ran to its window.)"""
+    result = run_script(tmp_path, HALF_S, beat=1_280.0, noise=SLOWING_CASE.noise, early=SLOWING_CASE)
+    f = result.figures
+    assert result.verdict.status is Status.OK and f["cut"] == 1.0 and f["early_steps"] >= 2
+    assert f["samples_per_s_hi"] < 1_280.0
+    assert f["n_iters"] < LOOSE.warmup_iters + LOOSE.stable_k
 
 
 def test_a_trial_still_warming_up_is_not_cut_on_its_first_steps_but_on_its_window_s(tmp_path: Path) -> None:

@@ -95,6 +95,24 @@ def test_one_window_s_slow_step_is_judged_against_the_step_noise_and_a_measured_
     assert far is not None and not far.settled(2)
 
 
+def test_steps_faster_than_the_case_s_window_predict_as_a_bound_at_their_own_rate() -> None:
+    """The case's window ran 14% slower than its first steps (a trainer that slows as its buffers fill, as the
+    proxy's update does): no warm-up, and not within the noise of 1 either. Those steps still predict, as a bound:
+    the window at the steps' own rate, never below it, so a clear loser is cut on them and the prediction can only
+    stand above its window. A step slower than the window (warming up) still predicts nothing."""
+    case = history([0.93, 0.86, 0.87, 0.92])
+    assert not case.settled(2) and case.slowing(2) and case.log_gain(2) == 0.0
+    assert case.settled(1) and case.log_gain(1) == pytest.approx(math.log(0.93))
+    predicted = case.predict(warmup.steps(trace([100.0, 100.0]), True))
+    assert predicted is not None and predicted.steps == 2
+    assert 100.0 * 0.86 < predicted.value < 100.0  # step 1 at its gain, step 2 at its own rate
+    both = history([0.86, 0.86]).predict(warmup.steps(trace([100.0, 100.0]), True))
+    assert both is not None and both.value == pytest.approx(100.0)  # not 86: the bound, not the estimate
+    warming = history([1.25, 1.25])
+    assert not warming.slowing(1) and warming.log_gain(1) is None
+    assert warming.predict(warmup.steps(trace([100.0, 100.0]), True)) is None
+
+
 def test_a_trial_slower_in_its_first_step_than_the_case_s_others_predicts_nothing() -> None:
     """The case's first steps were steady, but this trial's first step ran at 70% of its second (a compile cache it
     missed): its own steps disagree, so no window is predicted from them; a loser it is or not, its window says."""
