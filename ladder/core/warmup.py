@@ -112,7 +112,7 @@ class Warmup(NamedTuple):
         return max(self.noise.sd_frac, self._gain(j).sd or 0.0)
 
     def settled(self, j: int) -> bool:
-        gain = self.gains[j - 1] if j <= len(self.gains) else None
+        gain = self._found(j)
         if gain is None:
             return False
         bound = SETTLED_Z * self.spread(j) / math.sqrt(gain.n)
@@ -120,7 +120,7 @@ class Warmup(NamedTuple):
 
     def slowing(self, j: int) -> bool:
         """Step `j` ran faster than the case's windows, beyond what `settled` allows: the trainer slowed after it."""
-        gain = self.gains[j - 1] if j <= len(self.gains) else None
+        gain = self._found(j)
         return gain is not None and gain.mean < 0 and not self.settled(j)
 
     def log_gain(self, j: int) -> float | None:
@@ -160,8 +160,12 @@ class Warmup(NamedTuple):
             return False
         return math.log(max(rates) / min(rates)) <= SETTLED_Z * self.noise.sd_frac * math.sqrt(2.0)
 
+    def _found(self, j: int) -> Gain | None:
+        """Step `j`'s gain, None where no whole window recorded it (or it is past `EARLY_K`)."""
+        return self.gains[j - 1] if j <= len(self.gains) else None
+
     def _gain(self, j: int) -> Gain:
-        gain = self.gains[j - 1]
+        gain = self._found(j)
         assert gain is not None
         return gain
 
