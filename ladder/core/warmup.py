@@ -132,8 +132,9 @@ class Warmup(NamedTuple):
 
     def predict(self, first: Sequence[tuple[Interval, float]]) -> Prediction | None:
         """The window predicted from the settled and `slowing` steps among `first`: None under `MIN_STEPS` of them,
-        or where they disagree (`agree`): then this trial may still be warming up where the case's others no longer
-        were (a compile cache they found and it did not), and its own steps must say so before any prediction."""
+        or where they disagree (`agree`: a later one faster than an earlier one): then this trial may still be warming
+        up where the case's others no longer were (a compile cache they found and it did not), and its own steps must
+        say so before any prediction."""
         chosen = [
             (j, step, t, g)
             for j, (step, t) in enumerate(first, 1)
@@ -153,12 +154,15 @@ class Warmup(NamedTuple):
         return Prediction(value, value * math.exp(-half), value * math.exp(half), k, min(c[2] for c in chosen))
 
     def agree(self, chosen: Sequence[Interval]) -> bool:
-        """The slowest of a trial's own first steps is within the step noise of its fastest (two steps' difference,
-        at `SETTLED_Z`): a step still slowed by warming up is not counted as a steady one."""
+        """No later one of a trial's own first steps (`chosen`, in the order they ran) is faster than an earlier one
+        beyond the step noise (two steps' difference, at `SETTLED_Z`): an earlier step still slowed by warming up is
+        not counted as a steady one. A later step slower than an earlier one is no warm-up: it only lowers the
+        prediction towards a trainer that slows (`slowing`), whose window is slower still."""
         rates = [s.samples / s.seconds for s in chosen]
         if min(rates) <= 0:
             return False
-        return math.log(max(rates) / min(rates)) <= SETTLED_Z * self.noise.sd_frac * math.sqrt(2.0)
+        gain = max((math.log(later / rates[i]) for i in range(len(rates)) for later in rates[i + 1 :]), default=0.0)
+        return gain <= SETTLED_Z * self.noise.sd_frac * math.sqrt(2.0)
 
     def _found(self, j: int) -> Gain | None:
         """Step `j`'s gain, None where no whole window recorded it (or it is past `EARLY_K`)."""

@@ -416,8 +416,24 @@ def test_the_pool_weighs_each_window_by_its_degrees_of_freedom_and_needs_enough_
     assert pool is not None and pool.df == stats.POOL_WEIGHT_DF  # it weighs no more than that against a trial
     assert pool.sd_frac == pytest.approx(math.sqrt((30 * 0.01 + 10 * 0.04) / 40))
     assert 0.1 < pool.sd_frac < 0.15  # nearer the window with more steps
-    assert stats.pooled_noise([{"step_sd_frac": 0.1, "step_df": 3.0}]) is None  # too few to say more than a trial
+    assert stats.pooled_noise([{"step_sd_frac": 0.1, "step_df": 1.0}]) is None  # too few to say more than a trial
     assert stats.pooled_noise([]) is None
+    few = stats.pooled_noise([{"step_sd_frac": 0.1, "step_df": 1.0}, {"step_sd_frac": 0.1, "step_df": 1.0}])
+    assert few is not None and few.df == 2.0  # a slow trainer's two short windows: a pool, at t's wide quantile
+    assert stats.pooled_noise([{"step_sd_frac": 0.0, "step_df": 4.0}]) is None  # steps alike to the clock: no spread
+
+
+def test_t_s_quantile_is_exact_at_a_few_degrees_of_freedom_where_the_expansion_falls_short() -> None:
+    """Student t's tables: the one-sided 0.5% (CUT_Z) and 2.5% quantiles at 1-5 degrees of freedom, where the
+    Cornish-Fisher expansion alone gives too narrow an interval; a fractional count takes the wider quantile."""
+    for df, want in ((1, 63.657), (2, 9.925), (3, 5.841), (4, 4.604), (5, 4.032)):
+        assert stats.t_quantile(df, stats.CUT_Z) == pytest.approx(want, abs=0.002)
+    for df in range(1, 11):
+        assert stats.t_quantile(df, 1.959964) == pytest.approx(stats.t975(df), abs=0.002)
+    assert stats.t_quantile(3.7, stats.CUT_Z) == stats.t_quantile(3, stats.CUT_Z)
+    assert stats.t_quantile(3, -stats.CUT_Z) == -stats.t_quantile(3, stats.CUT_Z)
+    below, at = stats.t_quantile(stats.EXACT_T_DF - 1, stats.CUT_Z), stats.t_quantile(stats.EXACT_T_DF, stats.CUT_Z)
+    assert below == pytest.approx(at, rel=0.001) and below > at > stats.CUT_Z  # the two methods meet
 
 
 def test_with_the_pool_two_steps_bound_a_rate_and_a_noisier_trial_widens_its_own_interval() -> None:
