@@ -41,13 +41,17 @@ grid's cells (grid, walk, oracle, strict oracle, floor) the grid's starter's.
 
 The floor (`floor`) is what no search held to ladder's evidence can spend less than, priced from the grid's own
 cells: the strict oracle's window, the rungs either side of the winner (it is the largest fit, or the best of those
-above it; the rung below is no faster), and one launch of every other profile up to its window's opening (the first
-moment a cut can fire); with nothing fitting, the bottom rung failing for each profile. Where the floor itself is
+above it; the rung below is no faster), and one launch of every other profile up to its window's opening or its second
+progress point, whichever came first (the first moment a cut can fire: the cut before the window rests on a trial's
+first two steps); with nothing fitting, the bottom rung failing for each profile. Where the floor itself is
 above a target ratio to the strict oracle, no search order meets that target on these trials; `ratio_vs_floor`
 is what ladder's own order costs above it. The floor takes each other profile's cheapest fitting rung, which only a
 search that assumed something across profiles would know to launch; the floor at the seed (`seeded_vs_strict`)
 launches it where ladder does, at the winner's rung, walked down from there to its first fit: what ladder's own
 order of launches costs at the least, every launch ended at its first moment.
+
+`--keep DIR` keeps every trial's folder (the grid's cells, ladder's sweeps with their `trials.tsv`) under DIR,
+for reading why a trial ran as long as it did; without it they go with the bench's temporary folder.
 
 Last line: `ratio_vs_oracle=<x> ratio_vs_walk=<y> same_pick=<k>/<n> same_pick_one_pass=<j>/<n> ratio_vs_floor=<f>
 floor_vs_strict=<g> seeded_vs_strict=<h> ratio_vs_strict=<z>` (and the same for `descent_short=false` on the line
@@ -57,6 +61,7 @@ before it, with `--compare`).
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import re
 import signal
@@ -71,7 +76,7 @@ from typing import NamedTuple
 
 from hydra import compose, initialize_config_dir
 
-from ladder.core import pick, policy, stats
+from ladder.core import pick, policy, stats, warmup
 from ladder.core.errors import ExitCode
 from ladder.core.records import Phase, Reason, Status, TrialRecord
 from ladder.runner import launch, trial, warm
@@ -99,7 +104,8 @@ class Cell:
     lo: float | None
     cap_used_mb: float | None
     window_s: float | None  # the span its window measured (ok only)
-    window_start_s: float | None = None  # launch to its window's opening (ok only): the first moment a cut can fire
+    window_start_s: float | None = None  # launch to its window's opening (ok only)
+    early_s: float | None = None  # launch to its `warmup.MIN_STEPS`-th point (ok only): the cut before the window
 
 
 def overrides(window_s: float) -> list[str]:
@@ -137,6 +143,7 @@ def run_cell(s: Settings, profile: str, rung: int, cap_gb: float | None, root: P
         f.get("cap_used_mb"),
         f.get("window_s") if ok else None,
         f.get("window_start_s") if ok else None,
+        _early_point_s(trial_dir, f.get("first_step_s")) if ok else None,
     )
     print(
         f"  {profile:<7} e{rung:<4} cap={cap_gb} {cell.status!s:<12} {cell.duration_s:6.1f} s  "
@@ -145,6 +152,19 @@ def run_cell(s: Settings, profile: str, rung: int, cap_gb: float | None, root: P
         flush=True,
     )
     return cell
+
+
+def _early_point_s(trial_dir: Path, first_step_s: float | None) -> float | None:
+    """Launch to the trial's `warmup.MIN_STEPS`-th progress point, the first moment the cut before the window
+    (`trial._early_beaten`) can fire: its first point (`first_step_s`), the proxy reporting that point's own step
+    as the first step, and the time to the later point from its progress file."""
+    progress = trial_dir / "progress.jsonl"
+    if first_step_s is None or not progress.exists():
+        return None
+    times = [row["t"] for row in map(json.loads, progress.read_text().splitlines()) if "iter" in row]
+    if len(times) < warmup.MIN_STEPS:
+        return None
+    return first_step_s + times[warmup.MIN_STEPS - 1] - times[0]
 
 
 def auto_caps(s: Settings, fits: dict[Key, Cell]) -> list[float]:
@@ -369,8 +389,9 @@ def floor(
     insurance: samples/s may fall with num_envs), and one launch of every other profile (nothing is assumed
     across profiles); with no winner, the bottom rung failing for every profile (memory grows with num_envs, so
     that failure rules out the rungs above it). A failing launch costs what its cell took; a fitting one that
-    is not the pick costs its launch to the opening of its window, the first moment a cut can fire (its steps
-    before that are warm-up, which says nothing of its steady rate), however clearly it loses. `seeded`: each other
+    is not the pick costs its launch to the opening of its window or to its second progress point, whichever came
+    first: the first moment a cut can fire (the cut before the window rests on two first steps, `warmup.MIN_STEPS`),
+    however clearly it loses. `seeded`: each other
     profile is launched where ladder seeds it, at the winner's rung, and walked down from there to its first fit
     (`_seeded`), not at its cheapest fitting rung: the least ladder's own order of launches could spend."""
     if grid_pick is None:
@@ -403,9 +424,11 @@ def _seeded(cells: list[Cell]) -> float:
 
 def _proof(cell: Cell) -> float:
     """What a launch costs at the least where it is not the pick: a failing one its whole run (start-up to its
-    failure), a fitting one its launch to its window's opening."""
+    failure), a fitting one its launch to its window's opening or, where that came later, to its second point
+    (`Cell.early_s`: the cut before the window can fire there)."""
     if cell.status is Status.OK:
-        return cell.window_start_s if cell.window_start_s is not None else cell.duration_s
+        found = [t for t in (cell.window_start_s, cell.early_s) if t is not None]
+        return min(found) if found else cell.duration_s
     return cell.duration_s
 
 
@@ -455,6 +478,7 @@ def main() -> None:
     parser.add_argument("--window-s", type=float, default=30.0, help="see 'The window' above")
     parser.add_argument("--caps", default="auto", help="auto, or emulated GB per rank, one per scenario")
     parser.add_argument("--compare", action="store_true", help="also run ladder with descent_short=false")
+    parser.add_argument("--keep", metavar="DIR", help="keep every trial's folder under DIR (see above)")
     args = parser.parse_args()
     s = settings(args.window_s)
     launch.become_subreaper()
@@ -463,7 +487,8 @@ def main() -> None:
         signal.signal(sig, signal.default_int_handler)
     profiles = {"ladder": ()} | ({"ladder(descent_short=false)": ("descent_short=false",)} if args.compare else {})
     with tempfile.TemporaryDirectory(prefix="ladder-bench-") as tmp:
-        root = Path(tmp)
+        root = Path(args.keep) if args.keep else Path(tmp)
+        root.mkdir(parents=True, exist_ok=True)
         if args.caps == "auto":
             print("pass without a cap, to set the caps from what each rung used")
             caps = auto_caps(s, {(p.name, r): run_cell(s, p.name, r, None, root) for p in s.profiles for r in s.rungs})

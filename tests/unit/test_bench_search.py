@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 from types import ModuleType
 
 import pytest
@@ -154,3 +156,20 @@ def test_the_floor_at_the_seed_launches_each_other_profile_at_the_winners_rung_a
     assert bench.floor(rungs, profiles, table, ("default", 64), 8.0, seeded=True) == pytest.approx(winner + 3.0 + 20.0)
     nowhere = table | {("hiutil", r): fail for r in rungs}  # hiutil fits nowhere: walked down to the bottom
     assert bench.floor(rungs, profiles, nowhere, ("default", 64), 8.0, seeded=True) == pytest.approx(winner + 9.0)
+
+
+def test_a_losing_launch_is_priced_to_its_second_point_where_that_came_before_its_window_opened(
+    bench: ModuleType, tmp_path: Path
+) -> None:
+    """The cut before the window fires at a trial's second progress point at the earliest (two first steps): a fit
+    whose window opened later is priced there, one whose window opened sooner at its opening. The second point's
+    time is read from the trial's progress file: its first point (`first_step_s`) and the time between them."""
+    rows = [{"event": "start", "t": 100.0}, {"t": 104.0, "iter": 1}, {"t": 109.5, "iter": 2}, {"t": 115.0, "iter": 3}]
+    (tmp_path / "progress.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert bench._early_point_s(tmp_path, 4.5) == pytest.approx(10.0)  # 4.5 s to the first point, 5.5 s after
+    assert bench._early_point_s(tmp_path, None) is None
+    assert bench._early_point_s(tmp_path / "absent", 4.5) is None
+    late = bench.Cell(Status.OK, 40.0, 100.0, 104.0, 96.0, 400.0, 8.0, 16.0, 10.0)
+    soon = bench.Cell(Status.OK, 40.0, 100.0, 104.0, 96.0, 400.0, 8.0, 6.0, 10.0)
+    unknown = bench.Cell(Status.OK, 40.0, 100.0, 104.0, 96.0, 400.0, 8.0, 16.0)
+    assert [bench._proof(c) for c in (late, soon, unknown)] == [10.0, 6.0, 16.0]
