@@ -413,7 +413,7 @@ def floor(
 
 def _seeded(cells: list[Cell]) -> float:
     """A profile launched at the first of `cells` (the winner's rung) and walked down: each failure whole, and the
-    first fit to its window's opening (a loser is cut there at the earliest)."""
+    first fit as `_proof` prices it (a loser is cut there at the earliest)."""
     spent = 0.0
     for cell in cells:
         spent += _proof(cell)
@@ -550,8 +550,8 @@ def report(
         print(
             f"floor, the least a search held to {label}'s evidence could spend (priced from the grid's cells: the "
             f"winner's window, the rungs either side of it, one launch of each other profile, each to its failure "
-            f"or its window's opening): {least:.0f} s, that/strict {least / alone:.2f}, {label}/that "
-            f"{spent / least:.2f}"
+            f"or its second point or window's opening, whichever came first): {least:.0f} s, that/strict "
+            f"{least / alone:.2f}, {label}/that {spent / least:.2f}"
         )
         print(
             f"floor at the seed, each other profile launched at the winner's rung (where {label} seeds it) and walked "
