@@ -391,9 +391,9 @@ def floor(
     that failure rules out the rungs above it). A failing launch costs what its cell took; a fitting one that
     is not the pick costs its launch to the opening of its window or to its second progress point, whichever came
     first: the first moment a cut can fire (the cut before the window rests on two first steps, `warmup.MIN_STEPS`),
-    however clearly it loses. `seeded`: each other
-    profile is launched where ladder seeds it, at the winner's rung, and walked down from there to its first fit
-    (`_seeded`), not at its cheapest fitting rung: the least ladder's own order of launches could spend."""
+    however clearly it loses. `seeded`: each other profile is launched where ladder seeds it, at the winner's rung,
+    and walked down from there to its first fit (`_seeded`), not at its cheapest fitting rung: the least ladder's
+    own order of launches could spend."""
     if grid_pick is None:
         return sum(table[(p, rungs[-1])].duration_s for p in profiles)
     pick_profile, pick_rung = grid_pick
