@@ -570,14 +570,20 @@ def report(
 def _phases(label: str, phases: list[tuple[float, float, float, float]]) -> None:
     """Where a fitting trial's time goes, medians: launch to the first step (launcher, imports, the trainer's build,
     its first iteration), the first step to the window (warm-up), the window, and after it (stop, verdict)."""
-    if not phases:
+    # a trial judged on its first steps (`warmup.Warmup`: its rate predicted before any window) has its window from
+    # its first step's start, before its first point: it has no warm-up phase, and is counted apart
+    windowed = [(f, w, span, d) for f, w, span, d in phases if w >= f]
+    early = len(phases) - len(windowed)
+    apart = f"; {early} more judged on their first steps, before any window" if early else ""
+    if not windowed:
+        print(f"a fitting trial, {label}: none measured in a window{apart}")
         return
     med = [
-        statistics.median(x) for x in zip(*[(f, w - f, span, d - w - span) for f, w, span, d in phases], strict=True)
+        statistics.median(x) for x in zip(*[(f, w - f, span, d - w - span) for f, w, span, d in windowed], strict=True)
     ]
     print(
-        f"a fitting trial, {label} (medians over {len(phases)}): launch to first step {med[0]:.1f} s, warm-up "
-        f"{med[1]:.1f} s, window {med[2]:.1f} s, after the window {med[3]:.1f} s"
+        f"a fitting trial, {label} (medians over {len(windowed)}): launch to first step {med[0]:.1f} s, warm-up "
+        f"{med[1]:.1f} s, window {med[2]:.1f} s, after the window {med[3]:.1f} s{apart}"
     )
 
 

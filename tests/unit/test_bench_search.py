@@ -173,3 +173,16 @@ def test_a_losing_launch_is_priced_to_its_second_point_where_that_came_before_it
     soon = bench.Cell(Status.OK, 40.0, 100.0, 104.0, 96.0, 400.0, 8.0, 6.0, 10.0)
     unknown = bench.Cell(Status.OK, 40.0, 100.0, 104.0, 96.0, 400.0, 8.0, 16.0)
     assert [bench._proof(c) for c in (late, soon, unknown)] == [10.0, 6.0, 16.0]
+
+
+def test_a_trial_judged_on_its_first_steps_is_counted_apart_from_the_phases(
+    bench: ModuleType, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # (first step, window start, window, duration): two measured in a window; one whose window starts at its first
+    # step's start (2.0 s), before its first point (4.0 s): judged on its first steps, no warm-up to take
+    bench._phases("ladder", [(4.0, 6.0, 8.0, 20.0), (5.0, 9.0, 10.0, 21.0), (4.0, 2.0, 3.0, 7.0)])
+    line = capsys.readouterr().out
+    assert "medians over 2" in line and "warm-up 3.0 s" in line and "window 9.0 s" in line, line
+    assert "1 more judged on their first steps" in line and " -" not in line, line
+    bench._phases("ladder", [(4.0, 2.0, 3.0, 7.0)])
+    assert "none measured in a window; 1 more judged" in capsys.readouterr().out
