@@ -40,7 +40,7 @@ from tests.nvml_fake import FakeGpu, FakeNvml
 
 # pytest rewrites each test module's asserts as it imports it, and keeps the result in __pycache__ only where bytecode
 # may be written: where PYTHONDONTWRITEBYTECODE is set (these machines set it), each worker of every run rewrote all
-# the test modules again (its collection 11.0 CPU-s against 5.4 with them kept). The suite keeps its own; what it
+# the test modules again (its collection 11.0 CPU-s against 5.0 with them kept). The suite keeps its own; what it
 # starts (sweeps, trainers) still runs with the variable as set.
 sys.dont_write_bytecode = False
 
