@@ -14,6 +14,8 @@ afresh for each trial as such an estimate strays: each look at 0.5% one-sided).
     python scripts/sim_cut.py --short [--short-steps 3]
     python scripts/sim_cut.py --predict [--steps 15]
     python scripts/sim_cut.py --early [--looks 2] [--history 1] [--warm 0.0] [--warm-cv 0.0] [--slowing 0.0]
+    python scripts/sim_cut.py --coverage [--cv 0.03] [--trial-cv 0.06] [--pooled-df 6] [--settled-steps 3]
+                              [--settled-cv 0.03]
 
 `--trial-cv`: the simulated trials' own spread, where it is not the pool's (a configuration noisier than the case's
 others). `--open-step`: the spread is in each step's seconds instead, and the cut also counts the step in progress
@@ -33,6 +35,13 @@ third point): the share cut and the steps that took. `--warm`: each trial's firs
 fraction of a step) on average, `--warm-cv` its spread from trial to trial (a one-off cost that differs by rung).
 `--slowing`: every trial's first steps run that much faster than its window (a share of the window's rate: a
 trainer that slows once its first steps are behind it, as the proxy's update does while its buffers fill).
+`--coverage`: a whole window's 95% interval (`stats.ratio_interval` at `Z95`), on its own steps against on the
+case's pooled step noise where `stats.whole_window_noise` pools it (`trial._judged_on`), for windows of 3 to 10
+steps: the share whose interval misses the true rate (5% is what a 95% interval promises) and the share wider than
+`MAX_CI_FRAC` (such a window is extended, `trial._window_done`). `--settled-steps`: the steady steps before the window
+(the stable rule's `stable_k`) join the pool (`trial._noise`); `--pooled-df 0` with it: a case's first window, with
+no pool of the case's yet; `--settled-cv` with it: those steps' own spread, where it is not the window's (a machine
+that got busy as the window opened).
 """
 
 from __future__ import annotations
@@ -43,7 +52,19 @@ from collections.abc import Callable
 
 from ladder.core import warmup
 from ladder.core.records import Point
-from ladder.core.stats import SHORT_Z, Noise, final_upper, open_step_upper, rate_top, rate_upper, ratio_interval
+from ladder.core.stats import (
+    MAX_CI_FRAC,
+    SHORT_Z,
+    Z95,
+    Noise,
+    Window,
+    final_upper,
+    open_step_upper,
+    rate_top,
+    rate_upper,
+    ratio_interval,
+    whole_window_noise,
+)
 
 BEAT = 1000.0
 BAND = 0.05  # the run-to-run band (`pick.RUN_TO_RUN`) that `final_upper` is given
@@ -182,6 +203,34 @@ def _first_points(ratio: float, cv: float, args: argparse.Namespace, rnd: random
     return points
 
 
+def coverage(
+    cv: float,
+    steps: int,
+    trials: int,
+    rnd: random.Random,
+    noise: Noise | None,
+    settled: int = 0,
+    settled_cv: float | None = None,
+) -> tuple[float, float]:
+    """Whole windows of `steps` steps at the true rate `BEAT`: the share whose 95% interval misses it, and the share
+    wider than `MAX_CI_FRAC` of their rate. With `noise`, the interval pools it as a trial's figures do
+    (`stats.whole_window_noise`: not for a window noisier than `stats.POOL_GATE` times it), with the spread of
+    `settled` steps of the trial's own before its window (`stats.settled_noise`) joined to it, ungated."""
+    missed = wide = 0
+    for _ in range(trials):
+        pool = noise and noise._replace(sd_frac=noise.sd_frac * _chi_ratio(noise.df, rnd))  # an estimate, not the truth
+        ys = [BEAT * max(0.05, rnd.gauss(1.0, settled_cv or cv)) for _ in range(settled)]
+        ys += [BEAT * max(0.05, rnd.gauss(1.0, cv)) for _ in range(steps)]
+        points = [Point(float(i), i, sum(ys[:i])) for i in range(settled + steps + 1)]
+        window = Window(float(settled), float(settled + steps), gated=True)
+        judged = whole_window_noise(points, window, pool if pool and pool.df else None, settled)
+        ys = ys[settled:]
+        rate, lo, hi = ratio_interval(ys, [1.0] * steps, judged, Z95 if judged else None)
+        missed += not lo <= BEAT <= hi
+        wide += (hi - lo) / rate > MAX_CI_FRAC
+    return missed / trials, wide / trials
+
+
 def _below(upper: float | None) -> bool:
     return upper is not None and upper < BEAT
 
@@ -209,8 +258,21 @@ def main() -> None:
     p.add_argument("--warm", type=float, default=0.0, help="the first step's extra time, a share of a step (--early)")
     p.add_argument("--warm-cv", type=float, default=0.0, help="its spread from trial to trial (--early)")
     p.add_argument("--slowing", type=float, default=0.0, help="first steps this much faster than the window (--early)")
+    p.add_argument("--coverage", action="store_true", help="a whole window's 95%% interval, own against pooled")
+    p.add_argument("--settled-steps", type=int, default=0, help="steady steps before the window (--coverage)")
+    p.add_argument("--settled-cv", type=float, default=None, help="their spread (default: the trials')")
     args = p.parse_args()
     noise, cv = Noise(args.cv, args.pooled_df), args.trial_cv or args.cv
+    if args.coverage:
+        for window_steps in (3, 4, 5, 7, 10):
+            n, settled = window_steps, (args.settled_steps, args.settled_cv)
+            own = coverage(cv, n, args.trials, random.Random(1), None)
+            pooled = coverage(cv, n, args.trials, random.Random(1), noise, *settled)
+            print(
+                f"{window_steps:2d} steps: interval misses the rate in {own[0]:5.1%} of windows on their own steps "
+                f"({own[1]:5.1%} wide), {pooled[0]:5.1%} on the pooled noise ({pooled[1]:5.1%} wide)"
+            )
+        return
     if args.early:
         for ratio in (0.50, 0.60, 0.70, 0.75, 0.80, 0.90, 0.95, 1.00, 1.02):
             share, steps = early_share(ratio, cv, args, random.Random(1), noise)

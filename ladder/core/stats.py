@@ -50,6 +50,15 @@ SHORT_Z = 1.645
 MIN_POOLED_DF = 2.0
 EXACT_T_DF = 100  # `t_quantile` is exact below this many degrees of freedom
 POOL_WEIGHT_DF = 6.0
+# A whole window's 95% interval (`whole_window_noise`) pools the case's step noise only where the window's own step
+# spread is at most this many times the pool's: a trial noisier than the case's others is judged on its own steps,
+# as the pool would understate its spread. `python scripts/sim_cut.py --coverage --cv 0.03` (a pool of 6 df, 4000
+# windows a row): windows of 3-10 steps as noisy as the pool miss the true rate in 3.4-4.7% of windows (5% promised)
+# and are wide (over `MAX_CI_FRAC`) in 28% of 3-step windows and 17% of 4-step ones, against 62% and 34% on their own
+# steps; twice as noisy (`--trial-cv 0.06`) they miss in 6.1-10.3%, where a pool without the gate missed in 10-18%.
+# The steady steps that opened the window join without a gate (the same process): `--pooled-df 0 --settled-steps 3`
+# (a case's first window) 4.5-5.1%, wide in 36% and 13%; a window twice as noisy as those steps 6.5-10.4%
+POOL_GATE = 1.5
 T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228)  # Student t, 97.5%, df 1-10
 
 
@@ -325,9 +334,11 @@ def figures(
     window: Window | None,
     launch_t: float,
     noise: Noise | None = None,
+    z: float | None = None,
 ) -> dict[str, float]:
     """Every figure a trial records; util figures over the window (over the whole run when none opened). `noise`:
-    the pooled step noise a cut was decided on, which its samples/s interval then says (`noise_pooled_df`)."""
+    the case's pooled step noise its samples/s interval was judged on, which that interval then says
+    (`noise_pooled_df`), at `z` (None: `CUT_Z`, a cut's; `Z95`, a whole window's two-sided 95%)."""
     source = source_of(samples)
     main = [s for s in samples if s.source == source]
     inside = _within(main, window)
@@ -339,7 +350,7 @@ def figures(
     if points:  # start-up: launcher, imports, the trainer's build and its first iteration
         out["first_step_s"] = round(min(p.t for p in points) - launch_t, 2)
     if window is not None:
-        out.update(_rate_figures(points, window, noise))
+        out.update(_rate_figures(points, window, noise, z))
         out["window_start_s"] = round(window.start_t - launch_t, 2)
         out["gated"] = 1.0 if window.gated else 0.0
     return out
@@ -458,7 +469,9 @@ def timed_intervals(points: Sequence[Point]) -> list[tuple[Interval, float]]:
     return out
 
 
-def _rate_figures(points: Sequence[Point], window: Window, noise: Noise | None = None) -> dict[str, float]:
+def _rate_figures(
+    points: Sequence[Point], window: Window, noise: Noise | None = None, z: float | None = None
+) -> dict[str, float]:
     inside = [p for p in points if window.start_t <= p.t <= window.end_t]
     steps = intervals(inside)
     if not steps:
@@ -472,7 +485,7 @@ def _rate_figures(points: Sequence[Point], window: Window, noise: Noise | None =
     reported = [p.sps for p in inside if p.sps is not None]
     if sum(s.samples for s in steps) > 0:
         ys, xs = [s.samples for s in steps], [s.seconds for s in steps]
-        rate, lo, hi = ratio_interval(ys, xs, noise)
+        rate, lo, hi = ratio_interval(ys, xs, noise, z)
         out.update(_rate(rate, lo, hi, reported=False) | step_noise(ys, xs))
         if noise is not None and len(steps) >= 2:
             out["noise_pooled_df"] = noise.df
@@ -504,16 +517,49 @@ def mean_interval(values: Sequence[float]) -> tuple[float, float, float]:
     return mean, mean - half, mean + half
 
 
-def window_ci_frac(points: Sequence[Point], window: Window) -> float | None:
-    """The samples/s interval's width over `window`, as a fraction of the rate; None without a rate."""
-    return ci_frac(_rate_figures(points, window))
+def window_ci_frac(points: Sequence[Point], window: Window, noise: Noise | None = None) -> float | None:
+    """The samples/s interval's width over `window`, as a fraction of the rate; None without a rate. With `noise`
+    (`whole_window_noise`) the two-sided 95% interval with that spread pooled in (`Noise.half` at `Z95`), as the
+    trial's figures then say it (`figures` with `z=Z95`)."""
+    return ci_frac(_rate_figures(points, window, noise, Z95 if noise is not None else None))
 
 
-def projected_ci_frac(points: Sequence[Point], window: Window, until_t: float) -> float | None:
+def settled_noise(points: Sequence[Point], window: Window, stable_k: int) -> Noise | None:
+    """The step noise of the steady steps that opened `window` (the stable rule's last `stable_k`, `stable_since`):
+    the same trainer, configuration and process as the window, steps it does not count in its rate. None for a
+    window the stable rule did not open, under two such steps, or where they were alike to the clock's resolution."""
+    since = stable_since(points, window, stable_k)
+    steps = intervals([p for p in points if since <= p.t <= window.start_t])
+    found = step_noise([s.samples for s in steps], [s.seconds for s in steps]) if steps else {}
+    sd, df = found.get("step_sd_frac"), found.get("step_df")
+    return Noise(sd, df) if sd and df else None
+
+
+def joined(*noises: Noise | None) -> Noise | None:
+    """Step noises pooled by their degrees of freedom (None where none is given)."""
+    known = [n for n in noises if n is not None]
+    df = sum(n.df for n in known)
+    return Noise(math.sqrt(sum(n.df * n.sd_frac**2 for n in known) / df), df) if df > 0 else None
+
+
+def whole_window_noise(points: Sequence[Point], window: Window, case: Noise | None, stable_k: int = 0) -> Noise | None:
+    """The step noise a whole window's 95% interval pools (`window_ci_frac`, a trial's figures): the case's pooled
+    step noise `case`, unless the window's own steps spread more than `POOL_GATE` times it (a configuration noisier
+    than the case's others), joined with that of the steady steps that opened the window (`settled_noise`: the same
+    process, so no gate). None where neither is there."""
+    own = _rate_figures(points, window).get("step_sd_frac") if case is not None else None
+    gated = case if case is not None and own is not None and own <= POOL_GATE * case.sd_frac else None
+    return joined(gated, settled_noise(points, window, stable_k) if stable_k > 1 else None)
+
+
+def projected_ci_frac(
+    points: Sequence[Point], window: Window, until_t: float, noise: Noise | None = None
+) -> float | None:
     """The width of the samples/s interval over `window` (as `window_ci_frac`) that running on to `until_t` would
     leave if its steps went on as they have: as many more as its mean step fits in the time left, spread as the steps
-    so far (one step's relative sd, `step_noise`, or the reported rates' spread). The width falls as t/sqrt(n) does:
-    a window whose spread is a drift, not step noise, is projected to stay wide. None under two steps."""
+    so far (one step's relative sd, `step_noise`, or the reported rates' spread), with `noise` pooled in as
+    `window_ci_frac` pools it. The width falls as t/sqrt(n) does: a window whose spread is a drift, not step
+    noise, is projected to stay wide. None under two steps."""
     inside = [p for p in points if window.start_t <= p.t <= window.end_t]
     steps = intervals(inside)
     reported = [p.sps for p in inside if p.sps is not None]
@@ -526,6 +572,8 @@ def projected_ci_frac(points: Sequence[Point], window: Window, until_t: float) -
     if sd_frac is None:
         return None
     more = int(max(0.0, until_t - inside[-1].t) // (sum(s.seconds for s in steps) / len(steps))) if steps else 0
+    if noise is not None and steps:  # the reported rates' spread is no step noise: only steps pool
+        return 2 * noise.half(sd_frac, n + more, Z95)
     return 2 * t975(n + more - 1) * sd_frac / math.sqrt(n + more)
 
 
@@ -615,15 +663,17 @@ def _median_of(name: str, values: list[float]) -> dict[str, float]:
     return {name: round(statistics.median(values), 4)} if values else {}
 
 
-def ratio_interval(ys: Sequence[float], xs: Sequence[float], noise: Noise | None = None) -> tuple[float, float, float]:
+def ratio_interval(
+    ys: Sequence[float], xs: Sequence[float], noise: Noise | None = None, z: float | None = None
+) -> tuple[float, float, float]:
     """Σy/Σx with its 95% interval: the ratio estimator's standard error and Student t with n-1 degrees of
     freedom (an unbounded interval for a single step: one interval says nothing about its spread). With `noise`
     (the case's pooled step noise, `pooled_noise`) and at least two steps, the spread is the pooled one and the
-    quantile `CUT_Z` at the pooled degrees of freedom (`Noise.half`)."""
+    quantile `z` (None: `CUT_Z`, the cut's) at the pooled degrees of freedom (`Noise.half`)."""
     n, rate = len(xs), sum(ys) / sum(xs)
     if n < 2:
         return rate, -math.inf, math.inf
-    half = _half(ys, xs, rate, noise)
+    half = _half(ys, xs, rate, noise, z)
     return rate, rate - half, rate + half
 
 

@@ -59,7 +59,7 @@ class Watch:
     window: stats.Window | None = None
     stopped_by: StopCause = StopCause.NONE
     beat: float | None = None  # samples/s this trial must beat to matter; below it, its window closes early
-    noise: stats.Noise | None = None  # the case's pooled step noise the cut may judge on (`stats.pooled_noise`)
+    noise: stats.Noise | None = None  # the case's pooled step noise the cut and the interval judge on (`run`)
     early: warmup.Warmup | None = None  # the case's first-step gains: a cut before the window opens (`_early_beaten`)
     predicted: warmup.Prediction | None = None  # ... which it was, on this prediction of its window
     cut: bool = False  # the window closed early: the trial measured clearly less than `beat`
@@ -137,7 +137,9 @@ def run(
     a trainer's cadence is learnt and its memory judged settled on (`stats.outlived_peak`), where it is not this
     trial's own (a confirmation's long window judges on the probes' one). `noise`: the case's step noise pooled over
     its earlier windows on this machine (`stats.pooled_noise`); with it the cut judges a trial's first steps by that
-    spread instead of theirs alone, at a stricter quantile (`stats.Noise.half`), and its figures say so. `early`: the
+    spread instead of theirs alone, at a stricter quantile (`stats.Noise.half`), and a whole window's interval,
+    whether it is wide enough to extend and the one its figures say, is the pooled one at 95% (`_judged_on`): a
+    window of three or four steps says little of its own spread. `early`: the
     case's first-step gains (`warmup.pooled`); with them a clear loser is cut on its settled first steps before its
     window opens (`_early_beaten`), its figures the window they predict (`early_steps`)."""
     running = launch.start(spec, trial_dir, trial_id, mem_limit_bytes)
@@ -309,7 +311,7 @@ def _window_done(watch: Watch, measure: MeasureConf) -> bool:
     if watch.unsettled:  # it goes on, taking each new point, until its memory outlives its peak (or its budget ends)
         watch.held = True
         return False
-    wide = (stats.window_ci_frac(watch.points, closed) or 0.0) > measure.max_ci_frac
+    wide = (stats.window_ci_frac(watch.points, closed, _noise(watch, closed, measure)) or 0.0) > measure.max_ci_frac
     if wide and measure.extend_unstable and not watch.extended:
         extended = replace(watch.window, end_t=closed.end_t + measure.window_s)
         if not _hopeless(watch, closed, extended.end_t, measure):
@@ -339,7 +341,7 @@ def _so_far(watch: Watch, measure: MeasureConf) -> stats.Window | None:
 def _hopeless(watch: Watch, window: stats.Window, until_t: float, measure: MeasureConf) -> bool:
     """Running `window` on to `until_t` would, at its steps' pace and spread so far, leave its interval wider than
     `FUTILE_MARGIN` times `max_ci_frac` (`stats.projected_ci_frac`); then `watch.futile` says so."""
-    projected = stats.projected_ci_frac(watch.points, window, until_t)
+    projected = stats.projected_ci_frac(watch.points, window, until_t, _noise(watch, window, measure))
     watch.futile = projected is not None and projected > FUTILE_MARGIN * measure.max_ci_frac
     return watch.futile
 
@@ -348,7 +350,7 @@ def _narrow_enough(watch: Watch, measure: MeasureConf) -> stats.Window | None:
     """An extended window, closed at its newest point once the samples/s interval over all of it is within
     `max_ci_frac` (None while it is wider)."""
     now = _so_far(watch, measure)
-    ci = None if now is None else stats.window_ci_frac(watch.points, now)
+    ci = None if now is None else stats.window_ci_frac(watch.points, now, _noise(watch, now, measure))
     return now if ci is not None and ci <= measure.max_ci_frac else None
 
 
@@ -459,8 +461,7 @@ def _finish(
     write_samples(samples, trial_dir / paths.SAMPLES)
     ending = _ending(trial_dir, code, watch.stopped_by, running, upto)
     window = watch.window if watch.stopped_by is StopCause.WINDOW_DONE else None
-    cut_noise = watch.noise if watch.cut and not watch.short else None  # the interval the cut was decided on
-    figures = stats.figures(samples, watch.points, window, watch.launch_t, cut_noise)
+    figures = stats.figures(samples, watch.points, window, watch.launch_t, *_judged_on(watch, window, measure))
     figures = _early_figures(figures, watch)
     verdict = _settled(
         _with_last_progress(rules.classify(ending), watch.tail, progress), watch, measure, progress, trial_dir
@@ -486,6 +487,28 @@ def _finish(
     duration = round(time.monotonic() - running.started_mono, 2)
     known = files.known(trial_dir, ending, upto)
     return Result(verdict, figures, code, duration, len(left), stats.source_of(samples), watch.stopped_by, known)
+
+
+def _judged_on(
+    watch: Watch, window: stats.Window | None, measure: MeasureConf
+) -> tuple[stats.Noise | None, float | None]:
+    """The interval a trial's samples/s figures say: the one it was judged on. A cut's, the case's pooled step noise
+    at the cut's quantile (`stats.CUT_Z`); a window measured whole, the noise `_noise` pools at the two-sided 95%
+    one, as its extension was decided (`_window_done`); an insurance probe's, its own steps' (`_short_lost` ends it
+    on its own top)."""
+    if watch.short or window is None:
+        return None, None
+    if watch.cut:
+        return watch.noise, None
+    pooled = _noise(watch, window, measure)
+    return pooled, (stats.Z95 if pooled is not None else None)
+
+
+def _noise(watch: Watch, window: stats.Window, measure: MeasureConf) -> stats.Noise | None:
+    """The step noise a whole window's interval pools (`stats.whole_window_noise`): the case's (`watch.noise`), where
+    the window's steps are no noisier, and that of the steady steps that opened it, so that a case's first window,
+    with no pool yet, still counts more than its own few steps' spread."""
+    return stats.whole_window_noise(watch.fresh(), window, watch.noise, measure.stable_k)
 
 
 def _learned(verdict: Verdict, ending: Ending, progress_file: Path) -> Verdict:

@@ -172,7 +172,7 @@ def _run_one(
     started = _utc_now()
     with studies.heartbeat(study, claim, s.heartbeat_s):
         beat = decision.beat if s.objective is Objective.SAMPLES_PER_S and phase is Phase.PROBE else None
-        noise = stats.pooled_noise(r.figures for r in records if r.status is Status.OK) if beat else None
+        noise = stats.pooled_noise(r.figures for r in records if r.status is Status.OK)
         result = trial.run(
             spec,
             trial_dir,

@@ -26,7 +26,8 @@ TRAINER = """
 import sys, time
 first, period, busy = float(sys.argv[1]), float(sys.argv[2]), sys.argv[3] == "busy"
 grow, held = sys.argv[3] == "grow", []  # idle, but holding 4 MiB more every half second (written: resident)
-jitter = len(sys.argv) > 4  # every other line comes ten times later
+jitter = sys.argv[4:] == ["jitter"]  # every other line comes ten times later
+wobble = sys.argv[4:] == ["wobble"]  # ... or 1.5 times later
 print("starting: building the envs", flush=True)
 end = time.time() + first
 while time.time() < end:
@@ -41,7 +42,7 @@ i = 0
 while True:
     i += 1
     print(f"step {i} samples {i * 1000}", flush=True)
-    time.sleep(period * (10 if jitter and i % 2 else 1))
+    time.sleep(period * (10 if jitter and i % 2 else 1.5 if wobble and i % 2 else 1))
 """
 
 
@@ -153,6 +154,19 @@ def test_a_wide_interval_its_steps_cannot_narrow_says_unstable_without_an_extens
     (tmp_path / "off").mkdir()
     off = run(tmp_path / "off", ("0", "0.15", "idle", "jitter"), conf(window_s=2.0, extend_unstable=False))
     assert off.figures["unstable"] == 1.0 and "window_futile" not in off.figures
+
+
+def test_a_first_window_s_interval_counts_the_steady_steps_that_opened_it(tmp_path: Path) -> None:
+    """A real trainer's window with no case pool behind it: its interval pools the spread of the `stable_k` steady
+    steps before it (`stats.settled_noise`; 2 steps, 1 degree of freedom), and its figures say so and are the
+    interval its extension was judged on. (Its lines alternate 0.2 s and 0.3 s apart: a trainer's steps read at one
+    tick's resolution may otherwise be alike, which says nothing of their spread.)"""
+    result = run(tmp_path, ("0", "0.2", "idle", "wobble"), conf(window_s=1.0))
+    assert result.verdict.status is Status.OK and result.stopped_by == "window_done"
+    f = result.figures
+    assert f["noise_pooled_df"] == 1.0 and f["step_df"] >= 3
+    assert f["unstable"] == float(f["ci_frac"] > 0.10)
+    assert 0 <= f["samples_per_s_lo"] < f["samples_per_s"] < f["samples_per_s_hi"]
 
 
 def test_a_confirmation_window_keeps_its_length_and_says_unstable(tmp_path: Path) -> None:

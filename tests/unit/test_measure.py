@@ -193,3 +193,84 @@ def test_the_window_s_close_is_projected_at_the_trainer_s_pace() -> None:
     pts3 = [*pts, Point(120.0, 2, 20.0)]
     assert stats.close_by(pts3, window, 120.0, plan) == 120.0 + 3 * 10  # it holds 1 of its 4
     assert stats.close_by(pts[:1], None, 110.0, plan) is None
+
+
+# ---------------------------------------------------------------- a whole window judged on the case's step noise
+
+
+def test_a_few_steps_as_noisy_as_the_case_s_others_close_on_the_pooled_interval_without_an_extension() -> None:
+    """Four window steps 7% apart: on their own three degrees of freedom the interval is wider than max_ci_frac and
+    the window is extended; with the case's pooled step noise of the same spread it is narrow, and the window closes
+    at window_s, its figures that pooled interval (`noise_pooled_df`). A window twice as noisy as the pool is judged
+    on its own steps (`stats.POOL_GATE`), as it was without the pool."""
+    now = time.monotonic()
+    calm = steps_at([0.965, 1.035] * 2)
+    window = Window(1000.0, calm[-1].t, gated=True)
+    own_sd = stats.step_noise([100.0] * 4, [0.965, 1.035] * 2)["step_sd_frac"]
+    pool = stats.Noise(own_sd, stats.POOL_WEIGHT_DF)
+    own, pooled = stats.window_ci_frac(calm, window), stats.window_ci_frac(calm, window, pool)
+    assert own is not None and pooled is not None and pooled < 0.10 < own
+
+    def watch(pts: list[Point], noise: stats.Noise | None) -> trial.Watch:
+        return trial.Watch(990.0, now, points=list(pts), window=Window(1000.0, pts[-1].t, True), noise=noise)
+
+    alone = watch(calm, None)
+    assert not trial._window_done(alone, conf(window_s=4.0))
+    assert alone.extended
+    judged = watch(calm, pool)
+    assert trial._window_done(judged, conf(window_s=4.0))
+    assert not judged.extended and not judged.futile and judged.window == window
+    figures = stats.figures([], calm, window, 990.0, *trial._judged_on(judged, window, conf()))
+    assert figures["noise_pooled_df"] == stats.POOL_WEIGHT_DF
+    assert stats.ci_frac(figures) == pytest.approx(pooled, rel=0.01)
+    rough = steps_at([0.93, 1.07] * 2)  # twice the pool's spread: its own interval stands
+    assert stats.whole_window_noise(rough, Window(1000.0, rough[-1].t, True), pool) is None
+    noisy, unpooled = watch(rough, pool), watch(rough, None)
+    assert trial._window_done(noisy, conf(window_s=4.0)) == trial._window_done(unpooled, conf(window_s=4.0))
+    assert (noisy.extended, noisy.futile, noisy.window) == (unpooled.extended, unpooled.futile, unpooled.window)
+    assert noisy.extended or noisy.futile  # wide on its own steps
+    assert trial._judged_on(noisy, Window(1000.0, rough[-1].t, True), conf()) == (None, None)
+
+
+def test_a_cut_keeps_the_cut_s_quantile_and_an_insurance_probe_its_own_steps() -> None:
+    """The interval a trial's figures say is the one it was judged on: a cut's at `stats.CUT_Z` on the pooled noise,
+    an insurance probe's on its own steps."""
+    pts = steps_at([0.95, 1.05, 0.95, 1.05])
+    window = Window(1000.0, pts[-1].t, gated=True)
+    pool = stats.Noise(0.05, stats.POOL_WEIGHT_DF)
+    cut = trial.Watch(990.0, time.monotonic(), points=pts, window=window, noise=pool, cut=True)
+    assert trial._judged_on(cut, window, conf()) == (pool, None)
+    short = trial.Watch(990.0, time.monotonic(), points=pts, window=window, noise=pool, cut=True, short=True)
+    assert trial._judged_on(short, window, conf()) == (None, None)
+
+
+def test_a_case_s_first_window_counts_the_steady_steps_that_opened_it_in_its_spread() -> None:
+    """No pool yet (the case's first window): the spread of the `stable_k` steady steps before the window, steps of
+    the same process the rate does not count, is pooled with the window's own, so four window steps as calm as those
+    close at window_s where on their own they would be extended; the figures say the pooled interval. Window steps
+    twice as noisy as those weigh in by their degrees of freedom: still wide."""
+    now = time.monotonic()
+    settled = [0.97, 1.03, 0.97]  # the stable rule's three steps (stable_k 3), then the window's four
+    pts = steps_at([3.0, *settled, 1.03, 0.97, 1.03, 0.97])
+    window = Window(pts[4].t, pts[-1].t, gated=True)
+    noise = stats.settled_noise(pts, window, 3)
+    assert noise is not None and noise.df == 2.0
+    ungated = Window(pts[4].t, pts[-1].t, gated=False)  # a window the stable rule did not open
+    assert stats.settled_noise(pts, ungated, 3) is None
+
+    def watch(pts: list[Point]) -> trial.Watch:
+        return trial.Watch(990.0, now, points=list(pts), window=Window(pts[4].t, pts[-1].t, gated=True))
+
+    measure = conf(window_s=4.0, stable_k=3)
+    first = watch(pts)
+    assert trial._window_done(first, measure)
+    assert not first.extended and not first.futile
+    figures = stats.figures([], pts, first.window, 990.0, *trial._judged_on(first, first.window, measure))
+    assert figures["noise_pooled_df"] == 2.0 and stats.ci_frac(figures) < 0.10  # type: ignore[operator]
+    assert stats.window_ci_frac(pts, window) > 0.10  # type: ignore[operator]  # its own three degrees of freedom
+    alone = watch(pts)
+    assert not trial._window_done(alone, conf(window_s=4.0, stable_k=1))  # stable_k 1: no steps to pool
+    assert alone.extended
+    rough = watch(steps_at([3.0, *settled, 1.06, 0.94, 1.06, 0.94]))
+    trial._window_done(rough, measure)
+    assert rough.extended or rough.futile
