@@ -337,8 +337,9 @@ def figures(
     z: float | None = None,
 ) -> dict[str, float]:
     """Every figure a trial records; util figures over the window (over the whole run when none opened). `noise`:
-    the case's pooled step noise its samples/s interval was judged on, which that interval then says
-    (`noise_pooled_df`), at `z` (None: `CUT_Z`, a cut's; `Z95`, a whole window's two-sided 95%)."""
+    the step noise its samples/s interval was judged on (a cut's, the case's pool; a whole window's,
+    `whole_window_noise`), which that interval then says (`noise_pooled_df`), at `z` (None: `CUT_Z`, a cut's; `Z95`,
+    a whole window's two-sided 95%)."""
     source = source_of(samples)
     main = [s for s in samples if s.source == source]
     inside = _within(main, window)

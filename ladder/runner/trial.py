@@ -137,9 +137,10 @@ def run(
     a trainer's cadence is learnt and its memory judged settled on (`stats.outlived_peak`), where it is not this
     trial's own (a confirmation's long window judges on the probes' one). `noise`: the case's step noise pooled over
     its earlier windows on this machine (`stats.pooled_noise`); with it the cut judges a trial's first steps by that
-    spread instead of theirs alone, at a stricter quantile (`stats.Noise.half`), and a whole window's interval,
-    whether it is wide enough to extend and the one its figures say, is the pooled one at 95% (`_judged_on`): a
-    window of three or four steps says little of its own spread. `early`: the
+    spread instead of theirs alone, at a stricter quantile (`stats.Noise.half`). A whole window's interval, whether
+    it is wide enough to extend and the one its figures say, pools that noise (where the window is no noisier) and
+    the spread of the steady steps that opened it, at 95% (`_noise`, `_judged_on`): a window of three or four steps
+    says little of its own spread. `early`: the
     case's first-step gains (`warmup.pooled`); with them a clear loser is cut on its settled first steps before its
     window opens (`_early_beaten`), its figures the window they predict (`early_steps`)."""
     running = launch.start(spec, trial_dir, trial_id, mem_limit_bytes)
