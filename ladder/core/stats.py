@@ -723,12 +723,11 @@ def pooled_noise(figures: Iterable[Mapping[str, float]], min_df: float = MIN_POO
     """The step noise pooled over the windows of `figures` (each trial's `step_sd_frac` weighted by its
     `step_df`), counted as at most `POOL_WEIGHT_DF` degrees of freedom; None below `min_df`, or where every window's
     steps were alike to the clock's resolution (a spread of 0 would make any interval a point)."""
-    df = var = 0.0
-    for f in figures:
-        sd, k = f.get("step_sd_frac"), f.get("step_df")
-        if sd is not None and k and math.isfinite(sd):
-            df, var = df + k, var + k * sd * sd
-    return Noise(math.sqrt(var / df), min(df, POOL_WEIGHT_DF)) if df >= min_df and var > 0 else None
+    windows = [(f.get("step_sd_frac"), f.get("step_df")) for f in figures]
+    pooled = joined(*(Noise(sd, k) for sd, k in windows if sd is not None and k and math.isfinite(sd)))
+    if pooled is None or pooled.df < min_df or pooled.sd_frac <= 0:
+        return None
+    return pooled._replace(df=min(pooled.df, POOL_WEIGHT_DF))
 
 
 def t975(df: int) -> float:
