@@ -719,15 +719,51 @@ class Noise(NamedTuple):
         return t_quantile(df, z) * math.sqrt(var / n)
 
 
-def pooled_noise(figures: Iterable[Mapping[str, float]], min_df: float = MIN_POOLED_DF) -> Noise | None:
+def pooled_noise(
+    figures: Iterable[Mapping[str, float]],
+    min_df: float = MIN_POOLED_DF,
+    earlier: Iterable[Mapping[str, float]] = (),
+) -> Noise | None:
     """The step noise pooled over the windows of `figures` (each trial's `step_sd_frac` weighted by its
     `step_df`), counted as at most `POOL_WEIGHT_DF` degrees of freedom; None below `min_df`, or where every window's
-    steps were alike to the clock's resolution (a spread of 0 would make any interval a point)."""
-    windows = [(f.get("step_sd_frac"), f.get("step_df")) for f in figures]
-    pooled = joined(*(Noise(sd, k) for sd, k in windows if sd is not None and k and math.isfinite(sd)))
+    steps were alike to the clock's resolution (a spread of 0 would make any interval a point). `earlier`: windows
+    of the case measured before this sweep on this machine, newest first (`ladder.storage.reuse.noise_windows`);
+    they only fill what `figures` leave short of `POOL_WEIGHT_DF`, the newest first (`_topped_up`)."""
+    windows, _ = _topped_up(figures, earlier)
+    pooled = joined(*windows)
     if pooled is None or pooled.df < min_df or pooled.sd_frac <= 0:
         return None
     return pooled._replace(df=min(pooled.df, POOL_WEIGHT_DF))
+
+
+def carried_df(figures: Iterable[Mapping[str, float]], earlier: Iterable[Mapping[str, float]]) -> float:
+    """How many of `pooled_noise(figures, earlier=earlier)`'s degrees of freedom came from `earlier`: 0 where this
+    sweep's own windows fill the pool."""
+    return _topped_up(figures, earlier)[1]
+
+
+def _topped_up(
+    figures: Iterable[Mapping[str, float]], earlier: Iterable[Mapping[str, float]]
+) -> tuple[list[Noise], float]:
+    """The windows of `figures`, then those of `earlier` in order while the pool is short of `POOL_WEIGHT_DF`
+    degrees of freedom, each weighted by no more than the room left (a long earlier window does not outweigh this
+    sweep's own); and how many degrees of freedom `earlier` gave."""
+    windows = _windows(figures)
+    room, took = POOL_WEIGHT_DF - sum(n.df for n in windows), 0.0
+    for window in _windows(earlier):
+        if room <= 0:
+            break
+        part = window._replace(df=min(window.df, room))
+        windows.append(part)
+        took += part.df
+        room -= part.df
+    return windows, took
+
+
+def _windows(figures: Iterable[Mapping[str, float]]) -> list[Noise]:
+    """Each window's step noise among `figures` (`step_noise`'s figures), where it has any."""
+    windows = [(f.get("step_sd_frac"), f.get("step_df")) for f in figures]
+    return [Noise(sd, k) for sd, k in windows if sd is not None and k and math.isfinite(sd)]
 
 
 def t975(df: int) -> float:

@@ -37,6 +37,7 @@ CARRIED_SETTINGS = (
     "descent_gain_max",
     "descent_short",
     "descent_idle_util",
+    "noise_carry_h",
 )
 
 
@@ -208,6 +209,10 @@ class SweepConf:
     # samples/s, with descent_short: a largest fit whose GPUs NVML saw busy under this util (%), clear of the card, is
     # not measured lower (neither memory nor GPU time near a limit); 45 = the table's "low util"; null = off
     descent_idle_util: float | None = 45.0
+    # the step noise of this case's windows in earlier sweeps on this host (same trainer, hardware and code), finished
+    # within this many hours, fills the case's pool where this sweep's own windows are still few: a first window's
+    # interval need not rest on its own 2-4 steps; null or 0 = this sweep's windows only
+    noise_carry_h: float | None = 2.0
     device: str = Device.AUTO.value  # auto (cuda when a GPU is visible, else cpu), cpu or cuda
     sweep: str | None = None  # sweep name: resume it when it exists; null = a new one named by the time
     output_root: str = "output/train"  # sweeps live in <output_root>/case_gpu_bench_<sweep>/
@@ -297,6 +302,7 @@ class Settings:
     given: tuple[str, ...] | None = None  # the keys set on the command line; None = unknown (all count as given)
     descent_short: bool = True  # samples/s: a descent step is a short probe unless a measured pair fell
     descent_idle_util: float | None = 45.0  # samples/s: no descent below a best whose GPUs stayed under this util (%)
+    noise_carry_h: float | None = 2.0  # earlier sweeps' step noise of the case on this host, this recent, is pooled
 
 
 GROUPS = ("case", "ladder", "profile", "workload", "measure", "preflight", "decide")  # SweepConf's nested fields
@@ -330,6 +336,7 @@ def settings_from(cfg: DictConfig, known_cases: tuple[str, ...] = (), given: tup
         descent_gain_max=_gain(top.descent_gain_max),
         descent_short=bool(top.descent_short),
         descent_idle_util=_util("descent_idle_util", top.descent_idle_util),
+        noise_carry_h=_hours("noise_carry_h", top.noise_carry_h),
         device=_device(str(top.device)),
         sweep=_opt_str(top.sweep),
         output_root=str(top.output_root),
@@ -543,6 +550,17 @@ def _util(key: str, value: Any) -> float | None:
         raise ConfigError(
             f"{key} must be a util between 0 and 100 (%) or null, got {value}",
             f"set {key}=45 (the decision table's low util), or null: always measure lower",
+        )
+    return float(value)
+
+
+def _hours(key: str, value: Any) -> float | None:
+    if value is None:
+        return None
+    if float(value) < 0:
+        raise ConfigError(
+            f"{key} must be >= 0 hours or null, got {value}",
+            f"set {key}=2 (hours), or null: this sweep's own windows only",
         )
     return float(value)
 

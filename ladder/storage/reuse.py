@@ -21,7 +21,15 @@ and ours holds less. Such a failure is copied in like a reused one, saying so, a
 fit under a smaller card says nothing of the figures under ours, and a failure under a smaller card nothing of
 ours: neither carries.
 
-`fingerprint`, `conditions`, `pick` and `carried` are pure; `earlier_records` reads other sweeps' storage.
+One measurement carries too, not as a result but as what a first window's interval knows of the machine
+(`noise_windows`): the step noise of the case's whole windows in earlier sweeps on the same host, trainer, hardware
+and code (`noise_source`: any profile, rung, card or measure rule, as the sweep's own pool mixes them), finished
+within `noise_carry_h` hours. It fills the case's pool of step noise (`stats.pooled_noise`) only as far as this
+sweep's own windows leave it short, and a window noisier than the pool still keeps its own interval
+(`stats.POOL_GATE`).
+
+`fingerprint`, `conditions`, `pick`, `carried` and `noise_windows` are pure; `earlier_records` reads other sweeps'
+storage.
 """
 
 from __future__ import annotations
@@ -35,6 +43,7 @@ import os
 import shutil
 import uuid
 from collections.abc import Iterable, Mapping
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from optuna.storages import BaseStorage
@@ -57,6 +66,8 @@ Wanted = Mapping[tuple[str, int], str]  # (profile, num_envs) -> the identity a 
 Shapes = Mapping[tuple[str, int], str]  # (profile, num_envs) -> the shape a carried failure must have (`shape`)
 # the machine less the card (`gpu_mem_total` is the emulated card where one is) and the conditions, with the host cap
 SHAPE_KEYS = tuple(k for k in MACHINE_KEYS if k not in ("conditions", "gpu_mem_total")) + ("host_mem_limit_gb",)
+# what must match for a window's step noise to speak for ours: the trainer, its ranks, the hardware, code and host
+NOISE_KEYS = ("workload", "nproc", "device", "gpu_name", "n_gpus", "driver", "torch", "workload_version", "host")
 
 
 # ---------------------------------------------------------------- pure
@@ -129,6 +140,50 @@ def shape(case: str, shape_sha: str, describe: Mapping[str, str]) -> str:
 
 def shape_of(record: TrialRecord) -> str:
     return shape(record.case, record.info.get("shape_sha", ""), record.info)
+
+
+def noise_source(case: str, describe: Mapping[str, str]) -> str:
+    """Where a window's step noise comes from (`NOISE_KEYS`): windows of one source pool into one case's noise."""
+    return json.dumps([case, *(describe.get(k, "") for k in NOISE_KEYS)])
+
+
+def noise_windows(
+    earlier: Iterable[TrialRecord],
+    source: str,
+    now: datetime,
+    max_age_h: float | None,
+    have: Iterable[TrialRecord] = (),
+) -> list[Mapping[str, float]]:
+    """The figures of earlier sweeps' whole windows of `source` (`noise_source`) that finished within `max_age_h`
+    hours before `now`, newest first: each a trial that ran (not a copy), measured its step noise, and is not
+    among `have` as a copy (this sweep's records: a reused window is this sweep's own already). None where
+    `max_age_h` is None or 0."""
+    if not max_age_h:
+        return []
+    copied = {r.info.get("reused_from") for r in have}
+    found: list[tuple[datetime, Mapping[str, float]]] = []
+    for record in earlier:
+        finished = _when(record.info.get("finished_at", ""))
+        if (
+            finished is not None
+            and timedelta(0) <= now - finished <= timedelta(hours=max_age_h)
+            and record.status is Status.OK
+            and not record.info.get("reused_from")
+            and origin(record) not in copied
+            and "step_sd_frac" in record.figures
+            and noise_source(record.case, record.info) == source
+        ):
+            found.append((finished, record.figures))
+    return [figures for _, figures in sorted(found, key=lambda f: f[0], reverse=True)]
+
+
+def _when(stamp: str) -> datetime | None:
+    """An ISO time stamp with its zone (as trials record `finished_at`); None where there is none or it has none."""
+    try:
+        when = datetime.fromisoformat(stamp)
+    except ValueError:
+        return None
+    return when if when.tzinfo is not None else None
 
 
 def card_gb(info: Mapping[str, str]) -> float | None:

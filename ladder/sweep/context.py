@@ -14,7 +14,7 @@ from optuna.storages import BaseStorage
 
 from ladder.core import pick, policy
 from ladder.core.paths import SweepPaths
-from ladder.core.records import Objective
+from ladder.core.records import Objective, TrialRecord
 from ladder.core.spec import TrialSpec
 from ladder.runner import procs
 from ladder.runner.machine import Machine
@@ -43,6 +43,7 @@ class Run:
     storage: BaseStorage | None  # None likewise
     view: View
     shown: set[int] = dataclasses.field(default_factory=set)  # numbers of the stored trials the view has shown
+    earlier: tuple[TrialRecord, ...] = ()  # the case's finished trials in other sweeps, read once as it starts
 
     @functools.cached_property
     def turns(self) -> Turns:

@@ -193,6 +193,8 @@ def settings_lines(
         f"{INDENT}walk: objective {settings.objective}, strategy {settings.strategy}"
         + (f", confirm the pick for {settings.confirm_s:g} s" if settings.confirm_s else ", no confirmation run"),
         f"{INDENT}reuse of earlier sweeps' trials: {reused}",
+        f"{INDENT}earlier sweeps' step noise of the case on this host: "
+        + (f"pooled, at most {settings.noise_carry_h:g} h old" if settings.noise_carry_h else "off (noise_carry_h)"),
         f"{INDENT}inherited environment that matters: {_inherited(environ, planned_env)}",
     ]
 

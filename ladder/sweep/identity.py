@@ -29,10 +29,9 @@ log = logging.getLogger(__name__)
 
 def copy_in(run: Run) -> None:
     """Trials of earlier sweeps that answer for ours (same configuration, hardware and code) are copied in and
-    shown, so the walk takes them as facts instead of launching them again."""
-    s, study = run.settings, run.study
+    shown, so the walk takes them as facts instead of launching them again (`run.earlier`)."""
+    s, study, earlier = run.settings, run.study, run.earlier
     assert study is not None
-    earlier = reuse.earlier_records(run.storage, s.case.name, run.paths.sweep, Path(s.output_root))
     # one process at a time copies into this case (the same command started twice would copy everything twice)
     run.paths.sweep_dir.mkdir(parents=True, exist_ok=True)
     with FileLock(str(run.paths.reuse_lock(s.case.name))):
@@ -106,6 +105,20 @@ def stale(records: Sequence[TrialRecord], run: Run) -> list[TrialRecord]:
     sweep no longer has, and the table and trials.tsv kept its old-card row)."""
     want = wanted(run)
     return [r for r in records if want.get((r.profile, r.num_envs)) != reuse.identity_of(r)]
+
+
+def earlier(run: Run) -> tuple[TrialRecord, ...]:
+    """The case's finished trials in other sweeps, where reuse or the carried step noise may want them; none else."""
+    s = run.settings
+    if not (s.reuse or s.noise_carry_h):
+        return ()
+    return tuple(reuse.earlier_records(run.storage, s.case.name, run.paths.sweep, Path(s.output_root)))
+
+
+def noise_source(run: Run) -> str:
+    """Where this sweep's windows' step noise comes from (`reuse.noise_source`): the same for all its trials."""
+    planned = placeholder_spec(run, run.settings.profiles[0].name, run.settings.rungs[0])
+    return reuse.noise_source(run.settings.case.name, {**run.machine.describe, **planned.info})
 
 
 def card_gb(run: Run) -> float | None:

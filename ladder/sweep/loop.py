@@ -14,6 +14,7 @@ import dataclasses
 import logging
 import socket
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
@@ -24,7 +25,7 @@ from ladder.runner import launch, preflight, trial
 from ladder.runner.machine import Machine
 from ladder.settings import catalog
 from ladder.settings.config import Settings
-from ladder.storage import merge, studies, tsv
+from ladder.storage import merge, reuse, studies, tsv
 from ladder.sweep import identity, resume, trials
 from ladder.sweep.context import Run, end_abandoned, tuning, workload_of
 from ladder.sweep.events import View
@@ -53,6 +54,7 @@ def run(
     merge.check_best(paths.best_tsv, storage, lambda every: case_outcome(every, settings).row)  # before any trial
     merge.check_trials(paths.trials_tsv, lambda: studies.sweep_records(storage, paths.sweep))
     ctx = Run(settings, paths, machine, workload or workload_of(settings), study, storage, view)
+    ctx = dataclasses.replace(ctx, earlier=identity.earlier(ctx))
     resume.settle(ctx)
     if abandoned := studies.mark_abandoned(study, settings.stale_after_s, end_abandoned):
         log.info("%d trial(s) left running by a stopped sweep are marked interrupted and will run again", abandoned)
@@ -62,6 +64,7 @@ def run(
     if settings.reuse:
         identity.copy_in(ctx)
     ctx.shown.update(r.number for r in studies.records(study))
+    _say_carried_noise(ctx)
     gate = trials.gate(settings, machine)
     while _step(ctx, gate):
         pass
@@ -172,7 +175,8 @@ def _run_one(
     started = _utc_now()
     with studies.heartbeat(study, claim, s.heartbeat_s):
         beat = decision.beat if s.objective is Objective.SAMPLES_PER_S and phase is Phase.PROBE else None
-        noise = stats.pooled_noise(r.figures for r in records if r.status is Status.OK)
+        own, carried = _noise_windows(ctx, records)
+        noise = stats.pooled_noise(own, earlier=carried)
         result = trial.run(
             spec,
             trial_dir,
@@ -186,8 +190,10 @@ def _run_one(
             trials.card_mb(ctx),
             cadence_s=s.measure.window_s,  # a confirmation judges its memory on the probes' window
             noise=noise,
-            early=warmup.pooled((r.figures for r in records if r.status is Status.OK), noise),
+            early=warmup.pooled(own, noise),
         )
+    if noise is not None and (took := stats.carried_df(own, carried)):
+        result = dataclasses.replace(result, figures=result.figures | {"noise_carried_df": took})
     if ballast_mb:  # figures net of the ballast, the ballast beside them
         result = dataclasses.replace(result, figures=result.figures | trials.ballast_figures(ctx, ballast_mb))
     if (s.measure.repeats > 1 or rates) and result.verdict.status is Status.OK:
@@ -195,6 +201,29 @@ def _run_one(
     record = trials.record(s, decision, phase, result, info | _timing(started, result))
     studies.finish(study, claim, record, pick.objective_value(record, s.objective))
     return record
+
+
+def _noise_windows(ctx: Run, records: list[TrialRecord]) -> tuple[list[dict[str, float]], list[Mapping[str, float]]]:
+    """The figures of the case's windows the step-noise pool draws on: this sweep's own, and the earlier sweeps'
+    that may fill it (`reuse.noise_windows`, newest first)."""
+    own = [r.figures for r in records if r.status is Status.OK]
+    now = datetime.now(timezone.utc)
+    carried = reuse.noise_windows(ctx.earlier, identity.noise_source(ctx), now, ctx.settings.noise_carry_h, records)
+    return own, carried
+
+
+def _say_carried_noise(ctx: Run) -> None:
+    """One log line, where earlier sweeps' windows fill the case's pool of step noise from the start."""
+    assert ctx.study is not None
+    own, carried = _noise_windows(ctx, studies.records(ctx.study))
+    if (took := stats.carried_df(own, carried)) and (pool := stats.pooled_noise(own, earlier=carried)) is not None:
+        log.info(
+            "step noise: windows of this case in earlier sweeps on this host (within %g h: noise_carry_h) fill its "
+            "pool with %g degree(s) of freedom, %.1f%% a step",
+            ctx.settings.noise_carry_h,
+            took,
+            100 * pool.sd_frac,
+        )
 
 
 def _same_config(record: TrialRecord, decision: policy.Decision, phase: Phase) -> bool:

@@ -213,6 +213,10 @@ def test_reuse_takes_only_what_still_holds_and_each_sweep_folder_stands_alone(tm
     assert not sweep_dir(tmp_path, "dry").exists()
     w4 = finish(search(tmp_path, *FAST, "ladder.rungs=[64]", "sweep=w4", "measure.window_s=4"))
     assert rows(tmp_path, "w4") == [("64", "ok", "0.6", "")], w4
+    # what the earlier sweeps' windows measured of the machine's step noise carries, as the new sweep's first pool
+    (measured,) = read_tsv(sweep_dir(tmp_path, "w4") / "trials.tsv")
+    assert "step noise: windows of this case in earlier sweeps on this host" in w4, w4
+    assert float(measured["noise_carried_df"]) > 0, measured
     again = finish(search(tmp_path, *FAST, "ladder.rungs=[64]", "sweep=w3b"))
     assert rows(tmp_path, "w3b") == [("64", "ok", "0.6", "w3#0")], again
     (copy,) = read_tsv(sweep_dir(tmp_path, "w3b") / "trials.tsv")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -244,3 +245,35 @@ def test_the_closest_card_answers_and_the_copy_says_why() -> None:
     assert why == "ran out of memory under a larger card (40 GB, old#0): it cannot fit under 24 GB"
     copy = reuse.as_reused(near, "new", "", why)
     assert (copy.status, copy.info["why"], copy.info["emulate_gpu_mem_gb"]) == (Status.OOM_OR_NCCL, why, "40")
+
+
+def noisy(when: str, sd: float = 0.03, **info: str) -> TrialRecord:
+    r = rec("default", 64, Status.OK, when=when, **info)
+    return dataclasses.replace(r, figures={"samples_per_s": 1.0, "step_sd_frac": sd, "step_df": 3.0})
+
+
+def test_earlier_windows_of_the_same_source_and_recent_enough_lend_their_step_noise_newest_first() -> None:
+    """`noise_windows`: the case's whole windows on the same trainer, hardware, code and host (any profile, rung,
+    card or measure rule), finished within the hours asked, newest first; never a copy, a failure, a window
+    without its step noise, or one this sweep has as a copy already."""
+    now = datetime(2026, 11, 26, 3, 0, tzinfo=timezone.utc)
+    mine = reuse.noise_source("amp_humanoid", {**H100, "gpu_mem_total": "24000", "conditions": "other"})
+    new, old = noisy("2026-11-26T02:30:00+00:00", 0.02), noisy("2026-11-26T01:30:00+00:00", 0.04, sweep="older")
+    other_rung = dataclasses.replace(noisy("2026-11-26T02:00:00+00:00"), profile="hiutil", num_envs=8)
+    assert reuse.noise_windows([old, new, other_rung], mine, now, 2.0) == [new.figures, other_rung.figures, old.figures]
+    assert reuse.noise_windows([old, new], mine, now, 1.0) == [new.figures]  # 1.5 h ago: too old
+    assert reuse.noise_windows([old, new], mine, now, None) == reuse.noise_windows([new], mine, now, 0) == []
+    elsewhere = [
+        noisy("2026-11-26T02:30:00+00:00", host="node2"),
+        noisy("2026-11-26T02:30:00+00:00", workload_version="def456"),
+        noisy("2026-11-26T02:30:00+00:00", gpu_name="NVIDIA A100"),
+        dataclasses.replace(new, case="other_case"),
+        dataclasses.replace(new, status=Status.OOM_OR_NCCL),
+        dataclasses.replace(new, figures={"samples_per_s": 1.0}),
+        reuse.as_reused(new, "mid", ""),
+        noisy("2026-11-26T03:30:00+00:00"),  # finished after now: not a window before this sweep's
+        noisy("not a time"),
+    ]
+    assert reuse.noise_windows(elsewhere, mine, now, 2.0) == []
+    copied_here = reuse.as_reused(new, "this", "")
+    assert reuse.noise_windows([new, old], mine, now, 2.0, have=[copied_here]) == [old.figures]

@@ -34,6 +34,7 @@ BAD = [
     ("confirm_s=-1", r"confirm_s must be >= 0", r"set confirm_s=<seconds> \(0: off\)"),
     ("descent_gain_max=0.5", r"descent_gain_max must be >= 1 or null", r"descent_gain_max=1.3"),
     ("descent_idle_util=150", r"descent_idle_util must be a util between 0 and 100", r"descent_idle_util=45"),
+    ("noise_carry_h=-1", r"noise_carry_h must be >= 0 hours or null", r"noise_carry_h=2 \(hours\), or null"),
     ("heartbeat_s=0", r"heartbeat_s must be > 0", r"set heartbeat_s=<seconds>"),
     ("stale_after_s=-5", r"stale_after_s must be > 0", r"set stale_after_s=<seconds>"),
     ("resume=first", r"unknown resume 'first'", r"use resume=latest"),

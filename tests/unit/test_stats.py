@@ -423,6 +423,23 @@ def test_the_pool_weighs_each_window_by_its_degrees_of_freedom_and_needs_enough_
     assert stats.pooled_noise([{"step_sd_frac": 0.0, "step_df": 4.0}]) is None  # steps alike to the clock: no spread
 
 
+def test_earlier_sweeps_windows_only_fill_what_the_sweeps_own_leave_short_of_the_pool() -> None:
+    """Windows of earlier sweeps (newest first) top the pool up to `POOL_WEIGHT_DF`, each weighted by no more than
+    the room left; a sweep whose own windows fill it takes none of them, and a first window has a pool at once."""
+    old = [{"step_sd_frac": 0.05, "step_df": 3.0}, {"step_sd_frac": 0.5, "step_df": 3.0}]
+    first = stats.pooled_noise([], earlier=old)  # the case's first trial of this sweep
+    assert first is not None and first.df == stats.POOL_WEIGHT_DF and stats.carried_df([], old) == 6.0
+    assert stats.pooled_noise([]) is None
+    own = [{"step_sd_frac": 0.1, "step_df": 4.0}]
+    topped = stats.pooled_noise(own, earlier=old)  # 4 of its own, 2 of the newest earlier window, none of the older
+    assert topped is not None and topped.df == stats.POOL_WEIGHT_DF and stats.carried_df(own, old) == 2.0
+    assert topped.sd_frac == pytest.approx(math.sqrt((4 * 0.01 + 2 * 0.0025) / 6))
+    long = [{"step_sd_frac": 0.5, "step_df": 40.0}]  # a long earlier window does not outweigh this sweep's own
+    assert stats.pooled_noise(own, earlier=long).sd_frac == pytest.approx(math.sqrt((4 * 0.01 + 2 * 0.25) / 6))
+    full = [{"step_sd_frac": 0.1, "step_df": 6.0}]
+    assert stats.pooled_noise(full, earlier=old) == stats.pooled_noise(full) and stats.carried_df(full, old) == 0.0
+
+
 def test_t_s_quantile_is_exact_at_a_few_degrees_of_freedom_where_the_expansion_falls_short() -> None:
     """Student t's tables: the one-sided 0.5% (CUT_Z) and 2.5% quantiles at 1-5 degrees of freedom, where the
     Cornish-Fisher expansion alone gives too narrow an interval; a fractional count takes the wider quantile."""
