@@ -728,7 +728,7 @@ def pooled_noise(
     `step_df`), counted as at most `POOL_WEIGHT_DF` degrees of freedom; None below `min_df`, or where every window's
     steps were alike to the clock's resolution (a spread of 0 would make any interval a point). `earlier`: windows
     of the case measured before this sweep on this machine, newest first (`ladder.storage.reuse.noise_windows`);
-    they only fill what `figures` leave short of `POOL_WEIGHT_DF`, the newest first (`_topped_up`)."""
+    they only fill what `figures` leave short of `POOL_WEIGHT_DF` (`_topped_up`)."""
     windows, _ = _topped_up(figures, earlier)
     pooled = joined(*windows)
     if pooled is None or pooled.df < min_df or pooled.sd_frac <= 0:
