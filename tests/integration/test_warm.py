@@ -31,7 +31,9 @@ RANK = textwrap.dedent(
     threads = __import__("torch").get_num_threads()
     seen = {"pid": os.getpid(), "argv": sys.argv[1:], "cwd": os.getcwd(), "var": os.environ.get("VAR"),
             "cpus": sorted(os.sched_getaffinity(0))}
-    out.write_text(json.dumps({**seen, "threads": threads}))
+    part = out.with_name(f"{out.name}.{os.getpid()}")  # whole or not there: a rank stopped mid-write (two ranks
+    part.write_text(json.dumps({**seen, "threads": threads}))  # share OUT, and the first to end stops the other)
+    os.replace(part, out)
     what = sys.argv[1]
     if what == "wait":  # its handler set before it says hello: a test that waits for the hello may stop it then
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(7))
