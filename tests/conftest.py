@@ -62,7 +62,9 @@ HEAVY_FIRST = (
 )
 
 
-KINDS = ("unit", "integration", "e2e")  # tests/<kind>/: no process; real processes and storage; whole sweeps
+# tests/<kind>/: no process; thousands of seeded simulated walks (no process, seconds each); real processes and
+# storage; whole sweeps
+KINDS = ("unit", "sim", "integration", "e2e")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -79,7 +81,7 @@ _sharing: list[bool] = []  # tried already in this worker
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    if _sharing or item.get_closest_marker("unit") is not None:
+    if _sharing or any(item.get_closest_marker(kind) is not None for kind in ("unit", "sim")):  # no process
         return
     _sharing.append(True)
     if memory_cgroups():  # without a cgroup for the trial no rank is forked from a starter

@@ -506,7 +506,7 @@ def _narrow_win(mine: list[Attempt], case_best: float | None, noise: float) -> t
     window is, on a machine whose launches differ by more than the allowance, as likely two launches' noise (and
     taking it would both pick the lower rung and walk on down past it). It gets a second window first, and stands
     as the lower of the two (`pick.median_repeats`): the descent goes on, and the lower rung becomes the pick, only
-    if both windows beat the rung above. Simulated (tests/unit/test_policy.py), launches 6% apart run to run: a
+    if both windows beat the rung above. Simulated (tests/sim/test_policy_sim.py), launches 6% apart run to run: a
     pick below the largest fit on a plateau in 15% of sweeps instead of 28%, for 3% more launches."""
     pair = _challenge(mine, case_best)
     if noise <= 0 or pair is None or _settled(low := pair[0]):
