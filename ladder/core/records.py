@@ -65,6 +65,7 @@ class StopCause(Word):
     TRIAL_TIMEOUT = "trial_timeout"  # over measure.trial_timeout_s
     INTERRUPTED = "interrupted"  # the sweep was stopped (Ctrl-C, SIGTERM)
     OUT_OF_MEMORY = "out_of_memory"  # at the first memory-failure evidence (the verdict still comes from the files)
+    DIVERGED = "diverged"  # at the first line that says its training went NaN or infinite: no window makes it an answer
 
 
 class Objective(Word):

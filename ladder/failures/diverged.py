@@ -12,6 +12,9 @@ step by design.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
+
+from ladder.core.records import Reason, Status, Verdict
 
 SHOWN_CHARS = 200  # how much of the line the verdict quotes
 
@@ -35,3 +38,11 @@ def diverged_line(text: str) -> str:
         if _BAD.search(line) or _INFINITE_RETURN.search(line):
             return line.strip()[:SHOWN_CHARS]
     return ""
+
+
+def verdict(texts: Iterable[str]) -> Verdict | None:
+    """`diverged`, quoting the first line among `texts` that reports diverged training; None where none does."""
+    line = next((found for text in texts if (found := diverged_line(text))), "")
+    if not line:
+        return None
+    return Verdict(Status.DIVERGED, Reason.NONE, f"it fits, but its training went NaN or infinite: {line}")

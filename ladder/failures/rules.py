@@ -34,6 +34,7 @@ from dataclasses import dataclass, field, replace
 from itertools import accumulate
 
 from ladder.core.records import Confidence, Ending, Reason, Status, Verdict
+from ladder.failures import diverged
 from ladder.failures.patterns import _KILL, PATTERNS, Pattern, Tier, status_of
 
 EVIDENCE_CHARS = 300  # longest evidence kept: a window of the proving line around the match
@@ -194,9 +195,14 @@ def _stopped_verdict(stopped_by: str) -> Verdict | None:
     return Verdict(status_of(reason[stopped_by]), reason[stopped_by], f"stopped by ladder: {stopped_by}")
 
 
+# Stops of a trial that was running well, by the ranks' own account: its window closed, or it printed its training gone
+# NaN (`StopCause`). What its processes print as they are killed is no evidence, nor is the exit code of the kill.
+HEALTHY_STOPS = frozenset({"window_done", "diverged"})
+
+
 def _source_hits(ending: Ending) -> list[Hit]:
     """The root hit of each source, most structured first (a window that ran to its end keeps no exit code)."""
-    done = ending.stopped_by == "window_done"
+    done = ending.stopped_by in HEALTHY_STOPS
     keep_generic = not done and ending.exit_code != 0
     found = (
         _error_files_hit(ending.error_files, keep_generic),
@@ -218,8 +224,12 @@ def _combine(hits: Sequence[Hit]) -> Hit | None:
 
 
 def _fallback(ending: Ending) -> Verdict:
-    """No failure line anywhere: a clean exit (or a finished window) is OK, anything else a plain error."""
-    done = ending.stopped_by == "window_done"
+    """No failure line anywhere: a clean exit (or a finished window) is OK, one stopped at its line of diverged
+    training `diverged`, anything else a plain error."""
+    if ending.stopped_by == "diverged":
+        found = diverged.verdict([ending.log_text, *ending.rank_logs.values()])
+        return found or Verdict(Status.DIVERGED, Reason.NONE, "stopped by ladder: its training went NaN or infinite")
+    done = ending.stopped_by in HEALTHY_STOPS
     uncaught = "" if done else uncaught_exception(ending.log_text)
     if uncaught:  # a launcher that returned 0 after its program died of an exception
         return with_what_was_said(Verdict(Status.ERROR, Reason.ERROR, _clip(uncaught, 0)), ending.log_text)

@@ -5,7 +5,10 @@ but the launcher only notices the dead rank at its next poll, then tears the oth
 took 1.2 s of a 3.8 s failing probe. Memory exhaustion is the one failure that ends the question for the rung (no
 later line of another rank explains it away: see `rules.root_hit`), so the trial can stop at its first line.
 Anything else (a communication error may be another rank's symptom) is left to run its course, and so is memory
-evidence of low confidence (a simulator's buffer overflow, an allocator's warning: the run may go on and tell).
+evidence of low confidence (a simulator's buffer overflow, an allocator's warning: the run may go on and tell). One
+more line ends the question for the rung: the trainer's own report of its training gone NaN or infinite
+(`ladder.failures.diverged`): the rung fits so far, but no window makes it an answer, so the trial stops there too
+(`Evidence.diverged`) rather than measure one.
 
 `Evidence.check` reads only what the logs gained since the last look (the trial's own logs, where a program that
 starts its own ranks writes, and torchrun's per-rank logs), whole lines only, and classifies them as
@@ -18,7 +21,7 @@ import time
 from pathlib import Path
 
 from ladder.core.records import Confidence, Ending, Verdict
-from ladder.failures import files, patterns, rules
+from ladder.failures import diverged, files, patterns, rules
 
 CHECK_EVERY_S = 0.25
 KEEP_CHARS = 256 * 1024  # of each log, the tail kept for the verdict
@@ -33,6 +36,7 @@ class Evidence:
         self._read: dict[Path, int] = {}  # bytes consumed of each log (up to its last whole line)
         self._texts: dict[Path, str] = {}
         self._error_files = 0
+        self.diverged = ""  # the first line read that reports diverged training
 
     def check(self, oom_kills: int = 0) -> Verdict | None:
         """A memory verdict once the trial's files prove one; None until then (and between looks)."""
@@ -77,4 +81,5 @@ class Evidence:
         self._read[path] = start + len(whole)
         text = whole.decode("utf-8", errors="replace")
         self._texts[path] = (self._texts.get(path, "") + text)[-KEEP_CHARS:]
+        self.diverged = self.diverged or diverged.diverged_line(text)
         return text

@@ -36,7 +36,9 @@ SHORT_FRAC = 0.25  # an insurance probe's short window, as a share of measure.wi
 # Stops after which nothing of the trial needs an orderly end: its figures (a window measured to its end, or cut)
 # or its failure evidence are on disk already. The group is killed at once; SIGTERM would cost torchrun's own
 # shutdown (0.85 s, measured), and up to `kill_grace_s` for a trainer that lingers at it.
-KILL_AT_ONCE = frozenset({StopCause.OUT_OF_MEMORY, StopCause.WINDOW_DONE})
+KILL_AT_ONCE = frozenset({StopCause.OUT_OF_MEMORY, StopCause.WINDOW_DONE, StopCause.DIVERGED})
+# Stops of a trial that ran well by its own account (`rules.HEALTHY_STOPS`): its logs count as far as they were then
+HEALTHY = frozenset({StopCause.WINDOW_DONE, StopCause.DIVERGED})
 LOG_TAIL_BYTES = 256 * 1024
 MIB = 1024 * 1024
 # An extension ends (or is not made) once the steps so far project its interval wider than this many times
@@ -197,7 +199,9 @@ def _watch(
         _after_pause(watch)
         _take_progress(watch, progress)
         started_mono = running.started_mono + watch.paused_s  # a pause is not the trial's time
-        watch.stopped_by = _stop_reason(watch, measure, started_mono) or _out_of_memory(evidence, running)
+        watch.stopped_by = (
+            _stop_reason(watch, measure, started_mono) or _out_of_memory(evidence, running) or _diverged(evidence)
+        )
         if watch.stopped_by:
             watch.tail = _tail(progress.path)
             return
@@ -361,6 +365,11 @@ def _out_of_memory(evidence: Evidence, running: launch.Running) -> StopCause:
     return StopCause.OUT_OF_MEMORY if evidence.check(oom_kills) is not None else StopCause.NONE
 
 
+def _diverged(evidence: Evidence) -> StopCause:
+    """A rank printed its training gone NaN or infinite (read with the memory evidence): stop the trial at that line."""
+    return StopCause.DIVERGED if evidence.diverged else StopCause.NONE
+
+
 def _beaten(watch: Watch, beat: float, measure: MeasureConf) -> bool:
     """The steady steps so far say the window would end below `beat` (`stats.final_upper`: the rate's top, narrowed
     as the window runs out, since only its steps still to come can move it); then the window ends here.
@@ -450,9 +459,10 @@ def _finish(
     measure: MeasureConf,
     card_mb: float | None = None,
 ) -> Result:
-    # A window measured to its end: the trial was healthy when ladder stopped it, and what its processes print as
-    # they are killed (a worker's broken pipe to its dead parent) is no evidence: the logs count as far as they were.
-    upto = files.sizes(trial_dir) if watch.stopped_by is StopCause.WINDOW_DONE else None
+    # A window measured to its end (or a stop at a line of diverged training): the trial was healthy when ladder
+    # stopped it, and what its processes print as they are killed (a worker's broken pipe to its dead parent) is no
+    # evidence: the logs count as far as they were.
+    upto = files.sizes(trial_dir) if watch.stopped_by in HEALTHY else None
     code = launch.stop(running, 0.0 if watch.stopped_by in KILL_AT_ONCE else measure.kill_grace_s)
     samples: list[Sample] = monitor.stop()
     _take_progress(watch, progress)
@@ -514,15 +524,13 @@ def _noise(watch: Watch, window: stats.Window, measure: MeasureConf) -> stats.No
 
 def _learned(verdict: Verdict, ending: Ending, progress_file: Path) -> Verdict:
     """A fit whose trainer printed its training gone NaN or infinite (`ladder.failures.diverged`) is `diverged`:
-    its memory fits, but it is no setting to train with."""
+    its memory fits, but it is no setting to train with. (A trial stopped at such a line in its logs is `diverged`
+    already, by `rules.classify`; this finds one in a progress file of its own too, read once the trial is over.)"""
     if verdict.status is not Status.OK:
         return verdict
     own = progress_file.name == paths.STDOUT or progress_file.suffix == ".log"  # read with the logs already
     texts = [ending.log_text, *ending.rank_logs.values(), "" if own else _tail(progress_file)]
-    line = next((found for text in texts if (found := diverged.diverged_line(text))), "")
-    if not line:
-        return verdict
-    return Verdict(Status.DIVERGED, Reason.NONE, f"it fits, but its training went NaN or infinite: {line}")
+    return diverged.verdict(texts) or verdict
 
 
 def _early_figures(figures: dict[str, float], watch: Watch) -> dict[str, float]:

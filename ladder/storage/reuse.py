@@ -306,5 +306,6 @@ def earlier_records(storage: BaseStorage | None, case: str, sweep: str, output_r
         try:
             found += studies.case_records(studies.open_storage(None, other.sweep_dir), case)
         except Exception as exc:  # noqa: BLE001 - another sweep's unreadable journal costs a rerun, not the sweep
-            log.warning("not reusing trials from %s: %s", other.journal, exc)
+            why = "none of its trials is reused, nor its step noise carried"
+            log.warning("set aside %s, which cannot be read (%s): %s", other.journal, exc, why)
     return found

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -124,3 +125,22 @@ def test_a_rung_whose_training_goes_nan_is_diverged_never_the_pick_and_not_a_ste
     assert "loss" in shown and "nan" in shown, out
     best = out.split("best: ")[1].splitlines()[0]
     assert "none" not in best and "e2" in best, out
+
+
+def test_a_rung_whose_training_goes_nan_is_stopped_at_that_line_not_measured_for_its_window(tmp_path: Path) -> None:
+    """With a window far longer than the trainer takes to go NaN, the trial can only end early by ladder's stop at the
+    line sb3 prints (`| loss | nan |`): no window makes a diverged rung an answer. The sweep says none is."""
+    out, trials = search(
+        tmp_path,
+        "nanstop",
+        ["--diverge-above", "4"],
+        "ladder.rungs=[8]",
+        "measure.window_s=600",
+        "measure.trial_timeout_s=900",
+        trainer=DATA / "trainers" / "sb3_dqn.py",
+    )
+    (row,) = trials
+    assert row["status"] == "diverged" and "nan" in row["evidence"].lower(), out
+    trial_dir = tmp_path / "out" / "case_gpu_bench_nanstop" / row["trial_dir"]
+    assert json.loads((trial_dir / "verdict.json").read_text())["stopped_by"] == "diverged", out
+    assert "trained to NaN or inf" in out, out

@@ -33,3 +33,27 @@ def test_a_trial_is_stopped_at_its_first_memory_evidence(tmp_path: Path) -> None
     assert result.stopped_by == "out_of_memory"
     assert result.verdict.status is Status.OOM_OR_NCCL and result.verdict.reason is Reason.CUDA_OOM
     assert result.exit_code < 0 and result.leftovers == 0  # ladder killed the lingering rank: it would sleep on
+
+
+# A trainer that reports progress, then its loss gone NaN, and trains on (as sb3's DQN and most trainers do): the trial
+# must end at that line, not after a window no value of which could be the pick.
+DIVERGING = """
+import json, pathlib, sys, time
+out = pathlib.Path(sys.argv[1]) / "progress.jsonl"
+for i in range(1, 100000):
+    with out.open("a") as fh:
+        fh.write(json.dumps({"t": time.time(), "iter": i, "samples": 64 * i}) + "\\n")
+    if i == 3:
+        print("| train/loss | nan |", flush=True)
+    time.sleep(0.05)
+"""
+
+
+def test_a_trial_is_stopped_at_its_line_of_diverged_training(tmp_path: Path) -> None:
+    spec = TrialSpec(argv=(sys.executable, "-c", DIVERGING, str(tmp_path)), env={}, launcher=Launcher.DIRECT)
+    measure = MeasureConf(window_s=600.0, warmup_iters=1, stall_timeout_s=60.0, trial_timeout_s=900.0, kill_grace_s=5)
+    result = trial.run(spec, tmp_path, uuid.uuid4().hex[:12], measure, HostSampler)
+    assert result.stopped_by == "diverged"
+    assert result.verdict.status is Status.DIVERGED and "| train/loss | nan |" in result.verdict.evidence
+    assert result.exit_code < 0 and result.leftovers == 0  # killed at once: it would train on
+    assert "samples_per_s" not in result.figures  # no window measured: none would make it an answer

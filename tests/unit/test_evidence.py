@@ -121,3 +121,33 @@ def test_a_trial_stopped_after_its_window_is_judged_on_its_logs_as_they_were_at_
     assert rules.classify(before).status is Status.OK
     everything = replace(files.load_ending(tmp_path, -9), stopped_by="window_done")  # read whole, as before
     assert "Broken pipe" in everything.log_text and rules.classify(everything).status is not Status.OK
+
+
+NAN_ROW = "| train/loss | nan |\n"  # sb3's table row, as its DQN prints a loss gone NaN
+
+
+def test_a_line_of_diverged_training_is_noted_once_whole_and_the_first_one_kept(tmp_path: Path) -> None:
+    evidence, log = Evidence(tmp_path, every_s=0.0), rank_log(tmp_path, 0)
+    append(log, "| train/loss | 0.25 |\n| rollout/ep_rew_mean | nan |\n")  # no episode ended yet: no divergence
+    assert evidence.check() is None and evidence.diverged == ""
+    append(log, NAN_ROW[:12])  # the line is still being written
+    assert evidence.check() is None and evidence.diverged == ""
+    append(log, NAN_ROW[12:] + "| train/loss | inf |\n")
+    assert evidence.check() is None  # no memory verdict: the trial's watch stops it as `diverged`
+    assert evidence.diverged == NAN_ROW.strip()
+
+
+def test_a_trial_stopped_at_its_diverged_line_is_diverged_whatever_the_kill_left(tmp_path: Path) -> None:
+    """Stopped by ladder at the line: the kill's exit code and what the dying ranks print are no evidence; a memory
+    failure printed before the line still names the cause."""
+    killed = "Traceback (most recent call last):\nBrokenPipeError: [Errno 32] Broken pipe\n"
+    stopped = rules.classify(Ending(exit_code=-9, log_text="step 3\n" + NAN_ROW, stopped_by="diverged"))
+    assert stopped.status is Status.DIVERGED and NAN_ROW.strip() in stopped.evidence
+    log = rank_log(tmp_path, 0)
+    append(log, "step 3\n" + NAN_ROW)
+    upto = files.sizes(tmp_path)
+    append(log, killed)
+    after = rules.classify(replace(files.load_ending(tmp_path, -9, upto), stopped_by="diverged"))
+    assert after.status is Status.DIVERGED and "Broken pipe" not in after.evidence
+    memory = rules.classify(Ending(exit_code=-9, log_text=OOM + NAN_ROW, stopped_by="diverged"))
+    assert memory.status is Status.OOM_OR_NCCL and memory.reason is Reason.CUDA_OOM
