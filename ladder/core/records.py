@@ -68,6 +68,12 @@ class StopCause(Word):
     DIVERGED = "diverged"  # at the first line that says its training went NaN or infinite: no window makes it an answer
 
 
+# Stops of a trial that was running well, by the ranks' own account: its window closed, or it printed its training gone
+# NaN. Its logs count as far as they were then: what its processes print as they are killed is no evidence, nor is the
+# exit code of the kill.
+HEALTHY_STOPS = frozenset({StopCause.WINDOW_DONE, StopCause.DIVERGED})
+
+
 class Objective(Word):
     """The figure a case's pick maximises (`objective=`)."""
 

@@ -33,7 +33,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import accumulate
 
-from ladder.core.records import Confidence, Ending, Reason, Status, Verdict
+from ladder.core.records import HEALTHY_STOPS, Confidence, Ending, Reason, Status, Verdict
 from ladder.failures import diverged
 from ladder.failures.patterns import _KILL, PATTERNS, Pattern, Tier, status_of
 
@@ -193,11 +193,6 @@ def _stopped_verdict(stopped_by: str) -> Verdict | None:
     if stopped_by not in reason:
         return None
     return Verdict(status_of(reason[stopped_by]), reason[stopped_by], f"stopped by ladder: {stopped_by}")
-
-
-# Stops of a trial that was running well, by the ranks' own account: its window closed, or it printed its training gone
-# NaN (`StopCause`). What its processes print as they are killed is no evidence, nor is the exit code of the kill.
-HEALTHY_STOPS = frozenset({"window_done", "diverged"})
 
 
 def _source_hits(ending: Ending) -> list[Hit]:

@@ -19,7 +19,18 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ladder.core import paths, pick, stats, warmup
-from ladder.core.records import Confidence, Ending, Objective, Point, Reason, Sample, Status, StopCause, Verdict
+from ladder.core.records import (
+    HEALTHY_STOPS,
+    Confidence,
+    Ending,
+    Objective,
+    Point,
+    Reason,
+    Sample,
+    Status,
+    StopCause,
+    Verdict,
+)
 from ladder.core.spec import TrialSpec
 from ladder.failures import diverged, files, patterns, rules
 from ladder.runner import launch, procs, suspend
@@ -37,8 +48,6 @@ SHORT_FRAC = 0.25  # an insurance probe's short window, as a share of measure.wi
 # or its failure evidence are on disk already. The group is killed at once; SIGTERM would cost torchrun's own
 # shutdown (0.85 s, measured), and up to `kill_grace_s` for a trainer that lingers at it.
 KILL_AT_ONCE = frozenset({StopCause.OUT_OF_MEMORY, StopCause.WINDOW_DONE, StopCause.DIVERGED})
-# Stops of a trial that ran well by its own account (`rules.HEALTHY_STOPS`): its logs count as far as they were then
-HEALTHY = frozenset({StopCause.WINDOW_DONE, StopCause.DIVERGED})
 LOG_TAIL_BYTES = 256 * 1024
 MIB = 1024 * 1024
 # An extension ends (or is not made) once the steps so far project its interval wider than this many times
@@ -462,7 +471,7 @@ def _finish(
     # A window measured to its end (or a stop at a line of diverged training): the trial was healthy when ladder
     # stopped it, and what its processes print as they are killed (a worker's broken pipe to its dead parent) is no
     # evidence: the logs count as far as they were.
-    upto = files.sizes(trial_dir) if watch.stopped_by in HEALTHY else None
+    upto = files.sizes(trial_dir) if watch.stopped_by in HEALTHY_STOPS else None
     code = launch.stop(running, 0.0 if watch.stopped_by in KILL_AT_ONCE else measure.kill_grace_s)
     samples: list[Sample] = monitor.stop()
     _take_progress(watch, progress)
