@@ -202,15 +202,18 @@ def outlived_peak(
     samples: Sequence[Sample], points: Sequence[Point], window: Window, window_s: float, per_iteration: bool = True
 ) -> str:
     """Why the window, closed, still cannot stand for a fit ("" when it can). A fit measured only inside a rollout
-    has not met the memory its first update needs, so: where progress comes in bursts (a rollout's lines, then the
-    silent update, a pause that recurs: `cycle_gap_s`), the window must hold a pause between two; where its cadence
-    is unknown (a trainer's own regex or JSON lines: `per_iteration` False) and no pause has recurred yet, the trial
-    must have printed evenly, with no pause, for `LEARN_WINDOWS` windows first (a rollout longer than that is taken
-    for no rollout; a single pause, which may be the machine stalling the trainer mid-rollout, starts that count
-    again); and the trial's memory must have set no new peak in its last `settle_s`."""
+    has not met the memory its first update needs, so, where the trainer's lines may come from inside a rollout (a
+    trainer's own regex or JSON lines: `per_iteration` False): where progress comes in bursts (a rollout's lines,
+    then the silent update, a pause that recurs: `cycle_gap_s`), the window must hold a pause between two; where no
+    pause has recurred yet, the trial must have printed evenly, with no pause, for `LEARN_WINDOWS` windows first (a
+    rollout longer than that is taken for no rollout; a single pause, which may be the machine stalling the trainer
+    mid-rollout, starts that count again). A trainer that prints once a whole iteration (`per_iteration`: MimicKit,
+    the proxy, the presets that do) has an update between any two of its lines, so its pauses are the machine's
+    stalls, not its cadence: a window that holds none is no less a fit. For every trainer, the trial's memory must
+    have set no new peak in the window's last `settle_s`."""
     gap = cycle_gap_s(points)
     inside = intervals_s([p for p in points if window.start_t <= p.t <= window.end_t])
-    if gap is not None and not any(g >= gap / 2 for g in inside):
+    if gap is not None and not per_iteration and not any(g >= gap / 2 for g in inside):
         return f"its progress comes in bursts (pauses of {gap:.1f} s) and the window held no pause: no update yet"
     steady_s = even_s(points)
     if gap is None and not per_iteration and steady_s < LEARN_WINDOWS * window_s:

@@ -54,8 +54,8 @@ def test_two_cases_through_joblib_share_one_sweep_and_one_best_by_case(tmp_path:
     assert sorted(r["case"] for r in best) == sorted(CASES)  # both jobs merged their row under the file lock
     assert [(r["status"], r["num_envs"], r["sweep"]) for r in best] == [("ok", "64", "shared")] * 2
     trials = read_tsv(root / "trials.tsv")
-    # each job's trials in the one trials.tsv, at its one rung; a starved machine may run a rung twice (a trainer's
-    # steps in bursts, no update in the window: weak evidence, the same rung once more), which is not at issue here
+    # each job's trials in the one trials.tsv, at its one rung; a starved machine may run a rung twice (weak
+    # evidence, such as memory still rising when the trial's time ran out: the same rung once more), not at issue here
     assert {(t["case"], t["num_envs"]) for t in trials} == {(c, "64") for c in CASES}
     assert all(t["status"] == "ok" or t["confidence"] == "low" for t in trials), trials
     job_dirs = sorted(p.name for p in (tmp_path / "multirun").iterdir() if p.is_dir())

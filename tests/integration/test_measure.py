@@ -28,6 +28,7 @@ first, period, busy = float(sys.argv[1]), float(sys.argv[2]), sys.argv[3] == "bu
 grow, held = sys.argv[3] == "grow", []  # idle, but holding 4 MiB more every half second (written: resident)
 jitter = sys.argv[4:] == ["jitter"]  # every other line comes ten times later
 wobble = sys.argv[4:] == ["wobble"]  # ... or 1.5 times later
+stalls = sys.argv[4:] == ["stalls"]  # the 3rd and 6th lines come 1.5 s late (a busy machine stalled it), then evenly
 print("starting: building the envs", flush=True)
 end = time.time() + first
 while time.time() < end:
@@ -43,6 +44,8 @@ while True:
     i += 1
     print(f"step {i} samples {i * 1000}", flush=True)
     time.sleep(period * (10 if jitter and i % 2 else 1.5 if wobble and i % 2 else 1))
+    if stalls and i in (3, 6):
+        time.sleep(1.5)
 """
 
 
@@ -61,7 +64,12 @@ time.sleep(600)
 
 
 def run(
-    tmp_path: Path, argv: tuple[str, ...], measure: MeasureConf, regex: str = REGEX, cadence_s: float | None = None
+    tmp_path: Path,
+    argv: tuple[str, ...],
+    measure: MeasureConf,
+    regex: str = REGEX,
+    cadence_s: float | None = None,
+    per_iteration: bool = False,
 ) -> trial.Result:
     spec = TrialSpec(
         argv=(sys.executable, "-c", TRAINER, *argv),
@@ -70,6 +78,7 @@ def run(
         progress_file=STDOUT,
         progress_kind=ProgressKind.REGEX,
         progress_regex=regex,
+        progress_per_iteration=per_iteration,
     )
     return trial.run(spec, tmp_path, uuid.uuid4().hex[:12], measure, HostSampler, cadence_s=cadence_s)
 
@@ -116,6 +125,23 @@ def test_a_trainer_whose_lines_never_match_is_a_setting_to_fix(tmp_path: Path) -
     assert (verdict.status, verdict.reason) == (Status.ERROR, Reason.NO_PROGRESS_MATCH)
     assert repr(pattern) in verdict.evidence and "step " in verdict.evidence  # the regex, and what it did print
     assert "signal" not in verdict.evidence.lower()  # never ladder's own SIGTERM echoed back
+
+
+def test_a_trainer_that_prints_once_an_iteration_and_was_stalled_twice_is_measured_at_its_window(
+    tmp_path: Path,
+) -> None:
+    """A line every 0.1 s, twice 1.5 s late during its warm-up (a busy machine stalling it), then evenly. Printed
+    once a whole iteration, update included (as MimicKit and the proxy print), its two pauses are stalls, not a
+    rollout's end: its window closes on time and is a fit. Read as a regex of the user's (lines that may come from
+    inside a rollout), the same pauses are bursts whose update the window never held: held open to the trial's
+    limit, and no confident fit."""
+    measure = conf(warmup_iters=9, window_s=1.0, trial_timeout_s=8.0)
+    whole = run(tmp_path / "whole", ("0", "0.1", "idle", "stalls"), measure, per_iteration=True)
+    assert whole.verdict.status is Status.OK and whole.stopped_by == "window_done", whole.verdict
+    assert "window_held" not in whole.figures and whole.figures["samples_per_s"] > 0
+    inside = run(tmp_path / "inside", ("0", "0.1", "idle", "stalls"), measure, per_iteration=False)
+    assert inside.verdict.status is not Status.OK and "no update yet" in inside.verdict.evidence, inside.verdict
+    assert inside.figures.get("window_held") == 1.0
 
 
 def test_a_slow_first_update_that_visibly_works_is_not_a_hang(tmp_path: Path) -> None:

@@ -328,13 +328,25 @@ def test_a_stall_mid_rollout_is_not_taken_for_the_update() -> None:
 
 
 def test_a_window_inside_a_rollout_is_no_fit_until_it_holds_an_update() -> None:
-    """CleanRL's shape: a line per env step, the update in silence. A window that closed inside the second rollout
-    holds no update; one that spans a pause does."""
+    """CleanRL's shape, read with a regex of the user's: a line per env step, the update in silence. A window that
+    closed inside the second rollout holds no update; one that spans a pause does."""
     pts = bursts(40, 0.02, 2.0, 3)  # t: 100.02..100.8, pause, 102.82..103.6, pause, ...
     inside = Window(103.0, 103.4, gated=True)
-    assert "no update yet" in stats.outlived_peak([], pts, inside, window_s=0.4)
+    assert "no update yet" in stats.outlived_peak([], pts, inside, window_s=0.4, per_iteration=False)
     spanning = Window(100.5, 103.4, gated=True)
-    assert stats.outlived_peak([], pts, spanning, window_s=0.4) == ""
+    assert stats.outlived_peak([], pts, spanning, window_s=0.4, per_iteration=False) == ""
+
+
+def test_a_trainer_that_prints_once_an_iteration_is_not_held_for_the_machines_stalls() -> None:
+    """A line once a whole iteration, update included (MimicKit, the proxy, the presets that print so): a busy
+    machine stalled it twice during its warm-up, then it printed evenly. Its pauses recur, but they are stalls, not
+    a rollout's end: any two of its lines hold an update, so a window with no pause in it is a fit. The same lines
+    from a regex of the user's (which may print inside a rollout) still read as bursts whose update the window lacks."""
+    pts = points([0.1] * 3 + [1.5] + [0.1] * 3 + [1.5] + [0.1] * 30)
+    assert stats.cycle_gap_s(pts) == pytest.approx(1.5)
+    window = Window(pts[12].t, pts[-1].t, gated=True)  # 2.5 s of even lines, after both stalls
+    assert stats.outlived_peak([], pts, window, window_s=1.0, per_iteration=True) == ""
+    assert "no update yet" in stats.outlived_peak([], pts, window, window_s=1.0, per_iteration=False)
 
 
 def test_an_unknown_cadence_must_show_itself_before_a_window_stands() -> None:
