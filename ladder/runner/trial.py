@@ -489,7 +489,7 @@ def _finish(
     verdict = _with_cgroup_oom(verdict, running, watch.stopped_by)
     figures |= cap_figures(progress.path) | cgroup_figures(running.cgroup_usage)
     verdict = _confident_fit(verdict, figures, watch.unsettled, measure, card_mb)
-    verdict = _learned(verdict, ending, progress.path)
+    verdict = _unread_before(_learned(verdict, ending, progress.path), watch)
     figures |= {"sampler_cpu_s": round(monitor.cpu_s, 3)}
     if watch.cut:
         figures["cut"] = 1.0
@@ -540,6 +540,19 @@ def _learned(verdict: Verdict, ending: Ending, progress_file: Path) -> Verdict:
     own = progress_file.name == paths.STDOUT or progress_file.suffix == ".log"  # read with the logs already
     texts = [ending.log_text, *ending.rank_logs.values(), "" if own else _tail(progress_file)]
     return diverged.verdict(texts) or verdict
+
+
+def _unread_before(verdict: Verdict, watch: Watch) -> Verdict:
+    """A trial that went NaN before ladder read any progress line of it is `diverged`, but its progress setting may
+    be wrong as well (a regex that matches nothing reads no line, and would be `no_progress_match` without the NaN):
+    its evidence says so, so that the fix of one does not hide the other."""
+    if verdict.status is not Status.DIVERGED or watch.points:
+        return verdict
+    return replace(
+        verdict,
+        evidence=f"{verdict.evidence} (and no progress line was read before it: if the trainer printed any, "
+        "workload.progress / workload.progress_regex does not match it)",
+    )
 
 
 def _early_figures(figures: dict[str, float], watch: Watch) -> dict[str, float]:

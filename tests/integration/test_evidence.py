@@ -6,8 +6,9 @@ import sys
 import uuid
 from pathlib import Path
 
+from ladder.core.paths import STDOUT
 from ladder.core.records import Reason, Status
-from ladder.core.spec import Launcher, TrialSpec
+from ladder.core.spec import Launcher, ProgressKind, TrialSpec
 from ladder.runner import trial
 from ladder.runner.monitor import HostSampler
 from ladder.settings.config import MeasureConf
@@ -55,5 +56,29 @@ def test_a_trial_is_stopped_at_its_line_of_diverged_training(tmp_path: Path) -> 
     result = trial.run(spec, tmp_path, uuid.uuid4().hex[:12], measure, HostSampler)
     assert result.stopped_by == "diverged"
     assert result.verdict.status is Status.DIVERGED and "| train/loss | nan |" in result.verdict.evidence
+    assert "no progress line was read" not in result.verdict.evidence  # its progress was read: nothing to fix there
     assert result.exit_code < 0 and result.leftovers == 0  # killed at once: it would train on
     assert "samples_per_s" not in result.figures  # no window measured: none would make it an answer
+
+
+def test_a_trial_that_diverged_before_any_progress_was_read_says_its_progress_setting_may_be_wrong_too(
+    tmp_path: Path,
+) -> None:
+    """The same trainer printing its progress on stdout, read with a regex that matches none of it: `diverged` at its
+    NaN line, and the evidence says no progress line was read before it (without the NaN the trial would be
+    `no_progress_match`), so that fixing the one does not hide the other."""
+    printing = DIVERGING.replace("with out.open", "print(f'step {i} samples {64 * i}', flush=True)\n    with out.open")
+    spec = TrialSpec(
+        argv=(sys.executable, "-c", printing, str(tmp_path)),
+        env={},
+        launcher=Launcher.DIRECT,
+        progress_file=STDOUT,
+        progress_kind=ProgressKind.REGEX,
+        progress_regex=r"iteration=(?P<iter>\d+)",
+    )
+    measure = MeasureConf(window_s=600.0, warmup_iters=1, stall_timeout_s=60.0, trial_timeout_s=900.0, kill_grace_s=5)
+    result = trial.run(spec, tmp_path, uuid.uuid4().hex[:12], measure, HostSampler)
+    assert result.stopped_by == "diverged" and result.verdict.status is Status.DIVERGED, result.verdict
+    assert "| train/loss | nan |" in result.verdict.evidence
+    assert "no progress line was read before it" in result.verdict.evidence
+    assert "workload.progress_regex" in result.verdict.evidence
