@@ -6,11 +6,12 @@ facts recorded with every trial (host, versions, the card or the emulated one).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import socket
 import subprocess
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import metadata
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from ladder.runner import lease
 from ladder.runner.monitor import NvmlSampler, nvml_gpu_count
 from ladder.settings.config import Device, Settings
 from ladder.workloads import planner
-from ladder.workloads.command import single_process
+from ladder.workloads.command import named_files, single_process
 
 
 @dataclass(frozen=True)
@@ -119,19 +120,68 @@ def emulation(settings: Settings, device: str) -> ballast.Mode:
 
 
 def code_version(where: Path, package: str = "ladder") -> str:
-    """The workload's code version: the commit of the git checkout holding `where` (12 hex digits, `-dirty` when
-    tracked files differ from it), else the installed version of `package`, else "" (an effect: runs git)."""
+    """The workload's code version: the commit of the git checkout holding `where` (`git_version`), else the
+    installed version of `package`, else "" (an effect: runs git)."""
+    return git_version(where) or _package_version(package)
+
+
+def git_version(where: Path) -> str:
+    """The commit of the git checkout holding `where` (12 hex digits), and where tracked files differ from it,
+    `-dirty.` and a hash of that difference (so two different edits of one commit are two versions); "" outside a
+    checkout or without git (an effect: runs git)."""
+    described = _git(where, "describe", "--always", "--dirty", "--abbrev=12", "--exclude=*").decode().strip()
+    if not described.endswith("-dirty"):
+        return described
+    return f"{described}.{hashlib.sha256(_git(where, 'diff', 'HEAD', '--binary')).hexdigest()[:12]}"
+
+
+def _git(where: Path, *args: str) -> bytes:
     try:
-        out = subprocess.run(
-            ["git", "-C", str(where), "describe", "--always", "--dirty", "--abbrev=12", "--exclude=*"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=True,
-        )
-        return out.stdout.strip()
+        return subprocess.run(["git", "-C", str(where), *args], capture_output=True, timeout=30, check=True).stdout
     except (OSError, subprocess.SubprocessError):
-        return _package_version(package)
+        return b""
+
+
+HASHED_BYTES = 1 << 20  # a named file larger than this (a dataset, a checkpoint) counts by its size and time
+
+
+def trainer_version(workload: planner.Workload) -> str:
+    """The trainer's own code and files, where they are not ladder's (the proxy's are `workload_version`): MimicKit's
+    folder (its checkout's `git_version`, else a hash of its Python sources), or, for a command, a hash of the files
+    its template names (script, configs) and of the version of each git checkout holding one (the modules a script
+    imports from its own checkout). "" for the proxy. It is recorded with each trial, and a change of it is a change
+    of code for reuse (`ladder.storage.reuse.MACHINE_KEYS`): a trial run before an edit is not reused after it."""
+    if workload.mimickit is not None:
+        root = Path(workload.mimickit.root)
+        return git_version(root) or "sources:" + _digest(sorted((root / "mimickit").rglob("*.py")), root)
+    if workload.command is not None:
+        files = [Path(f) for f in named_files(workload.command)]
+        if not files:
+            return git_version(Path(workload.command.launch_dir or "."))
+        checkouts = sorted({git_version(f.parent) for f in files} - {""})
+        return ";".join([*checkouts, "files:" + _digest(files, Path("/"))])
+    return ""
+
+
+def _digest(files: list[Path], base: Path) -> str:
+    """A short hash of the files' names (relative to `base`) and contents (size and modification time for a large
+    one); a file that cannot be read counts by its name alone."""
+    h = hashlib.sha256()
+    for f in files:
+        h.update(str(f.relative_to(base) if f.is_relative_to(base) else f).encode() + b"\0")
+        try:
+            st = f.stat()
+            h.update(f.read_bytes() if st.st_size <= HASHED_BYTES else f"{st.st_size}:{st.st_mtime_ns}".encode())
+        except OSError:
+            pass
+        h.update(b"\0")
+    return h.hexdigest()[:16]
+
+
+def with_trainer(machine: Machine, workload: planner.Workload) -> Machine:
+    """The machine with the trainer's version in its description (`trainer_version`), where it has one."""
+    version = trainer_version(workload)
+    return replace(machine, describe={**machine.describe, "trainer_version": version}) if version else machine
 
 
 def _package_version(package: str) -> str:

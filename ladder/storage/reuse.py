@@ -5,7 +5,8 @@ same configuration (argv, environment, files, cwd, launcher and how progress is 
 port: `fingerprint`) under the same conditions (`conditions`: the memory caps, a whole-trial cgroup and the
 emulated card, and every measure setting, so figures measured under another window or rule, or a failure under
 another cap, are never taken for ours) on the same hardware and code (`MACHINE_KEYS` of the machine's
-description; on a CPU also the same host). A trial recorded before its conditions were is never reused. Only facts that
+description: ladder's version, and the trainer's own code and the files its command names, `trainer_version`; on a
+CPU also the same host). A trial recorded before its conditions were is never reused. Only facts that
 do not depend on the moment are reused: a probe that ran (`ok`: it fits, and its figures stand) and a step-down
 failure (`oom_or_nccl`: it does not fit). Errors, timeouts, retries and interrupted trials run again. Where
 earlier sweeps disagree on a rung (it fitted once and failed once) the failure wins: a rung that ran out of
@@ -57,7 +58,18 @@ from ladder.storage import studies, sweeps
 
 log = logging.getLogger(__name__)
 
-MACHINE_KEYS = ("device", "gpu_name", "gpu_mem_total", "n_gpus", "driver", "torch", "workload_version", "conditions")
+# `trainer_version`: the trainer's own code and files where they are not ladder's (`ladder.runner.machine`)
+MACHINE_KEYS = (
+    "device",
+    "gpu_name",
+    "gpu_mem_total",
+    "n_gpus",
+    "driver",
+    "torch",
+    "workload_version",
+    "trainer_version",
+    "conditions",
+)
 REUSABLE = frozenset({Status.OK, Status.OOM_OR_NCCL})
 IGNORED_MEASURE = frozenset({"kill_grace_s"})  # how long a stop may take changes no outcome
 TRIAL_DIR = "/ladder-trial"  # what stands for the trial's folder in a fingerprint (plan with it, port 0)
@@ -67,7 +79,18 @@ Shapes = Mapping[tuple[str, int], str]  # (profile, num_envs) -> the shape a car
 # the machine less the card (`gpu_mem_total` is the emulated card where one is) and the conditions, with the host cap
 SHAPE_KEYS = tuple(k for k in MACHINE_KEYS if k not in ("conditions", "gpu_mem_total")) + ("host_mem_limit_gb",)
 # what must match for a window's step noise to speak for ours: the trainer, its ranks, the hardware, code and host
-NOISE_KEYS = ("workload", "nproc", "device", "gpu_name", "n_gpus", "driver", "torch", "workload_version", "host")
+NOISE_KEYS = (
+    "workload",
+    "nproc",
+    "device",
+    "gpu_name",
+    "n_gpus",
+    "driver",
+    "torch",
+    "workload_version",
+    "trainer_version",
+    "host",
+)
 
 
 # ---------------------------------------------------------------- pure

@@ -28,7 +28,7 @@ from ladder.core.policy import Decision
 from ladder.core.records import Phase, Status, TrialRecord, rung_label
 from ladder.core.spec import Kind, TrialSpec
 from ladder.runner import launch
-from ladder.runner.machine import Machine, emulation
+from ladder.runner.machine import Machine, emulation, with_trainer
 from ladder.settings.config import MeasureConf, Settings
 from ladder.storage import reuse, studies
 from ladder.sweep.context import GROWS_WITH_ENVS, Run, plan, workload_of
@@ -328,7 +328,8 @@ def show(
     """Every trial the walk could launch, exactly as it would be launched, what shapes every trial, and what the
     sweep may cost. `card_gb`: the emulated card where the workload applies it (None elsewhere)."""
     storage = _existing_storage(settings, paths)
-    ctx = Run(settings, paths, machine, workload_of(settings), None, storage, Unwatched())
+    work = workload_of(settings)
+    ctx = Run(settings, paths, with_trainer(machine, work), work, None, storage, Unwatched())
     known = would_reuse(ctx)
     mine = _this_sweep(storage, settings.case.name, paths.sweep)
     answered = {  # where the trial of this sweep that answers for each rung ran

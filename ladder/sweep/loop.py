@@ -22,7 +22,7 @@ from ladder.core import outcome, pick, policy, stats, warmup
 from ladder.core.paths import SweepPaths
 from ladder.core.records import Objective, Phase, Status, TrialRecord
 from ladder.runner import launch, preflight, trial
-from ladder.runner.machine import Machine
+from ladder.runner.machine import Machine, with_trainer
 from ladder.settings import catalog
 from ladder.settings.config import Settings
 from ladder.storage import merge, reuse, studies, tsv
@@ -53,7 +53,8 @@ def run(
     study = studies.open_study(storage, settings.case.name, paths.sweep)
     merge.check_best(paths.best_tsv, storage, lambda every: case_outcome(every, settings).row)  # before any trial
     merge.check_trials(paths.trials_tsv, lambda: studies.sweep_records(storage, paths.sweep))
-    ctx = Run(settings, paths, machine, workload or workload_of(settings), study, storage, view)
+    work = workload or workload_of(settings)
+    ctx = Run(settings, paths, with_trainer(machine, work), work, study, storage, view)
     ctx = dataclasses.replace(ctx, earlier=identity.earlier(ctx))
     resume.settle(ctx)
     if abandoned := studies.mark_abandoned(study, settings.stale_after_s, end_abandoned):

@@ -142,6 +142,18 @@ def _anchor(arg: str, launch_dir: str) -> str:
     return arg
 
 
+def named_files(conf: CommandConf) -> tuple[str, ...]:
+    """The existing files the template names, as absolute paths, in order, once each: its script, configs and any
+    file an argument (or an `--opt=path` value) gives, relative ones of the launch folder already made absolute
+    (`_anchor`). What the trainer runs beyond its command line: its code and its settings' files."""
+    found: dict[str, None] = {}
+    for arg in conf.argv:
+        value = arg.rpartition("=")[2] if arg.startswith("-") else arg
+        if value and "{" not in value and os.path.isabs(value) and os.path.isfile(value):
+            found[value] = None
+    return tuple(found)
+
+
 def _check_cwd(cwd: str, launch_dir: str) -> None:
     fix = "set workload.cwd={trial_dir} (the default), {launch_dir}, or an existing folder"
     names = _fields(cwd, "workload.cwd")

@@ -140,3 +140,45 @@ def test_an_inline_case_runs_the_trainer_in_its_trial_folder(tmp_path: Path) -> 
 
 
 # ---- the knob's name ---------------------------------------------------------------------------------------------
+
+
+# ---- the trainer's own code ----------------------------------------------------------------------------------------
+
+
+def test_a_trainer_edited_between_sweeps_runs_again_and_one_left_as_it_was_is_reused(tmp_path: Path) -> None:
+    """The trainer lives in a git checkout of the user's, with a config file its command names. A sweep that finds
+    it unchanged reuses the earlier sweep's trial; once its config is edited (uncommitted), or a module it imports
+    from its checkout, the rung runs again: the trial is no longer the same. Each is read from the dry run, which
+    says what a sweep would reuse and launches nothing."""
+    repo = tmp_path / "project"
+    repo.mkdir()
+    (repo / "train.py").write_text("import model\n" + TRAIN_PY)
+    (repo / "model.py").write_text("HIDDEN = 64\n")
+    (repo / "cfg.yaml").write_text("lr: 0.001\n")
+    for argv in (["init", "-q"], ["add", "."], ["-c", "user.name=u", "-c", "user.email=u@x", "commit", "-qm", "a"]):
+        subprocess.run(["git", "-C", str(repo), *argv], check=True, capture_output=True)
+    common = (
+        "workload.kind=command",
+        "case=mine",
+        "ladder.rungs=[8]",
+        "measure.window_s=0.5",
+        "measure.warmup_iters=2",
+        'workload.cmd="python train.py --num-envs {num_envs} --config=cfg.yaml"',
+    )
+    first = search(repo, *common, "sweep=first")
+    assert first.returncode == 0 and [
+        t["status"] for t in read_tsv(repo / "out" / "case_gpu_bench_first" / "trials.tsv")
+    ] == ["ok"], first.stdout + first.stderr
+
+    def dry() -> str:
+        done = search(repo, *common, "sweep=next", "dry_run=true")
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout
+
+    assert "[not launched: reused from first#0 (ok)]" in dry()
+    (repo / "cfg.yaml").write_text("lr: 0.01\n")  # a setting of the trainer's own, not on its command line
+    assert "not launched" not in dry()
+    (repo / "cfg.yaml").write_text("lr: 0.001\n")  # back as it ran: the same trial again
+    assert "[not launched: reused from first#0 (ok)]" in dry()
+    (repo / "model.py").write_text("HIDDEN = 4096\n")  # a module the script imports, in its checkout
+    assert "not launched" not in dry()

@@ -18,7 +18,7 @@ from ladder.settings.argv import known_cases
 from ladder.settings.config import Profile, Settings, WorkloadConf, register, settings_from
 from ladder.storage.reuse import fingerprint
 from ladder.workloads.builtin import Placement
-from ladder.workloads.command import CommandConf
+from ladder.workloads.command import CommandConf, command_conf, named_files
 from ladder.workloads.mimickit import MimicKitConf, missing_files
 from ladder.workloads.planner import Kind, Workload, build, distinct_profiles, parse_kind, plan, resolve
 from ladder.workloads.progress import MimicKitLogParser, MimicKitStdoutParser, Parser, parser_for
@@ -503,3 +503,13 @@ def test_ones_own_trainer_runs_one_profile_where_its_command_reads_none(
     assert bool(note) == (runs == ["default"]) and (
         not note or "hiutil, hiutil40 would run the same command as default" in note
     )
+
+
+def test_the_files_a_command_names_are_its_script_and_configs_once_each(tmp_path: Path) -> None:
+    for name in ("train.py", "cfg.yaml"):
+        (tmp_path / name).write_text("")
+    argv = ["python", "train.py", "--config=cfg.yaml", "--num-envs", "{num_envs}", "cfg.yaml", "out/{trial_dir}"]
+    conf = command_conf(argv, Launcher.DIRECT, ProgressKind.REGEX, "", "", "", {}, {}, str(tmp_path))
+    assert named_files(conf) == (str(tmp_path / "train.py"), str(tmp_path / "cfg.yaml"))
+    bare = command_conf(["python", "-m", "pkg.train"], Launcher.DIRECT, ProgressKind.REGEX, "", "", "", {}, {}, "")
+    assert named_files(bare) == ()
