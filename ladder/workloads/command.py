@@ -144,13 +144,14 @@ def _anchor(arg: str, launch_dir: str) -> str:
 
 def named_files(conf: CommandConf) -> tuple[str, ...]:
     """The existing files the template names, as absolute paths, in order, once each: its script, configs and any
-    file an argument (or an `--opt=path` value) gives, relative ones of the launch folder already made absolute
-    (`_anchor`). What the trainer runs beyond its command line: its code and its settings' files."""
+    file an argument (or the value of an `--opt=path` or `key=path` override) gives, relative ones of the launch
+    folder already made absolute (`_anchor`). What the trainer runs beyond its command line: its code and its
+    settings' files."""
     found: dict[str, None] = {}
     for arg in conf.argv:
-        value = arg.rpartition("=")[2] if arg.startswith("-") else arg
-        if value and "{" not in value and os.path.isabs(value) and os.path.isfile(value):
-            found[value] = None
+        for value in (arg, arg.rpartition("=")[2]):
+            if value and "{" not in value and os.path.isabs(value) and os.path.isfile(value):
+                found[value] = None
     return tuple(found)
 
 

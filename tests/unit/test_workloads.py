@@ -511,5 +511,18 @@ def test_the_files_a_command_names_are_its_script_and_configs_once_each(tmp_path
     argv = ["python", "train.py", "--config=cfg.yaml", "--num-envs", "{num_envs}", "cfg.yaml", "out/{trial_dir}"]
     conf = command_conf(argv, Launcher.DIRECT, ProgressKind.REGEX, "", "", "", {}, {}, str(tmp_path))
     assert named_files(conf) == (str(tmp_path / "train.py"), str(tmp_path / "cfg.yaml"))
+    (tmp_path / "more.yaml").write_text("")  # a Hydra-style override naming a file by its absolute path
+    hydra = command_conf(
+        [*argv, f"agent.cfg={tmp_path / 'more.yaml'}"],
+        Launcher.DIRECT,
+        ProgressKind.REGEX,
+        "",
+        "",
+        "",
+        {},
+        {},
+        str(tmp_path),
+    )
+    assert named_files(hydra)[-1] == str(tmp_path / "more.yaml")
     bare = command_conf(["python", "-m", "pkg.train"], Launcher.DIRECT, ProgressKind.REGEX, "", "", "", {}, {}, "")
     assert named_files(bare) == ()
