@@ -152,7 +152,10 @@ def test_a_trainer_edited_between_sweeps_runs_again_and_one_left_as_it_was_is_re
     says what a sweep would reuse and launches nothing."""
     repo = tmp_path / "project"
     repo.mkdir()
-    (repo / "train.py").write_text("import model\n" + TRAIN_PY)
+    trainer = TRAIN_PY.replace(
+        'p.add_argument("--num-envs", type=int)', 'p.add_argument("--num-envs", type=int)\np.add_argument("--config")'
+    )
+    (repo / "train.py").write_text("import model\n" + trainer)
     (repo / "model.py").write_text("HIDDEN = 64\n")
     (repo / "cfg.yaml").write_text("lr: 0.001\n")
     for argv in (["init", "-q"], ["add", "."], ["-c", "user.name=u", "-c", "user.email=u@x", "commit", "-qm", "a"]):
