@@ -174,6 +174,9 @@ ENV_PREFIXES = (
 )
 
 
+CODE_KEYS = (("ladder", "workload_version"), ("trainer", "trainer_version"))  # (as shown, the machine's key)
+
+
 def settings_lines(
     settings: Settings,
     nproc: int,
@@ -181,9 +184,14 @@ def settings_lines(
     card_gb: float | None,
     environ: Mapping[str, str],
     planned_env: Mapping[str, str],
+    describe: Mapping[str, str] | None = None,
 ) -> list[str]:
-    """The settings that shape every trial, beyond each trial's own argv, env and files."""
+    """The settings that shape every trial, beyond each trial's own argv, env and files; with the machine's
+    `describe`, the code versions reuse holds an earlier trial to (ladder's own, and the trainer's where it has one)."""
     w, reused = settings.workload, "on" if settings.reuse else "off (reuse=false: every trial launches)"
+    versions = [f"{name} {v}" for name, key in CODE_KEYS if (v := (describe or {}).get(key))]
+    if settings.reuse and versions:
+        reused += f", from trials of the same code only ({', '.join(versions)})"
     return [
         "every trial runs under:",
         f"{INDENT}ranks: {nproc} on {device}"
@@ -353,7 +361,7 @@ def show(
     left = [sum(1 for p in planned if p.profile == v and not p.known) for v in profiles]
     cost = estimate_left(left, took.fail_s, took.fit_s, took.cut_s)
     env = planned[0].spec.env if planned else {}
-    shaping = settings_lines(settings, machine.nproc, machine.device, card_gb, environ, env)
+    shaping = settings_lines(settings, machine.nproc, machine.device, card_gb, environ, env, ctx.machine.describe)
     aside = changed_away(ctx)
     change = (
         f"settings changed (settings_change=accept): {len(aside)} trial(s) recorded under the sweep's old settings "

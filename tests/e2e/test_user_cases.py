@@ -176,6 +176,7 @@ def test_a_trainer_edited_between_sweeps_runs_again_and_one_left_as_it_was_is_re
     def dry() -> str:
         done = search(repo, *common, "sweep=next", "dry_run=true")
         assert done.returncode == 0, done.stdout + done.stderr
+        assert "from trials of the same code only (ladder " in done.stdout and ", trainer " in done.stdout
         return done.stdout
 
     assert "[not launched: reused from first#0 (ok)]" in dry()

@@ -52,6 +52,13 @@ def test_the_settings_that_shape_every_trial_are_listed_with_what_applies() -> N
         in unapplied
     )
     assert "inherited environment that matters: (none)" in unapplied
+    assert "reuse of earlier sweeps' trials: on\n" in unapplied + "\n"  # no version known: none shown
+    versions = {"workload_version": "cf831aca06b0", "trainer_version": "files:0123abcd"}
+    shown = "\n".join(settings_lines(s, 1, "cpu", None, {}, {}, versions))
+    assert (
+        "reuse of earlier sweeps' trials: on, from trials of the same code only "
+        "(ladder cf831aca06b0, trainer files:0123abcd)" in shown
+    )
 
 
 def test_the_estimate_takes_medians_of_the_recorded_history_and_says_so() -> None:
