@@ -2,7 +2,7 @@
 
 Composes conf/ into typed settings, finds the machine (GPUs through NVML, else CPU ranks), runs the sweep,
 and prints one line per trial and the case's best row. Ctrl-C, SIGTERM or a launcher's preemption stops the running
-trial's whole process group, records it `interrupted`, and exits non-zero (`ladder.runner.stop`); the same command
+trial's whole process group, records it `interrupted`, and exits non-zero (`ladder.runner.signals`); the same command
 with `sweep=<name>` resumes, and a requeued job does.
 The exit code says how the sweep ended (`ExitCode`; README "Exit codes"); a multirun exits with its worst job's.
 """
@@ -29,7 +29,7 @@ from omegaconf.errors import InterpolationKeyError
 
 from ladder.core.errors import ExitCode, LadderError, disk_full
 from ladder.core.outcome import worst
-from ladder.runner import procs, stop, suspend, warm
+from ladder.runner import procs, signals, suspend, warm
 from ladder.runner.machine import emulated_card_gb, find_machine
 from ladder.settings import argv
 from ladder.settings.catalog import CONF_DIR
@@ -37,7 +37,7 @@ from ladder.settings.config import Settings, register, settings_from
 from ladder.storage import sweeps
 from ladder.storage.outage import StorageUnavailable
 from ladder.sweep import dryrun, loop, resume
-from ladder.sweep.context import tuning, workload_of
+from ladder.sweep.context import workload_of
 from ladder.ui.summary import banner, print_summary, sweep_code
 from ladder.ui.view import make_view
 from ladder.workloads import planner
@@ -61,7 +61,7 @@ def execute(settings: Settings) -> int:
     sweeps.note_latest(Path(settings.output_root), paths.sweep)
     procs.become_subreaper()
     procs.remove_stale()
-    stop.install()  # SIGTERM, a closed terminal, a launcher's preemption: as cleanly as Ctrl-C
+    signals.install()  # SIGTERM, a closed terminal, a launcher's preemption: as cleanly as Ctrl-C
     suspend.install()  # Ctrl-Z stops the running trial with the sweep; `fg` continues both
     view = make_view()
     view.sweep_started(
@@ -70,7 +70,7 @@ def execute(settings: Settings) -> int:
         settings.rungs,
         [p.name for p in settings.profiles],
         settings.knob,
-        tuning(settings),
+        settings.tuning,
         settings.objective,
     )
     try:
@@ -78,13 +78,13 @@ def execute(settings: Settings) -> int:
     except KeyboardInterrupt:
         view.close()
         print(
-            f"{stop.described()}: nothing this process started is left running (a trial cut short is recorded "
+            f"{signals.described()}: nothing this process started is left running (a trial cut short is recorded "
             f"`interrupted` and runs again); resume with `{resume.command(settings, paths, _user_conf_dirs())}`",
             file=sys.stderr,
         )
-        stop.stopped()
-        stop.hand_over()  # a requeueing launcher's own handler (submitit's) takes it from here
-        return stop.exit_code()
+        signals.stopped()
+        signals.hand_over()  # a requeueing launcher's own handler (submitit's) takes it from here
+        return signals.exit_code()
     except OSError as exc:
         view.close()
         if (full := disk_full(exc)) is None:
@@ -97,7 +97,7 @@ def execute(settings: Settings) -> int:
         raise
     view.close()
     print_summary(summary, paths, settings.knob, settings.objective)
-    for line in starter_lines(warm.started(), _TOLD):
+    for line in starter_lines(warm.STARTERS.started(), _TOLD):
         print(line)
     return sweep_code(summary)
 

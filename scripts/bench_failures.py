@@ -38,13 +38,13 @@ import yaml
 from ladder.core.records import Verdict
 from ladder.core.spec import TrialSpec
 from ladder.runner import launch, trial
-from ladder.runner.monitor import HostSampler
-from ladder.settings.config import Case, MeasureConf, Profile, ProxyShape, WorkloadConf
+from ladder.runner.host import HostSampler
+from ladder.settings.config import CaseConf, MeasureConf, Profile, ProxyShape, WorkloadConf
 from ladder.workloads.builtin import Placement, plan_proxy
 
 ROOT = Path(__file__).resolve().parents[1]
 AGENT = ROOT / "tests" / "data" / "agents" / "deepmimic_humanoid_ppo_agent.yaml"  # MimicKit's, as shipped
-CASE = Case("bench_failures", "deepmimic", "", "", yaml.safe_load(AGENT.read_text()), ProxyShape(32, 8, 64, 256))
+CASE = CaseConf("bench_failures", "deepmimic", "", "", yaml.safe_load(AGENT.read_text()), ProxyShape(32, 8, 64, 256))
 NUM_ENVS = 8
 FAULT_RANK, FAULT_ITER = 1, 2
 GLOO_TIMEOUT_S = 1800  # torch's default process-group timeout for gloo
@@ -137,7 +137,7 @@ def with_ladder(trial_dir: Path, fault: str, stall_timeout_s: float) -> Outcome:
     )
     trial_id = f"bench-{fault}-{os.getpid()}"
     with ExitWatch(trial_id, FAULT_RANK) as watch:
-        result = trial.run(plan(trial_dir, fault, 60.0), trial_dir, trial_id, measure, HostSampler)
+        result = trial.run(trial.TrialRequest(plan(trial_dir, fault, 60.0), trial_dir, trial_id, measure), HostSampler)
         end_t = time.time()
     return Outcome(fault_time(trial_dir), watch.exit_t, end_t, True, result.verdict)
 

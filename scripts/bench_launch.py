@@ -96,7 +96,7 @@ def main() -> None:
     ways = STARTS if args.start else CLIENTS if args.client else LAUNCHERS
     ready_s = None
     if args.start or args.client:
-        starter = warm.starter(sys.executable)
+        starter = warm.STARTERS.get(sys.executable)
         if starter is None:
             raise SystemExit("the warm starter did not get ready")
         ready_s = starter.ready_s

@@ -4,7 +4,7 @@
    trains (target ≤ 0.005).
 2. Agreement of repeats: one proxy configuration measured N times as a trial measures it (the window opens by the
    stable-step rule, samples/s over the window with its 95% interval); the spread is (max - min) / mean of the
-   repeats' samples/s (target ≤ 0.05), and `stats.repeat_verdict` says stable or unstable.
+   repeats' samples/s (target ≤ 0.05), and `repeats.repeat_verdict` says stable or unstable.
 
 The last line is `sampler_cpu_per_s=<x> repeat_spread=<fraction>`.
 
@@ -21,11 +21,15 @@ import time
 import uuid
 from pathlib import Path
 
+from ladder.core.measure.rates import Rate
+from ladder.core.measure.repeats import repeat_verdict
+from ladder.core.measure.usage import figures
+from ladder.core.measure.window import Rule, close_window, open_window
 from ladder.core.records import Point
 from ladder.core.spec import TrialSpec
-from ladder.core.stats import Rate, Rule, close_window, figures, open_window, repeat_verdict
 from ladder.runner import launch
-from ladder.runner.monitor import HostSampler, Monitor
+from ladder.runner.host import HostSampler
+from ladder.runner.monitor import Monitor
 from ladder.workloads.progress import JsonlProgress
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -75,7 +75,7 @@ def main() -> None:
     parser.add_argument("--num-envs", type=int, default=64)
     args = parser.parse_args()
     launch.become_subreaper()
-    if warm.starter(sys.executable) is None:
+    if warm.STARTERS.get(sys.executable) is None:
         raise SystemExit("the warm starter did not get ready")
     got: dict[str, list[tuple[float, float]]] = {w: [] for w in WAYS}
     with tempfile.TemporaryDirectory(prefix="bench_pin_") as tmp:
@@ -84,7 +84,7 @@ def main() -> None:
                 got[way].append(once(WAYS[way], args, Path(tmp)))
                 spread, rate = got[way][-1]
                 print(f"{way:6s} #{i + 1}: step sd {spread:.1%}, {rate:.0f} samples/s", flush=True)
-    warm.close_all()
+    warm.STARTERS.close()
     sd = {w: statistics.median(s for s, _ in got[w]) for w in WAYS}
     sps = {w: statistics.median(r for _, r in got[w]) for w in WAYS}
     print(

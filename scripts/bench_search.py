@@ -76,11 +76,12 @@ from typing import NamedTuple
 
 from hydra import compose, initialize_config_dir
 
-from ladder.core import pick, policy, stats, warmup
+from ladder.core import pick, walk, warmup
 from ladder.core.errors import ExitCode
+from ladder.core.measure.tdist import t975
 from ladder.core.records import Phase, Reason, Status, TrialRecord
 from ladder.runner import launch, trial, warm
-from ladder.runner.monitor import HostSampler
+from ladder.runner.host import HostSampler
 from ladder.settings.config import Settings, register, settings_from
 from ladder.storage.tsv import read_tsv
 from ladder.workloads.builtin import Placement, plan_proxy
@@ -130,7 +131,7 @@ def run_cell(s: Settings, profile: str, rung: int, cap_gb: float | None, root: P
     trial_dir = root / "cells" / f"{profile}_e{rung}_cap{cap_gb}_{uuid.uuid4().hex[:6]}"
     place = Placement("cpu", 2, launch.free_port(), sys.executable)
     spec = plan_proxy(s.case, prof, rung, workload, place, str(trial_dir), s.measure.trial_timeout_s, s.nccl_env)
-    result = trial.run(spec, trial_dir, uuid.uuid4().hex[:12], s.measure, HostSampler)
+    result = trial.run(trial.TrialRequest(spec, trial_dir, uuid.uuid4().hex[:12], s.measure), HostSampler)
     if result.verdict.status is Status.INTERRUPTED:  # Ctrl-C reached the trial (it took it as its end): stop the bench
         raise KeyboardInterrupt
     f, ok = result.figures, result.verdict.status is Status.OK
@@ -156,7 +157,7 @@ def run_cell(s: Settings, profile: str, rung: int, cap_gb: float | None, root: P
 
 def _early_point_s(trial_dir: Path, first_step_s: float | None) -> float | None:
     """Launch to the trial's `warmup.MIN_STEPS`-th progress point, the first moment the cut before the window
-    (`trial._early_beaten`) can fire: its first point (`first_step_s`), the proxy reporting that point's own step
+    (`stop.cut.early_beaten`) can fire: its first point (`first_step_s`), the proxy reporting that point's own step
     as the first step, and the time to the later point from its progress file."""
     progress = trial_dir / "progress.jsonl"
     if first_step_s is None or not progress.exists():
@@ -184,16 +185,16 @@ def scenario_table(s: Settings, cap: float, root: Path) -> dict[Key, Cell]:
 
 def replay_walk(s: Settings, table: dict[Key, Cell]) -> tuple[float, list[Key]]:
     """The manual routine on the grid: trial-seconds, and where each profile ends."""
-    history: list[policy.Attempt] = []
+    history: list[walk.Attempt] = []
     profiles = [p.name for p in s.profiles]
-    tuning = policy.Tuning(policy.Strategy.WALK)
+    tuning = walk.Tuning(walk.Strategy.PLAIN)
     spent = 0.0
-    while (d := policy.next_trial(s.rungs, profiles, history, tuning)) is not None:
+    while (d := walk.next_trial(s.rungs, profiles, history, tuning)) is not None:
         cell = table[(d.profile, d.rung)]
-        history.append(policy.Attempt(d.profile, d.rung, cell.status))
+        history.append(walk.Attempt(d.profile, d.rung, cell.status))
         spent += cell.duration_s
-    ends = [(p, policy.walk(s.rungs, p, history, tuning)) for p in profiles]
-    return spent, [(p, w.rung) for p, w in ends if w.outcome is policy.Outcome.FOUND and w.rung is not None]
+    ends = [(p, walk.standing(s.rungs, p, history, tuning)) for p in profiles]
+    return spent, [(p, w.rung) for p, w in ends if w.outcome is walk.Outcome.FOUND and w.rung is not None]
 
 
 class Ladder(NamedTuple):
@@ -296,7 +297,7 @@ def pooled(tables: list[dict[Key, Cell]]) -> tuple[dict[Key, Pooled], float]:
     spread = math.sqrt(sum((v / means[key] - 1) ** 2 for key, vs in values.items() for v in vs) / df)
     out = {}
     for key, vs in values.items():
-        half = stats.t975(df) * spread * means[key] / math.sqrt(len(vs))
+        half = t975(df) * spread * means[key] / math.sqrt(len(vs))
         out[key] = Pooled(means[key], means[key] - half, means[key] + half, len(vs))
     return out, spread
 
@@ -500,7 +501,8 @@ def main() -> None:
         for cap in caps:
             print(f"scenario: cap {cap} GB per rank", flush=True)
             tables.append(scenario_table(s, cap, root))
-            start_s = sum(st.ready_s for st in warm.started())  # the grid's ranks forked from it: paid once a search
+            # the grid's ranks forked from it: paid once a search
+            start_s = sum(st.ready_s for st in warm.STARTERS.started())
             for label, extra in profiles.items():
                 runs[label].append(run_ladder(args.window_s, cap, root, extra))
                 rows[label].append(summarize(s, cap, tables[-1], runs[label][-1], label, start_s))

@@ -27,7 +27,7 @@ from bench_failures import CASE  # a small proxy case (this folder: scripts/ is 
 
 from ladder.core.records import Status, StopCause
 from ladder.runner import launch, trial
-from ladder.runner.monitor import HostSampler
+from ladder.runner.host import HostSampler
 from ladder.settings.config import MeasureConf, Profile, WorkloadConf
 from ladder.workloads import progress
 from ladder.workloads.builtin import Placement, plan_proxy
@@ -53,7 +53,7 @@ def one(root: Path, n: int, at_once: bool) -> float:
     trial_id, kept = f"bench-stop-{os.getpid()}-{n}", trial.KILL_AT_ONCE
     trial.KILL_AT_ONCE = kept if at_once else GRACEFUL
     try:
-        result = trial.run(spec, trial_dir, trial_id, MEASURE, HostSampler)
+        result = trial.run(trial.TrialRequest(spec, trial_dir, trial_id, MEASURE), HostSampler)
         returned = time.time()
     finally:
         trial.KILL_AT_ONCE = kept

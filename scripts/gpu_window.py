@@ -20,9 +20,11 @@ import sys
 import time
 from pathlib import Path
 
+from ladder.core.measure.usage import figures, per_second
+from ladder.core.measure.window import Rule, stable_start
 from ladder.core.records import Point, Sample
-from ladder.core.stats import Rule, figures, per_second, stable_start
-from ladder.runner.monitor import Monitor, NvmlSampler, nvml_gpu_count
+from ladder.runner.monitor import Monitor
+from ladder.runner.nvml import NvmlSampler, nvml_gpu_count
 from ladder.workloads.progress import KINDS, reader_for
 
 EXIT_NO_GPU = 2

@@ -4,7 +4,7 @@ The log is what a monitor loop appends: `nvidia-smi --query-gpu=index,utilizatio
 --format=csv[,noheader][,nounits]` rows (`0, 45, 23110, 24564`, units such as `45 %` allowed, a header line
 naming the columns optional) and a `current_case <name>` line per tick. As in that routine's one-liner, a marker line
 counts the latest row of every GPU for its case (readings first, then the marker); with `--marker-first` the rows
-after a marker belong to it. Figures come from `ladder.core.stats`, with one tick per "second": `active_s`/`idle_s`
+after a marker belong to it. Figures come from `ladder.core.measure`, with one tick per "second": `active_s`/`idle_s`
 count ticks. (That one-liner, run from a quoted heredoc, matched `\\s` literally and printed nothing.)
 
     python scripts/nvsmi_aggregate.py /tmp/mk_ultralong_monitor_20260217_134108.log
@@ -19,8 +19,8 @@ from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
 
+from ladder.core.measure.usage import figures
 from ladder.core.records import Sample
-from ladder.core.stats import figures
 
 DEFAULT_COLUMNS = ("index", "utilization.gpu", "memory.used")
 NUMBER = re.compile(r"^\s*(-?\d+(?:\.\d+)?)")

@@ -1,12 +1,12 @@
-"""How often the early cut (`trial._beaten`) stops a trial whose true rate is at or above what it must beat.
+"""How often the early cut (`stop.cut.beaten`) stops a trial whose true rate is at or above what it must beat.
 
 The cut looks again at every new window step: it stops the trial once the top of the samples/s interval
-(`stats.ratio_interval`, 95% two-sided, so 2.5% one-sided at one look) falls below the value to beat. Looking
+(`rates.ratio_interval`, 95% two-sided, so 2.5% one-sided at one look) falls below the value to beat. Looking
 at every step spends that 2.5% again at each look, so the chance of a wrong cut over a whole window is larger.
 This simulates it with synthetic steps (equal durations, samples/s per step normal with the given spread, the
 window's step count as in a real trial) and prints, for true rates around the value to beat, the share of trials
 cut and the steps a cut took: above 1.00 every cut is a wrong one. Both rules side by side: the steps' own interval,
-and the one with the case's pooled step noise (`stats.Noise`, estimated on `--pooled-df` degrees of freedom, drawn
+and the one with the case's pooled step noise (`noise.Noise`, estimated on `--pooled-df` degrees of freedom, drawn
 afresh for each trial as such an estimate strays: each look at 0.5% one-sided).
 
     python scripts/sim_cut.py [--cv 0.08] [--steps 10] [--trials 4000] [--pooled-df 6] [--trial-cv 0.16]
@@ -19,27 +19,27 @@ afresh for each trial as such an estimate strays: each look at 0.5% one-sided).
 
 `--trial-cv`: the simulated trials' own spread, where it is not the pool's (a configuration noisier than the case's
 others). `--open-step`: the spread is in each step's seconds instead, and the cut also counts the step in progress
-(`stats.open_step_upper`), looked at `LOOKS` times while each step runs (the real loop looks every 0.1 s): the share
+(`bounds.open_step_upper`), looked at `LOOKS` times while each step runs (the real loop looks every 0.1 s): the share
 of trials cut and the seconds a cut took (a step at the value to beat lasts 1 s), with and without it.
-`--short`: an insurance probe (`trial._short_lost`): ended once its short window (`--short-steps` steps) closes
+`--short`: an insurance probe (`stop.cut.short_lost`): ended once its short window (`--short-steps` steps) closes
 with its rate below the value to beat, against that or, from its second step on, once its rate's top at
-`stats.SHORT_Z` standard errors is below it (`stats.rate_top`): the share of probes ended so (at or above 1.00:
+`bounds.SHORT_Z` standard errors is below it (`bounds.rate_top`): the share of probes ended so (at or above 1.00:
 a rung that could have won, missed) and the steps that took.
-`--predict`: the cut on where the window would end (`stats.final_upper`) against the one on the rate's own top
-(`stats.rate_upper`), both with the pooled noise, judged against what the whole window would have said: the share of
+`--predict`: the cut on where the window would end (`bounds.final_upper`) against the one on the rate's own top
+(`bounds.rate_upper`), both with the pooled noise, judged against what the whole window would have said: the share of
 trials cut, the steps that took, and the share cut whose whole window would have reached the value to beat.
-`--early`: the cut before the window opens (`trial._early_beaten`, `warmup.Warmup.predict`): `--history` trials of
+`--early`: the cut before the window opens (`stop.cut.early_beaten`, `warmup.Warmup.predict`): `--history` trials of
 the case measured a whole window (`--steps` steps) and their first steps' gains; a new trial is looked at after each
 of its first `--looks` steps (the first reported by the trainer, as the proxy does; 2 where the window opens at the
 third point): the share cut and the steps that took. `--warm`: each trial's first step is that much slower (a
 fraction of a step) on average, `--warm-cv` its spread from trial to trial (a one-off cost that differs by rung).
 `--slowing`: every trial's first steps run that much faster than its window (a share of the window's rate: a
 trainer that slows once its first steps are behind it, as the proxy's update does while its buffers fill).
-`--coverage`: a whole window's 95% interval (`stats.ratio_interval` at `Z95`), on its own steps against on the
-case's pooled step noise where `stats.whole_window_noise` pools it (`trial._judged_on`), for windows of 3 to 10
+`--coverage`: a whole window's 95% interval (`rates.ratio_interval` at `Z95`), on its own steps against on the
+case's pooled step noise where `rates.whole_window_noise` pools it (`stop.record.judged_on`), for windows of 3 to 10
 steps: the share whose interval misses the true rate (5% is what a 95% interval promises) and the share wider than
-`MAX_CI_FRAC` (such a window is extended, `trial._window_done`). `--settled-steps`: the steady steps before the window
-(the stable rule's `stable_k`) join the pool (`trial._noise`); `--pooled-df 0` with it: a case's first window, with
+`MAX_CI_FRAC` (such a window is extended, `stop.window.closed`). `--settled-steps`: the steady steps before the window
+(the stable rule's `stable_k`) join the pool (`stop.window.noise`); `--pooled-df 0` with it: a case's first window, with
 no pool of the case's yet; `--settled-cv` with it: those steps' own spread, where it is not the window's (a machine
 that got busy as the window opened).
 """
@@ -51,20 +51,13 @@ import random
 from collections.abc import Callable
 
 from ladder.core import warmup
+from ladder.core.measure.bounds import SHORT_Z, final_upper, open_step_upper, rate_top, rate_upper
+from ladder.core.measure.noise import Noise
+from ladder.core.measure.rates import ratio_interval, whole_window_noise
+from ladder.core.measure.repeats import MAX_CI_FRAC
+from ladder.core.measure.tdist import Z95
+from ladder.core.measure.window import Window
 from ladder.core.records import Point
-from ladder.core.stats import (
-    MAX_CI_FRAC,
-    SHORT_Z,
-    Z95,
-    Noise,
-    Window,
-    final_upper,
-    open_step_upper,
-    rate_top,
-    rate_upper,
-    ratio_interval,
-    whole_window_noise,
-)
 
 BEAT = 1000.0
 BAND = 0.05  # the run-to-run band (`pick.RUN_TO_RUN`) that `final_upper` is given
@@ -128,7 +121,7 @@ def predict_share(
     """The cut against what the whole window would say: the share of trials cut, the mean steps a cut took, and
     the share of trials cut whose whole window (`steps` steps) would have ended at or above the value to beat (a
     wrong cut: that window could have made it the pick). With `predict`, the cut on the window's final rate
-    (`stats.final_upper`, the window's end at `steps`) instead of the rate's own top (`stats.rate_upper`)."""
+    (`bounds.final_upper`, the window's end at `steps`) instead of the rate's own top (`bounds.rate_upper`)."""
     cuts, at, wrong = 0, 0, 0
     for _ in range(trials):
         pool = noise._replace(sd_frac=noise.sd_frac * _chi_ratio(noise.df, rnd))
@@ -214,8 +207,8 @@ def coverage(
 ) -> tuple[float, float]:
     """Whole windows of `steps` steps at the true rate `BEAT`: the share whose 95% interval misses it, and the share
     wider than `MAX_CI_FRAC` of their rate. With `noise`, the interval pools it as a trial's figures do
-    (`stats.whole_window_noise`: not for a window noisier than `stats.POOL_GATE` times it), with the spread of
-    `settled` steps of the trial's own before its window (`stats.settled_noise`) joined to it, ungated."""
+    (`rates.whole_window_noise`: not for a window noisier than `rates.POOL_GATE` times it), with the spread of
+    `settled` steps of the trial's own before its window (`rates.steady_noise`) joined to it, ungated."""
     missed = wide = 0
     for _ in range(trials):
         pool = noise and noise._replace(sd_frac=noise.sd_frac * _chi_ratio(noise.df, rnd))  # an estimate, not the truth

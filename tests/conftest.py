@@ -10,8 +10,8 @@ sweep's time is spent waiting on its trial's processes) each test file runs whol
 (a sweep several tests read) runs once, and the files that run real sweeps for minutes start first (`HEAVY_FIRST`),
 so that no long file is left to run alone at the end.
 
-Each worker starts one warm starter (`ladder.runner.warm.share`) before its first test that runs processes, and the
-sweeps its tests start fork their proxy ranks from it: each sweep would otherwise start its own and import torch
+Each worker starts one warm starter (`ladder.runner.warm.STARTERS.share`) before its first test that runs processes,
+and the sweeps its tests start fork their proxy ranks from it: each sweep would otherwise start its own and import torch
 once more (about 2.7 CPU-s on this machine). A test about the starter itself starts its own.
 """
 
@@ -85,11 +85,11 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         return
     _sharing.append(True)
     if memory_cgroups():  # without a cgroup for the trial no rank is forked from a starter
-        warm.share(sys.executable)
+        warm.STARTERS.share(sys.executable)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    warm.close_all()
+    warm.STARTERS.close()
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -270,9 +270,9 @@ def _free_port() -> int:
 @pytest.fixture
 def four_gpus(monkeypatch: pytest.MonkeyPatch) -> FakeNvml:
     """Four H100s as NVML sees them (the stand-in), all visible: no CUDA_VISIBLE_DEVICES."""
-    from ladder.runner import monitor
+    from ladder.runner import nvml as nvml_sampler
 
     nvml = FakeNvml(*(FakeGpu() for _ in range(4)))
-    monkeypatch.setattr(monitor, "_nvml", lambda: nvml)
+    monkeypatch.setattr(nvml_sampler, "_nvml", lambda: nvml)
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     return nvml

@@ -111,12 +111,13 @@ def classify_row(
     profiles the case's walk measured, so that a balanced pick is never told to try one it already beat."""
     if row.get("status") == "error":
         return CaseClass.BROKEN, broken_action(row)
+    knob = row.get("knob") or "num_envs"
     if row.get("status") == "diverged":  # its rung fits: a lower one is no fix for its training
-        return CaseClass.UNSTABLE, DIVERGED_ACTION
+        return CaseClass.UNSTABLE, in_knob(DIVERGED_ACTION, knob)
     if row.get("status") != "ok":
-        return CaseClass.UNSTABLE, ACTIONS[CaseClass.UNSTABLE]
+        return CaseClass.UNSTABLE, in_knob(ACTIONS[CaseClass.UNSTABLE], knob)
     cls, action = _classify_ok(row, thresholds)
-    return cls, _agreeing(cls, action, row.get("variant", ""), tried)
+    return cls, in_knob(_agreeing(cls, action, row.get("variant", ""), tried), knob)
 
 
 NOT_NUM_ENVS = (
@@ -124,15 +125,20 @@ NOT_NUM_ENVS = (
 )
 
 
+def in_knob(words: str, knob: str) -> str:
+    """`words` said of the sweep's knob (`ladder.knob`, the row's `knob`): they name num_envs, the default one."""
+    return words if knob == "num_envs" else words.replace("num_envs", knob)
+
+
 def broken_action(row: Mapping[str, str], fix: str = "fix the configuration") -> str:
     """Fix the configuration (`fix`: or what else to fix, `NOT_NUM_ENVS`): what proved it broken, and where its
-    trial's files are."""
-    evidence, where = row.get("evidence") or "", row.get("trial_dir") or ""
+    trial's files are; said of the row's knob (the evidence stays as the trial printed it)."""
+    evidence, where, knob = row.get("evidence") or "", row.get("trial_dir") or "", row.get("knob") or "num_envs"
     return (
-        fix
+        in_knob(fix, knob)
         + (f": {evidence}" if evidence else "")
         + (f" (see {where})" if where else "")
-        + "; stepping num_envs down will not help"
+        + in_knob("; stepping num_envs down will not help", knob)
     )
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
-from ladder.core import caseclass, pick, policy, rows
+from ladder.core import caseclass, pick, rows, walk
 from ladder.core.errors import ExitCode
 from ladder.core.records import Objective, Phase, Status, TrialRecord
 
@@ -61,7 +61,7 @@ def case_outcome(
     errors = [r for r in probes if r.status is Status.ERROR]
     if chosen is None and errors and source.status is not Status.ERROR:  # the row is the lowest failure's rung ...
         error = max(errors, key=lambda r: r.number)  # ... but a walk stopped on an error: no lower rung is the fix
-        said = {"evidence": error.evidence, "trial_dir": error.info.get("trial_dir", "")}
+        said = {"evidence": error.evidence, "trial_dir": error.info.get("trial_dir", ""), "knob": row.get("knob", "")}
         return CaseOutcome(chosen, as_broken(row, caseclass.broken_action(said)))
     return CaseOutcome(chosen, classified(row, thresholds, measured))
 
@@ -72,16 +72,16 @@ def as_broken(row: dict[str, str], action: str) -> dict[str, str]:
 
 
 def failed_at_bottom(r: TrialRecord) -> bool:
-    """A launch of the ladder's lowest rung after failures that named no memory (`policy.Step.BOTTOM`), which
+    """A launch of the ladder's lowest rung after failures that named no memory (`walk.Step.BOTTOM`), which
     failed with no memory evidence either."""
-    at_bottom = r.info.get("step") == policy.Step.BOTTOM
-    return at_bottom and r.status in policy.STEP_DOWN and pick.names_no_memory(r.reason, pick.mem_frac(r))
+    at_bottom = r.info.get("step") == walk.Step.BOTTOM
+    return at_bottom and r.status in walk.STEP_DOWN and pick.names_no_memory(r.reason, pick.mem_frac(r))
 
 
 def not_num_envs(probes: Sequence[TrialRecord]) -> TrialRecord | None:
     """With nothing of the case fitting anywhere, its latest failure at the lowest rung that named no memory, as
     above it (the walk's `Outcome.UNRELATED`): num_envs is not the cause. None otherwise."""
-    if any(r.status in policy.FITS | {Status.DIVERGED} for r in probes):
+    if any(r.status in walk.FITS | {Status.DIVERGED} for r in probes):
         return None
     return max((r for r in probes if failed_at_bottom(r)), key=lambda r: r.number, default=None)
 

@@ -73,6 +73,10 @@ class TrialPaths:
         return self.folder / STDOUT
 
     @property
+    def progress(self) -> Path:
+        return self.folder / PROGRESS
+
+    @property
     def samples(self) -> Path:
         return self.folder / SAMPLES
 

@@ -1,41 +1,19 @@
-"""Which rung counts: every pick rule over one case's records. Pure: records in, answers out.
-
-The sweep asks this module, and only this one, which of a case's trials count and how:
-
-- `attempts`: what the walk knows (every probe, and every confirmation that failed; repeats as their median);
-- `usable`: the probes whose rung no confirmation has failed;
-- `choose` / `best`: the case's pick among the ok trials by the objective (the rule below);
-- `to_confirm` / `confirmed`: the pick a confirmation must run, and that confirmation once it passed;
-- `fallback`: the row a case without a pick gets (never an `error` trial: see `fallback`);
-- `mem_frac`: peak memory as a share of what the cap allows; `to_beat`: what a launch must reach to become the pick;
-- `median_repeats`: a configuration measured several times as its median repeat.
-
-The pick rule (`choose`): the highest value of the objective. A candidate within the measured noise of the best
-value is tied with it: the top of its 95% interval reaches the best value (samples/s: its interval; util: its value
-plus `util_spread`). Among the best and its ties, more envs wins (the ladder's aim, the largest stable `num_envs`);
-at equal envs, the other figure (`OTHER`: util for samples/s and samples/s for util) breaks the tie where every
-tied candidate has it, else the value does, then the narrower interval. A value equal to the best's is always a
-tie. The tie is judged by the candidate's interval, not the best's, so that `to_beat` holds: a trial whose interval
-lies wholly below what it must beat can never become the pick, and the walk may cut it short.
-
-One window's interval speaks of the steps inside that window only; two launches of one configuration differ by more
-(start-up placement, clocks, neighbours on the host). For samples/s the tie therefore also reaches as far as
-`RUN_TO_RUN` above the candidate's value, where its interval is narrower (`reach`): a lower rung becomes the pick over
-a larger one only when it is faster by more than that. It is the same 5% by which `measure.repeats` of one
-configuration may differ and still be stable (`stats.MAX_SPREAD`).
-"""
+"""Which rung counts: every pick rule over one case's records (the pick, its ties on noise, confirmation, the
+fallback row, what a launch must beat). Pure: records in, answers out. The sweep asks this module, and only this
+one; the rule and its reasons are in docs/searching.md ("The pick rule")."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Generic, NamedTuple, TypeVar
+from typing import Generic, TypeVar
 
-from ladder.core import figkeys, stats
+from ladder.core import figkeys
+from ladder.core.measure import rates
 from ladder.core.records import NO_MEMORY_REASONS, Objective, Phase, Reason, Status, TrialRecord
 
 # a failure whose memory peak reached this share of its card was under memory pressure, whatever its lines say
-# (`ladder.core.policy`: such a failure always counts as num_envs')
+# (`ladder.core.walk.bottom`: such a failure always counts as num_envs')
 NEAR_FULL = 0.9
 
 
@@ -76,23 +54,6 @@ class Choice(Generic[T]):
     item: T
     tied: tuple[T, ...] = ()  # the others within the noise of the best value
     by: str = ""  # how the tie was broken: "num_envs", the other figure's name, or the objective's own value
-
-
-class Fact(NamedTuple):
-    """One attempt as the walk (policy.Attempt, same fields in the same order) sees it."""
-
-    profile: str
-    rung: int
-    status: Status
-    mem_frac: float | None
-    value: float | None
-    value_hi: float | None  # the top of its tie band (`reach`): the measured interval's, or the run-to-run noise's
-    confirmed: bool = True  # False: a step-down on weak evidence (a low-confidence verdict): its rung runs once more
-    util: float | None = None  # the busiest GPU's mean util (%) in the window, where NVML measured it
-    repeats: int = 1  # how many windows its value is the median of (`median_repeats`)
-    reason: Reason = Reason.NONE  # the finer cause of a failure (does its evidence name memory?)
-    wide: int = 0  # how many of its windows ran whole with a wide interval (`window_wide`; they count only where
-    # all did)
 
 
 # ---------------------------------------------------------------- the pick rule
@@ -205,10 +166,10 @@ def median_repeats(records: Sequence[TrialRecord], objective: str) -> list[Trial
 
 
 def window_wide(record: TrialRecord) -> bool:
-    """An ok record whose own window ran whole and was still wide (`stats.window_wide`): where a repeat of the same
+    """An ok record whose own window ran whole and was still wide (`rates.window_wide`): where a repeat of the same
     configuration measured a narrow window, it does not count (`median_repeats`), and the walk gives an incumbent it
-    says fell behind a second window (`ladder.core.policy`)."""
-    return record.status is Status.OK and stats.window_wide(record.figures)
+    says fell behind a second window (`ladder.core.walk.descent`)."""
+    return record.status is Status.OK and rates.window_wide(record.figures)
 
 
 def _median_of(repeats: list[TrialRecord], objective: str) -> TrialRecord:
@@ -221,7 +182,7 @@ def _median_of(repeats: list[TrialRecord], objective: str) -> TrialRecord:
     return replace(median, figures={**median.figures, **verdict, WIDE_WINDOWS: float(len(repeats) - len(narrow))})
 
 
-# ---------------------------------------------------------------- the walk's facts, confirmation, fallback
+# ---------------------------------------------------------------- confirmation, fallback, a record's figures
 
 
 def same(a: TrialRecord, b: TrialRecord) -> bool:
@@ -246,7 +207,7 @@ def to_confirm(records: Sequence[TrialRecord], objective: str) -> TrialRecord | 
 def to_recheck(records: Sequence[TrialRecord], objective: str) -> TrialRecord | None:
     """The probes' pick where its figure is unstable (its window's interval wide, after any extension) and it was
     measured once: it gets a second window before it counts, and then stands as its repeats' median with their
-    pooled verdict (`median_repeats`, `stats.repeat_verdict`). None otherwise: a pick measured twice stands as it is,
+    pooled verdict (`median_repeats`, `repeats.repeat_verdict`). None otherwise: a pick measured twice stands as it is,
     unstable or not, and says so."""
     chosen = best(usable(records), objective)
     if chosen is None or not chosen.figures.get("unstable"):
@@ -272,26 +233,6 @@ def fallback(records: Sequence[TrialRecord]) -> TrialRecord | None:
         return min(failed, key=lambda r: (r.num_envs, -r.number))
     errors = [r for r in records if r.status is Status.ERROR]
     return max(errors, key=lambda r: r.number) if errors else None
-
-
-def attempts(records: Sequence[TrialRecord], objective: str) -> list[Fact]:
-    """What the walk knows: every probe, and every confirmation that failed (its rung then fails for the walk). A
-    value's top (`Fact.value_hi`) is the top of its tie band, as the pick judges it (`reach`)."""
-    return [
-        _fact(r, objective)
-        for r in median_repeats(records, objective)
-        if r.phase is Phase.PROBE or r.status is not Status.OK
-    ]
-
-
-def _fact(r: TrialRecord, objective: str) -> Fact:
-    value, hi, noise = objective_value(r, objective), r.figures.get(f"{objective}_hi"), noise_of(objective)
-    top = reach(value, hi, noise) if value is not None and noise else hi
-    repeats = int(r.figures.get("repeats", 1))
-    wide = int(r.figures[WIDE_WINDOWS]) if WIDE_WINDOWS in r.figures else int(repeats == 1 and window_wide(r))
-    return Fact(
-        r.profile, r.num_envs, r.status, mem_frac(r), value, top, not weak(r), gpu_util(r), repeats, r.reason, wide
-    )
 
 
 def weak(record: TrialRecord) -> bool:

@@ -42,6 +42,7 @@ class Reason(Word):
     TRIAL_TIMEOUT = "trial_timeout"
     INTERRUPTED = "interrupted"
     ERROR = "error"
+    OVERSIZED_ALLOC = "oversized_alloc"  # error: one request many times what the device (or host) holds: a size bug
     FEW_POINTS = "few_points"  # unmeasured: its window never held `measure.min_window_iters` progress points
     NO_PROGRESS_MATCH = "no_progress_match"  # error: alive, but no line it printed matched the progress reader
     NEAR_CAP = "near_cap"  # it survived, but its memory peak came within `measure.cap_headroom_frac` of its cap
@@ -50,7 +51,7 @@ class Reason(Word):
 
 # the step-down reasons whose evidence names no memory (a collective's failure, a lost peer, a hang, a trial over its
 # time): such a failure may not depend on num_envs at all, which only the ladder's lowest rung can tell
-# (`ladder.core.policy`, `Step.BOTTOM`); an out-of-memory line, or no reason recorded, is never taken for one
+# (`ladder.core.walk.bottom`, `Step.BOTTOM`); an out-of-memory line, or no reason recorded, is never taken for one
 NO_MEMORY_REASONS = frozenset(
     {Reason.NCCL_ERROR, Reason.NCCL_TIMEOUT, Reason.PEER_LOST, Reason.STALLED, Reason.TRIAL_TIMEOUT}
 )
@@ -128,7 +129,7 @@ class Source(Word):
 
 @dataclass(frozen=True)
 class Sample:
-    """One device's utilisation and memory at one moment (`ladder.runner.monitor` takes them, `ladder.core.stats` sums
+    """One device's utilisation and memory at one moment (`ladder.runner.monitor` takes them, `ladder.core.measure` sums
     them)."""
 
     t: float  # unix time (aligned with the trainer's progress lines)
@@ -142,7 +143,7 @@ class Sample:
 
 @dataclass(frozen=True)
 class Point:
-    """One progress record of a trainer (`ladder.workloads.progress` reads them, `ladder.core.stats` measures them)."""
+    """One progress record of a trainer (`ladder.workloads.progress` reads them, `ladder.core.measure` measures)."""
 
     t: float  # unix time the trainer wrote it
     iter: int

@@ -1,13 +1,13 @@
 """What a trial's first steps say of its window, before the window opens (the early cut).
 
-A trial that cannot become the pick is cut as soon as its window's steady steps say so (`runner.trial._beaten`),
+A trial that cannot become the pick is cut as soon as its window's steady steps say so (`core.stop.cut.beaten`),
 but its window opens only after `measure.warmup_iters` iterations (20 on a GPU, 3 in the demo): a clear loser runs
 its whole warm-up first. Here the case's own trials that measured a whole window say how each of their first
 `EARLY_K` steps compared with that window (`gains`: the window's samples/s over the step's, recorded as
 `early_gain_<j>`). A step whose gain stayed within the step noise of 1 over those trials is *settled*
 (`Warmup.settled`): the trainer no longer warms up by then. A new trial's settled first steps then predict its
 window (`Warmup.predict`): their rate times the mean gain, with a prediction interval of the case's pooled step
-noise (`stats.Noise`), the gains' spread from trial to trial, and the uncertainty of the mean gain itself. Steps
+noise (`noise.Noise`), the gains' spread from trial to trial, and the uncertainty of the mean gain itself. Steps
 that were slow while the trainer warmed up (a first iteration's compile or allocation, whose cost differs from rung
 to rung) never enter a prediction, so a one-off cost measured at one rung is never carried to another. A step that
 ran *faster* than the case's windows, beyond the noise, is no warm-up but a trainer that slows once its first steps
@@ -28,8 +28,10 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
 
+from ladder.core.measure.noise import CUT_Z, Noise
+from ladder.core.measure.steps import Step, timed_steps
+from ladder.core.measure.tdist import Z95, t_quantile
 from ladder.core.records import Point
-from ladder.core.stats import CUT_Z, Z95, Interval, Noise, t_quantile, timed_intervals
 
 EARLY_K = 4  # the first steps whose gains a whole window records (and the most a prediction uses)
 GAIN = "early_gain_"  # figure prefix: early_gain_1 .. early_gain_<EARLY_K>
@@ -64,7 +66,7 @@ class Prediction(NamedTuple):
     start_t: float  # where the first of them began
 
     def reach(self, band: float, window_steps: float, noise: Noise) -> float:
-        """How high the window could take it in a tie (as `stats.final_upper`): the prediction's top, or the top
+        """How high the window could take it in a tie (as `bounds.final_upper`): the prediction's top, or the top
         of the interval the whole window would end with (its half-width at the case's step noise over
         `window_steps`) less the run-to-run `band`, whichever is higher."""
         wide = self.value * Z95 * noise.sd_frac / math.sqrt(max(1.0, window_steps))
@@ -79,15 +81,15 @@ class Prediction(NamedTuple):
         }
 
 
-def steps(points: Sequence[Point], first: bool) -> list[tuple[Interval, float]]:
+def steps(points: Sequence[Point], first: bool) -> list[tuple[Step, float]]:
     """The trial's first steps (at most `EARLY_K`), each with the time it began: the first point's own step time
     where `first` (it is the trial's first point, not the first after a pause) and the trainer reports one, then the
     intervals between points."""
-    out: list[tuple[Interval, float]] = []
+    out: list[tuple[Step, float]] = []
     head = points[0] if points else None
     if first and head is not None and head.step_time_s and head.step_time_s > 0 and head.iter >= 1:
-        out.append((Interval(head.step_time_s, 1, head.samples / head.iter), head.t - head.step_time_s))
-    out.extend(timed_intervals(points[: EARLY_K + 1]))
+        out.append((Step(head.step_time_s, 1, head.samples / head.iter), head.t - head.step_time_s))
+    out.extend(timed_steps(points[: EARLY_K + 1]))
     return out[:EARLY_K]
 
 
@@ -130,7 +132,7 @@ class Warmup(NamedTuple):
             return self._gain(j).mean
         return 0.0 if self.slowing(j) else None
 
-    def predict(self, first: Sequence[tuple[Interval, float]]) -> Prediction | None:
+    def predict(self, first: Sequence[tuple[Step, float]]) -> Prediction | None:
         """The window predicted from the settled and `slowing` steps among `first`: None under `MIN_STEPS` of them,
         or where they disagree (`agree`: a later one faster than an earlier one): then this trial may still be warming
         up where the case's others no longer were (a compile cache they found and it did not), and its own steps must
@@ -153,7 +155,7 @@ class Warmup(NamedTuple):
         value = rate * math.exp(mean)
         return Prediction(value, value * math.exp(-half), value * math.exp(half), k, min(c[2] for c in chosen))
 
-    def agree(self, chosen: Sequence[Interval]) -> bool:
+    def agree(self, chosen: Sequence[Step]) -> bool:
         """No later one of a trial's own first steps (`chosen`, in the order they ran) is faster than an earlier one
         beyond the step noise (two steps' difference, at `SETTLED_Z`): an earlier step still slowed by warming up is
         not counted as a steady one. A later step slower than an earlier one is no warm-up: it only lowers the

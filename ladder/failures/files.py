@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ladder.core import paths
 from ladder.core.errors import LadderError
+from ladder.core.paths import TrialPaths
 from ladder.core.records import Ending, StopCause
 
 logger = logging.getLogger(__name__)
@@ -28,7 +29,7 @@ def load_ending(path: Path, exit_code: int | None = None, upto: Mapping[Path, in
     if upto is not None:
         upto = {p: n for p, n in upto.items() if n > 0}
     return Ending(
-        exit_code=exit_code if exit_code is not None else _read_exit_code(path / paths.EXIT_CODE),
+        exit_code=exit_code if exit_code is not None else _read_exit_code(TrialPaths(path).exit_code),
         log_text="\n".join(_read_tail(p, end=_end(p, upto)) for p in folder_logs(path, upto)),
         rank_logs={
             rank: "\n".join(_read_tail(p, end=_end(p, upto)) for p in logs)
@@ -88,7 +89,7 @@ def _end(path: Path, upto: Mapping[Path, int] | None) -> int | None:
 def folder_logs(folder: Path, only: Collection[Path] | None = None) -> list[Path]:
     """A trial folder's own logs: stdout.log (the launcher's, or the program's), then any other *.log (of `only`)."""
     others = sorted(p for p in folder.glob("*.log") if p.name != paths.STDOUT and p.is_file())
-    found = [p for p in (folder / paths.STDOUT,) if p.is_file()] + others
+    found = [p for p in (TrialPaths(folder).stdout,) if p.is_file()] + others
     return found if only is None else [p for p in found if p in only]
 
 

@@ -1,7 +1,8 @@
 """The failure table (data): every way a trial can fail that ladder recognises, as one row each.
 
 A row is a compiled regex, the `Reason` it proves and the real output it was written from. Nothing else in ladder
-matches failure text; the rules that choose among matched lines live in `ladder.failures.rules`.
+matches failure text (but `ladder.failures.sizes`, which reads the sizes a memory line states); the rules that choose
+among matched lines live in `ladder.failures.rules`.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ _REASON_TIERS = {
     Reason.CUDA_OOM: Tier.MEMORY,
     Reason.HOST_OOM: Tier.MEMORY,
     Reason.ERROR: Tier.FATAL,
+    Reason.OVERSIZED_ALLOC: Tier.FATAL,
     Reason.PORT_IN_USE: Tier.PORT,
 }
 
@@ -143,6 +145,14 @@ PATTERNS: tuple[Pattern, ...] = (
         r"|srun: error: [^\s:]+: tasks? [\d,-]+: Out Of Memory",
         "github.com/lanl/PyBNF#118; github.com/nextflow-io/nextflow#5932; github.com/hafs-community/HAFS#101; "
         "github.com/snakemake/snakemake-executor-plugin-slurm#371; github.com/FoNDUE-HTR/Documentation#5",
+    ),
+    # a node or a cluster scheduler ending a container or a job for memory: Kubernetes' OOMKilled status, the kubelet
+    # evicting pods from a node low on memory (its message names the node, not the program)
+    _row(
+        _R.HOST_OOM,
+        r"\bOOMKilled\b|The node was low on resource: memory|The node had condition: \[MemoryPressure\]",
+        "github.com/kubernetes/kubernetes#131530; github.com/sentry-kubernetes/charts#1470; "
+        "github.com/paritytech/Nomidot#306",
     ),
     # TensorFlow's allocator naming the CPU as the device it could not allocate on (host memory, whatever words follow)
     _row(_R.HOST_OOM, r"OOM when allocating tensor\b[^\n]*?/device:CPU:\d+", "github.com/thtrieu/darkflow#873"),
@@ -280,6 +290,18 @@ PATTERNS: tuple[Pattern, ...] = (
         weak=_KILL,
     ),
     # --- fatal program or config errors: a smaller rung would fail the same way ---
+    # a shared library that cannot be loaded (missing, or of another version): an install error, whatever library it
+    # names (NCCL's, CUDA's, torch's own); not the probe for an optional plugin or backend, nor a warning such as
+    # torchvision's or TensorFlow's loader's, which healthy runs print too
+    _row(
+        _R.ERROR,
+        r"^(?!.*(?:[Pp]lugin|Warning\b|\bwarn\(|dso_loader|initialize backend))(?:.*?(?:cannot open shared object file"
+        r"|undefined symbol: \w|Unable to load \w+ library|Failed to import \w+ library))",
+        "github.com/NVIDIA/nccl-tests#85; github.com/ChrisAllenMing/GPA-detection#24; "
+        "github.com/pytorch/pytorch#131284, #32638; github.com/NVIDIA/nccl#1180; github.com/vllm-project/vllm#4312",
+        failing_only=True,
+        needles=("shared object file", "undefined symbol", "library"),
+    ),
     _row(
         _R.ERROR,
         r"an illegal memory access was encountered|(?:error|failure) 700\b",
@@ -345,6 +367,19 @@ PATTERNS: tuple[Pattern, ...] = (
         failing_only=True,
     ),
     _row(_R.NCCL_TIMEOUT, r"\] Timeout at NCCL work: \d+", "github.com/hiyouga/LlamaFactory#6269"),
+    # the same watchdog seen only by its C++ frames (a paste that kept the stack, not the message): its timeout check
+    # raising, or the watchdog thread itself ending the process (a collective failed, or a CUDA error surfaced in it)
+    _row(
+        _R.NCCL_TIMEOUT,
+        r"ProcessGroupNCCL::WorkNCCL::checkTimeout\(|Exception raised from checkTimeout at \S*ProcessGroupNCCL",
+        "github.com/sgl-project/sglang#1693; github.com/huggingface/open-r1#620",
+    ),
+    _row(
+        _R.NCCL_ERROR,
+        r"ProcessGroupNCCL::ncclCommWatchdog\(\)|Exception raised from ncclCommWatchdog at",
+        "github.com/sgl-project/sglang#1693; github.com/pytorch/pytorch#126544",
+        weak="the watchdog's frames alone: a collective failed, or a CUDA error surfaced in it",
+    ),
     _row(_R.NCCL_TIMEOUT, r"Timed out waiting \d+ms for (?:recv|send) operation", _CAPTURED + "gloo_timeout.log"),
     _row(
         _R.PEER_LOST,

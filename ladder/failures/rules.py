@@ -12,6 +12,8 @@ Choosing the root cause among many matched lines (the traps are tested in tests/
   exceptions. One rank's OOM followed by pages of NCCL/gloo errors from the others is an OOM.
 * Order breaks ties (the earliest line wins), and order demotes memory: a memory line after an NCCL timeout or a
   fatal error is its consequence (an absurd "Tried to allocate more than 1EB" after a watchdog timeout).
+* A memory line asking for many times what its device or host holds (`ladder.failures.sizes`) is a size bug: a
+  fatal `oversized_alloc` error, never a step down.
 * Sources, most structured first: torchrun error files (earliest timestamp), per-rank logs (earliest-failing rank
   where their stamps tell, else memory first), the combined log, the cgroup's OOM kills, the exit code. The first
   source that shows a failure names it, except that a communication failure or an unrecognised exception yields
@@ -34,8 +36,8 @@ from dataclasses import dataclass, field, replace
 from itertools import accumulate
 
 from ladder.core.records import HEALTHY_STOPS, Confidence, Ending, Reason, Status, Verdict
-from ladder.failures import diverged
-from ladder.failures.patterns import _KILL, PATTERNS, Pattern, Tier, status_of
+from ladder.failures import diverged, sizes
+from ladder.failures.patterns import _KILL, PATTERNS, Pattern, Tier, is_memory, status_of
 
 EVIDENCE_CHARS = 300  # longest evidence kept: a window of the proving line around the match
 
@@ -106,8 +108,16 @@ def _line_hit(lines: Sequence[str], i: int, rows: Iterable[Pattern]) -> Hit | No
         if match is None and nxt:
             match, text = _wrapped(row.regex, line, nxt), line + nxt
         if match is not None:
-            return Hit(row.reason, row.tier, _clip(text, match.start()), i, _stamp(line), row.weak, row)
+            reason, tier = _sized(row, f"{text}\n{nxt}")
+            return Hit(reason, tier, _clip(text, match.start()), i, _stamp(line), row.weak, row)
     return None
+
+
+def _sized(row: Pattern, text: str) -> tuple[Reason, Tier]:
+    """A memory line whose request is many times what its device or host holds names a size bug, not a shortage."""
+    if is_memory(row.reason) and sizes.oversized(text, on_gpu=row.reason is Reason.CUDA_OOM):
+        return Reason.OVERSIZED_ALLOC, Tier.FATAL
+    return row.reason, row.tier
 
 
 def _wrapped(regex: re.Pattern[str], line: str, nxt: str) -> re.Match[str] | None:
@@ -148,11 +158,16 @@ def root_hit(hits: Sequence[Hit]) -> Hit | None:
     """The root cause among one text's hits: the highest tier, then proving evidence before weak, then the earliest
     line.
 
-    A memory line after the first NCCL timeout or fatal error is dropped: it is that failure's consequence.
+    A memory line (an absurd request too) after the first NCCL timeout or fatal error is dropped: it is that failure's
+    consequence.
     """
     cutoff = next((hit.line for hit in hits if hit.cuts_off), None)
-    kept = [hit for hit in hits if not (hit.tier is Tier.MEMORY and cutoff is not None and hit.line > cutoff)]
+    kept = [hit for hit in hits if not (_memory_line(hit) and cutoff is not None and hit.line > cutoff)]
     return max(kept, key=lambda hit: (hit.tier, not hit.weak, -hit.line), default=None)
+
+
+def _memory_line(hit: Hit) -> bool:
+    return hit.tier is Tier.MEMORY or (hit.row is not None and is_memory(hit.row.reason))
 
 
 def as_json(verdict: Verdict) -> dict[str, str]:

@@ -20,7 +20,7 @@ FAMILIES: dict[str, frozenset[Reason]] = {
     "cuda_oom": frozenset({Reason.CUDA_OOM}),
     "host_oom": frozenset({Reason.HOST_OOM}),
     "nccl": COMMUNICATION,
-    "other_error": frozenset({Reason.ERROR}),
+    "other_error": frozenset({Reason.ERROR, Reason.OVERSIZED_ALLOC}),
     "port_in_use": frozenset({Reason.PORT_IN_USE}),
 }
 LABEL_STATUS: dict[str, Status] = {

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from ladder.core import paths
+from ladder.core.paths import TrialPaths
 from ladder.core.spec import TrialSpec
 from ladder.runner import procs, suspend, warm
 from ladder.runner.cgroup import MemCgroup, Usage
@@ -61,8 +61,9 @@ def write_files(spec: TrialSpec, trial_dir: Path) -> None:
     trial_dir.mkdir(parents=True, exist_ok=True)
     for name, text in spec.files.items():
         (trial_dir / name).write_text(text)
-    (trial_dir / paths.CMD).write_text(shlex.join(spec.argv) + "\n")
-    (trial_dir / paths.ENV).write_text("".join(f"{k}={v}\n" for k, v in sorted(spec.env.items())))
+    files = TrialPaths(trial_dir)
+    files.cmd.write_text(shlex.join(spec.argv) + "\n")
+    files.env.write_text("".join(f"{k}={v}\n" for k, v in sorted(spec.env.items())))
     if error_file := spec.env.get(ERROR_FILE_VAR):  # a rank ladder starts itself: torchrun would make this folder
         Path(error_file).parent.mkdir(parents=True, exist_ok=True)
 
@@ -75,9 +76,9 @@ def start(spec: TrialSpec, trial_dir: Path, trial_id: str, mem_limit_bytes: int 
     join = ["--cgroup", str(cgroup.path)] if cgroup is not None else []
     argv = [sys.executable, "-m", "ladder.runner.trialexec", *join, "--", *spec.argv]
     env = {**os.environ, **spec.env, TRIAL_ID_VAR: trial_id}
-    if spec.warm_python and cgroup is not None and (starter := warm.starter(spec.warm_python)) is not None:
+    if spec.warm_python and cgroup is not None and (starter := warm.STARTERS.get(spec.warm_python)) is not None:
         env.update(starter.env(cgroup.path))  # the ranks are forked from it, into the trial's cgroup
-    out = open(trial_dir / paths.STDOUT, "wb")  # noqa: SIM115 - closed in stop()
+    out = open(TrialPaths(trial_dir).stdout, "wb")  # noqa: SIM115 - closed in stop()
     proc = subprocess.Popen(
         argv,
         stdout=out,

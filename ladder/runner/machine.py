@@ -19,7 +19,7 @@ from ladder.core import ballast
 from ladder.core.errors import LadderError
 from ladder.core.spec import EmulateBy
 from ladder.runner import lease
-from ladder.runner.monitor import NvmlSampler, nvml_gpu_count
+from ladder.runner.nvml import NvmlSampler, nvml_gpu_count
 from ladder.settings.config import Device, Settings
 from ladder.workloads import planner
 from ladder.workloads.command import named_files, single_process

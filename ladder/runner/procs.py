@@ -1,10 +1,10 @@
-"""A trial's processes: the id each of them carries, the name of its memory cgroup, finding them all, killing them all.
+"""A trial's processes: the id each of them carries, the name of its memory cgroup, finding them all (its tree, as
+the samplers walk it, and whatever carries its id), telling its launchers from its ranks, killing them all.
 
-Every process a trial starts carries `LADDER_TRIAL_ID` in its environment, and sits in the memory cgroup
-`ladder-<orchestrator pid>-<trial id>` where the system allows one. Whoever has to end a trial — the launcher's
-stop, the supervisor left without an orchestrator (`trialexec`), the post-flight check, a later orchestrator
-cleaning up after a dead one (`heartbeat`) — finds its processes and kills them here, the same way: SIGKILL to
-the cgroup and to every process carrying the id, wait, reap what re-parented to us, remove the emptied cgroup.
+Every process a trial starts carries `LADDER_TRIAL_ID` and sits in the memory cgroup `ladder-<orchestrator
+pid>-<trial id>` where the system allows one. Whoever ends a trial (the launcher's stop, the supervisor left alone,
+the post-flight check, a later orchestrator after a dead one) kills it here, one way: SIGKILL to the cgroup and to
+every process carrying the id, wait, reap what re-parented to us, remove the emptied cgroup.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import logging
 import os
 import signal
 import time
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -33,6 +33,9 @@ TRIAL_ID_VAR = "LADDER_TRIAL_ID"
 CGROUP_PREFIX = "ladder-"
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_PDEATHSIG = 1
+WARM_MODULE = b"ladder.runner.warm"  # a warm client (a rank's stand-in), and with `serve` the starter
+# What starts a trial's ranks: ladder's supervisor and rank launcher, torchrun's agent (`launches`)
+LAUNCHER_MODULES = (b"ladder.runner.trialexec", b"ladder.runner.ranks", b"torch.distributed.run")
 
 
 def cgroup_name(trial_id: str, owner_pid: int | None = None) -> str:
@@ -57,12 +60,27 @@ def carrying(trial_id: str) -> list[psutil.Process]:
     """Processes whose environment carries the trial's id (any of ours; the machine's others cannot be read)."""
     import psutil
 
-    found: list[psutil.Process] = []
-    for proc in psutil.process_iter() if trial_id else ():
-        with contextlib.suppress(psutil.Error):
-            if proc.environ().get(TRIAL_ID_VAR) == trial_id:
-                found.append(proc)
-    return found
+    return [proc for proc in psutil.process_iter() if _carries(proc, trial_id)] if trial_id else []
+
+
+def _carries(proc: psutil.Process, trial_id: str) -> bool:
+    """Does this process's environment carry the trial's id? A process gone or not ours to read says no."""
+    import psutil
+
+    try:
+        return bool(proc.environ().get(TRIAL_ID_VAR) == trial_id)
+    except psutil.Error:
+        return False
+
+
+def environ(pid: int) -> dict[str, str]:
+    """A process's environment as it started ({} once it is gone, or where it is not ours to read)."""
+    import psutil
+
+    try:
+        return psutil.Process(pid).environ()
+    except psutil.Error:
+        return {}
 
 
 def members(trial_id: str, cgroups: Iterable[MemCgroup] = (), but: Collection[int] = ()) -> list[psutil.Process]:
@@ -215,3 +233,91 @@ def _wait_empty(cgroup: MemCgroup, timeout_s: float) -> None:
     while cgroup.pids() and time.monotonic() < deadline:
         reap_orphans()
         time.sleep(0.05)
+
+
+def no_link(pid: int) -> int | None:
+    """No process here stands in for one forked elsewhere (`process_tree` without a warm starter's links)."""
+    return None
+
+
+def process_tree(root_pid: int, linked: Callable[[int], int | None] = no_link) -> list[tuple[int, int]]:
+    """(pid, parent pid) of every descendant of root_pid, parents first; [] once the root is gone. A rank forked by
+    a warm starter is listed as its client's child (`linked`: the rank a client stands in for,
+    `ladder.runner.warm.Starters.linked`).
+
+    Walks `/proc/<pid>/task/<tid>/children`, which reads only the tree; psutil's `children()` reads every process on
+    the machine (3-6 ms), kept as the fallback where those files do not exist."""
+    if not os.path.exists(f"/proc/{root_pid}/task/{root_pid}/children"):  # no /proc, or no CONFIG_PROC_CHILDREN
+        return _psutil_tree(root_pid)
+    out, todo = [], [root_pid]
+    while todo:
+        parent = todo.pop(0)
+        kids = _proc_children(parent)
+        if (rank := linked(parent)) is not None:  # a rank forked by the warm starter: its client's child here
+            kids.append(rank)
+        out += [(kid, parent) for kid in kids]
+        todo += kids
+    return out
+
+
+def _proc_children(pid: int) -> list[int]:
+    kids: list[int] = []
+    with contextlib.suppress(OSError):
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with contextlib.suppress(OSError), open(f"/proc/{pid}/task/{tid}/children") as fh:
+                kids += [int(k) for k in fh.read().split()]
+    return kids
+
+
+def _psutil_tree(root_pid: int) -> list[tuple[int, int]]:
+    import psutil
+
+    try:
+        procs = psutil.Process(root_pid).children(recursive=True)
+    except psutil.Error:
+        return []
+    out = []
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            out.append((proc.pid, proc.ppid()))
+    return out
+
+
+class TrialPids:
+    """Which pids belong to the trial: its process tree (walked on refresh), or any process carrying its id."""
+
+    def __init__(self, root_pid: int, trial_id: str = "", linked: Callable[[int], int | None] = no_link) -> None:
+        self._root, self._trial_id, self._linked = root_pid, trial_id, linked
+        self._tree: set[int] = {root_pid}
+        self._marked: dict[int, bool] = {}
+
+    def refresh(self) -> None:
+        self._tree = {self._root, *(pid for pid, _ in process_tree(self._root, self._linked))}
+
+    def __contains__(self, pid: object) -> bool:
+        if pid in self._tree:
+            return True
+        if not self._trial_id or not isinstance(pid, int):
+            return False
+        if pid not in self._marked:  # workers orphaned to the sweep leave the tree but keep the trial's id
+            self._marked[pid] = environ(pid).get(TRIAL_ID_VAR) == self._trial_id
+        return self._marked[pid]
+
+
+def is_warm_client(run: tuple[bytes, list[bytes], list[bytes]] | None) -> bool:
+    """A warm client (`python -m ladder.runner.warm MODULE ...`, not `serve`), on a command line already read
+    (`python_module`). A rank forked by the starter shows the starter's `serve` command line, and is a rank."""
+    return run is not None and run[0] == WARM_MODULE and run[1][:1] != [b"serve"]
+
+
+def launches(pid: int) -> bool:
+    """Is this process one that starts ranks rather than one (ladder's trial supervisor, its rank launcher,
+    torchrun's agent, a warm client standing in for a rank forked elsewhere)? Its few MiB are ladder's or
+    torchrun's, not the trainer's; a rank that ended before the sampler saw it has no figure rather than its
+    launcher's. A process gone says no."""
+    run = python_module(pid)
+    if run is None:
+        return False
+    module, _, args = run
+    torchrun = any(os.path.basename(a) == b"torchrun" for a in args[:2])
+    return module in LAUNCHER_MODULES or torchrun or is_warm_client(run)

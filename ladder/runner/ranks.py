@@ -23,7 +23,7 @@ starter), each client is forked from this process instead of started as an inter
 it runs the same `warm.main` with the rank's variables, CPUs and streams, so the rank is the same, and a launch
 skips one interpreter's start per rank (`python scripts/bench_launch.py --client --num-envs 65536 --nproc 2`: a
 failing probe's launch to the trainer's exit, 0.12-0.31 s less in three runs). Such a client shows this launcher's
-command line, which the sampler counts as a launcher's (`monitor.launches`), as it counts a client. The clients are
+command line, which the sampler counts as a launcher's (`procs.launches`), as it counts a client. The clients are
 all started before any line is copied, so no fork happens while a copying thread holds a lock. `--no-fork` starts
 each client as its own interpreter (how `scripts/bench_launch.py --client` compares the two).
 """

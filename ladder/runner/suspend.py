@@ -60,7 +60,7 @@ def _signal_trials(sig: signal.Signals) -> int:
             with contextlib.suppress(psutil.Error):
                 proc.send_signal(sig)
                 sent += 1
-    for starter in warm.owned():  # idle between trials, but the sweep's: a stopped sweep holds them too
+    for starter in warm.STARTERS.owned():  # idle between trials, but the sweep's: a stopped sweep holds them too
         assert starter.proc is not None
         with contextlib.suppress(psutil.Error):
             top = psutil.Process(starter.proc.pid)

@@ -1,12 +1,9 @@
 """A sweep's settings record: one sweep, one set of settings.
 
-When a sweep starts, the settings that change what its trials mean (`config.OUTCOME_SETTINGS`) and how it walks
-(`config.CARRIED_SETTINGS`) are recorded with each case's study (`studies.save_settings`), in whatever storage the
-sweep uses. A resume takes them back for every key its command line does not set (`adopt`), so `sweep=NAME` alone
-resumes exactly. A key it sets to another outcome value is a difference (`differences`): refused before anything
-launches, unless settings_change=accept (then the sweep records the change, and the trials it changes no longer
-count: `ladder.sweep.loop` sets them aside). The storage URL is where the sweep lives, not one of its settings: no
-password is ever recorded. Pure: reading the record from a storage is `ladder.sweep.resume`'s.
+When a sweep starts, its outcome settings (`OUTCOME_SETTINGS`) and walk settings (`CARRIED_SETTINGS`) are recorded
+with each case's study. A resume takes them back for every key its command line does not set (`adopt`); an outcome
+key set to another value is a difference (`differences`), refused unless settings_change=accept. No password is ever
+recorded. Pure: reading the record from a storage is `ladder.sweep.resume`'s.
 """
 
 from __future__ import annotations
@@ -17,20 +14,18 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ladder.core.errors import ConfigError
-from ladder.core.policy import Strategy
 from ladder.core.records import Objective
-from ladder.settings.config import (
-    CARRIED_SETTINGS,
-    NOT_OUTCOME,
-    OUTCOME_SETTINGS,
-    Case,
-    Device,
-    MeasureConf,
-    Profile,
-    ProxyShape,
-    Settings,
-    WorkloadConf,
-)
+from ladder.core.walk.tuning import Strategy
+from ladder.settings import validate
+from ladder.settings.config import WALK_KEYS, CaseConf, Device, MeasureConf, Profile, ProxyShape, Settings, tuning_of
+
+# Each entry names a setting by its command-line key (a group covers its leaves: `workload` is every workload.* key).
+# Outcome: changes what a trial means; a resume that gives another value is refused (or, with
+# settings_change=accept, the change is recorded and the rungs it affects start afresh).
+OUTCOME_SETTINGS = ("case", "ladder", "profile", "workload", "measure", "device", "objective", "confirm_s", "nccl_env")
+NOT_OUTCOME = ("workload.lease_dir", "workload.lease_timeout_s", "measure.kill_grace_s")  # where and how long to wait
+# Carried: how the sweep walks; a resume that does not give it takes the recorded value, one that does wins
+CARRIED_SETTINGS = ("reuse", *WALK_KEYS, "noise_carry_h")
 
 Record = dict[str, Any]  # command-line key (dotted) -> its value, as JSON has it
 
@@ -59,7 +54,7 @@ def record(s: Settings) -> Record:
         "objective": s.objective,
         "confirm_s": s.confirm_s,
         "nccl_env": dict(s.nccl_env),
-        **{k: getattr(s, k) for k in CARRIED_SETTINGS},
+        **{k: getattr(s.tuning if k in WALK_KEYS else s, k) for k in CARRIED_SETTINGS},
     }
     roots = OUTCOME_SETTINGS + CARRIED_SETTINGS
     kept = {k: v for k, v in flat.items() if _under(k, roots) and not _under(k, NOT_OUTCOME)}
@@ -152,7 +147,7 @@ def _show(value: Any) -> str:
 
 
 def _settings(s: Settings, m: Mapping[str, Any]) -> Settings:
-    case = Case(
+    case = CaseConf(
         m["case.name"],
         m["case.method"],
         m["case.robot"],
@@ -161,6 +156,10 @@ def _settings(s: Settings, m: Mapping[str, Any]) -> Settings:
         ProxyShape(**m["case.proxy"]),
     )
     profiles = tuple(Profile(n, dict(m.get(f"profile.{n}") or {})) for n in m["profile"])
+    objective = Objective(m["objective"])
+    workload = {
+        f.name: m.get(f"workload.{f.name}", getattr(s.workload, f.name)) for f in dataclasses.fields(s.workload)
+    }
     return dataclasses.replace(
         s,
         case=case,
@@ -168,13 +167,14 @@ def _settings(s: Settings, m: Mapping[str, Any]) -> Settings:
         rungs=tuple(m["ladder.rungs"]),
         knob=m["ladder.knob"],
         profiles=profiles,
-        workload=_conf(WorkloadConf, s.workload, m, "workload"),
+        workload=validate.workload(workload),  # its choices back to enums
         measure=_conf(MeasureConf, s.measure, m, "measure"),
         device=Device(m["device"]),
-        objective=Objective(m["objective"]),
+        objective=objective,
         confirm_s=float(m["confirm_s"]),
         nccl_env=dict(m["nccl_env"]),
-        **{k: m[k] for k in CARRIED_SETTINGS} | {"strategy": Strategy(m["strategy"])},
+        tuning=tuning_of(objective, {k: m[k] for k in WALK_KEYS} | {"strategy": Strategy(m["strategy"])}),
+        **{k: m[k] for k in CARRIED_SETTINGS if k not in WALK_KEYS},
     )
 
 

@@ -25,9 +25,9 @@ ours: neither carries.
 One measurement carries too, not as a result but as what a first window's interval knows of the machine
 (`noise_windows`): the step noise of the case's whole windows in earlier sweeps on the same host, trainer, hardware
 and code (`noise_source`: any profile, rung, card or measure rule, as the sweep's own pool mixes them), finished
-within `noise_carry_h` hours. It fills the case's pool of step noise (`stats.pooled_noise`) only as far as this
+within `noise_carry_h` hours. It fills the case's pool of step noise (`noise.pooled_noise`) only as far as this
 sweep's own windows leave it short, and a window noisier than the pool still keeps its own interval
-(`stats.POOL_GATE`).
+(`rates.POOL_GATE`).
 
 `fingerprint`, `conditions`, `pick`, `carried` and `noise_windows` are pure; `earlier_records` reads other sweeps'
 storage.

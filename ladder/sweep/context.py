@@ -1,5 +1,5 @@
-"""What every step of one case's sweep shares (`Run`), and the two translations it needs: the settings into the
-walk's `Tuning`, and a decision into the trial's spec (`plan`)."""
+"""What every step of one case's sweep shares (`Run`), and the translation it needs: a decision into the trial's
+spec (`plan`). The walk's `Tuning` is the settings' own (`Settings.tuning`)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from pathlib import Path
 
 from optuna.storages import BaseStorage
 
-from ladder.core import pick, policy
+from ladder.core import walk
 from ladder.core.paths import SweepPaths
-from ladder.core.records import Objective, TrialRecord
+from ladder.core.records import TrialRecord
 from ladder.core.spec import TrialSpec
 from ladder.runner import procs
 from ladder.runner.machine import Machine
@@ -26,9 +26,6 @@ from ladder.workloads import planner
 from ladder.workloads.builtin import Placement
 
 log = logging.getLogger(__name__)
-
-# objectives that do not fall as num_envs grows (util); any other is measured below the largest fit too
-GROWS_WITH_ENVS = frozenset({Objective.MIN_AVG_UTIL})
 
 
 @dataclass(frozen=True)
@@ -64,22 +61,7 @@ def workload_of(settings: Settings) -> planner.Workload:
     return workload
 
 
-def tuning(settings: Settings) -> policy.Tuning:
-    """The walk's settings, by the same names, with what the objective implies."""
-    return policy.Tuning(
-        strategy=settings.strategy,
-        mem_headroom_frac=settings.mem_headroom_frac,
-        mem_margin_frac=settings.mem_margin_frac,
-        descend=settings.objective not in GROWS_WITH_ENVS,
-        descent_gain_max=settings.descent_gain_max,
-        throughput=settings.objective is Objective.SAMPLES_PER_S,
-        descent_short=settings.descent_short,
-        descent_idle_util=settings.descent_idle_util,
-        noise=pick.noise_of(settings.objective),
-    )
-
-
-def plan(run: Run, decision: policy.Decision, trial_dir: Path, port: int) -> TrialSpec:
+def plan(run: Run, decision: walk.Decision, trial_dir: Path, port: int) -> TrialSpec:
     """The trial a decision launches, in `trial_dir` on `port`."""
     profile = next(p for p in run.settings.profiles if p.name == decision.profile)
     work = run.settings.workload

@@ -24,14 +24,14 @@ from optuna.storages import BaseStorage
 
 from ladder.core import ballast
 from ladder.core.paths import SweepPaths
-from ladder.core.policy import Decision
 from ladder.core.records import Phase, Status, TrialRecord, rung_label
 from ladder.core.spec import Kind, TrialSpec
+from ladder.core.walk import Decision
 from ladder.runner import launch
 from ladder.runner.machine import Machine, emulation, with_trainer
-from ladder.settings.config import MeasureConf, Settings
+from ladder.settings.config import GROWS_WITH_ENVS, MeasureConf, Settings
 from ladder.storage import reuse, studies
-from ladder.sweep.context import GROWS_WITH_ENVS, Run, plan, workload_of
+from ladder.sweep.context import Run, plan, workload_of
 from ladder.sweep.events import Unwatched
 from ladder.sweep.identity import changed_away, fresh_trial_dir, would_reuse
 
@@ -141,7 +141,7 @@ def format_estimate(e: Estimate) -> str:
 
 CUT_SAVES = 0.75  # default estimate: the share of the window a descent step cut short does not run
 STARTUP_GUESS_S = 10.0  # default estimate: launch to first evidence (torchrun ~3-4 s, imports, env creation)
-MIMICKIT_STARTUP_GUESS_S = 25.0  # MimicKit's env and agent build (~24 s on CPU, warp's kernels cached: FACTS.md)
+MIMICKIT_STARTUP_GUESS_S = 25.0  # MimicKit's env and agent build (~24 s on CPU with warp's kernels cached)
 WARMUP_GUESS_S = 15.0  # default estimate: warm-up until the window opens
 # Inherited variables that change what a trial runs or how fast: the interpreter and its imports, threads, devices,
 # the collective libraries, allocators. Everything else a trial inherits is left out of the dry run.
@@ -198,7 +198,7 @@ def settings_lines(
         + (f", {w.gpus_per_trial} leased device(s) per trial" if w.gpus_per_trial else ""),
         f"{INDENT}caps: {_caps(w.host_mem_limit_gb, w.emulate_gpu_mem_gb, card_gb, emulation(settings, device))}",
         f"{INDENT}measure: {_measure(settings.measure)}",
-        f"{INDENT}walk: objective {settings.objective}, strategy {settings.strategy}"
+        f"{INDENT}walk: objective {settings.objective}, strategy {settings.tuning.strategy}"
         + (f", confirm the pick for {settings.confirm_s:g} s" if settings.confirm_s else ", no confirmation run"),
         f"{INDENT}reuse of earlier sweeps' trials: {reused}",
         f"{INDENT}earlier sweeps' step noise of the case on this host: "

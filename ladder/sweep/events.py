@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from ladder.core import policy
+from ladder.core import walk
 from ladder.core.records import TrialRecord
 from ladder.runner.trial import Tick
 
@@ -20,7 +20,7 @@ class View(Protocol):
         rungs: Sequence[int],
         profiles: Sequence[str],
         knob: str = "num_envs",
-        tuning: policy.Tuning = ...,
+        tuning: walk.Tuning = ...,
         objective: str = "min_avg_util",
     ) -> None: ...
     def found(self, records: Sequence[TrialRecord]) -> None: ...
@@ -40,7 +40,7 @@ class Unwatched:
         rungs: Sequence[int],
         profiles: Sequence[str],
         knob: str = "num_envs",
-        tuning: policy.Tuning | None = None,
+        tuning: walk.Tuning | None = None,
         objective: str = "min_avg_util",
     ) -> None:
         pass

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from ladder.core import pick, policy
+from ladder.core import pick, walk
 from ladder.core.paths import SweepPaths
 from ladder.core.records import Phase, Status, TrialRecord
 from ladder.core.spec import TrialSpec
@@ -144,7 +144,7 @@ def _copied(run: Run, record: TrialRecord, why: str = "") -> TrialRecord:
 
 def placeholder_spec(run: Run, profile: str, rung: int) -> TrialSpec:
     """The trial as planned in reuse's placeholder folder on port 0: its configuration, less where it runs."""
-    return plan(run, policy.Decision(profile, rung, ""), Path(reuse.TRIAL_DIR), 0)
+    return plan(run, walk.Decision(profile, rung, ""), Path(reuse.TRIAL_DIR), 0)
 
 
 def bare_spec(run: Run, profile: str, rung: int) -> TrialSpec:

@@ -1,7 +1,7 @@
 """The sweep of one case: each step reads load → decide → claim → run → record.
 
 - load: the case's records, once this process's turn comes (`ladder.storage.turns`);
-- decide: the walk's next launch (`ladder.core.policy`), or the pick's confirmation;
+- decide: the walk's next launch (`ladder.core.walk`), or the pick's confirmation;
 - claim: the trial begun in storage, unless another process's came first;
 - run: the trial launched, watched and stopped (`ladder.runner.trial`), under its devices' lease;
 - record: its outcome stored, trials.tsv rewritten; at the end, the case's outcome (`ladder.core.outcome`) merged
@@ -18,7 +18,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from ladder.core import outcome, pick, policy, stats, warmup
+from ladder.core import outcome, pick, walk, warmup
+from ladder.core.measure.noise import carried_df, pooled_noise
+from ladder.core.measure.rates import Rate
 from ladder.core.paths import SweepPaths
 from ladder.core.records import Objective, Phase, Status, TrialRecord
 from ladder.runner import launch, preflight, trial
@@ -27,7 +29,7 @@ from ladder.settings import catalog
 from ladder.settings.config import Settings
 from ladder.storage import merge, reuse, studies, tsv
 from ladder.sweep import identity, resume, trials
-from ladder.sweep.context import Run, end_abandoned, tuning, workload_of
+from ladder.sweep.context import Run, end_abandoned, workload_of
 from ladder.sweep.events import View
 from ladder.workloads import planner
 
@@ -39,7 +41,7 @@ class Summary:
     case: str
     best: TrialRecord | None
     best_row: dict[str, str] | None  # as written to best_by_case.tsv, with class and action
-    walks: tuple[policy.Walk, ...]
+    walks: tuple[walk.Standing, ...]
     records: tuple[TrialRecord, ...]
     resumed: int  # finished trials found in storage and not run again
 
@@ -104,25 +106,25 @@ def _show_others(ctx: Run, records: list[TrialRecord]) -> None:
             ctx.view.trial_finished(record)
 
 
-def _decide(ctx: Run, records: list[TrialRecord]) -> tuple[policy.Decision, Phase] | None:
+def _decide(ctx: Run, records: list[TrialRecord]) -> tuple[walk.Decision, Phase] | None:
     """The walk's next probe; once none is left, the pick's confirmation (if `confirm_s` asks for one and it has
     not passed). A failed confirmation steps that profile down, and the walk goes on."""
     profiles = tuple(p.name for p in ctx.settings.profiles)
     attempts = walk_facts(records, ctx.settings.objective)
-    if (decision := policy.next_trial(ctx.settings.rungs, profiles, attempts, tuning(ctx.settings))) is not None:
+    if (decision := walk.next_trial(ctx.settings.rungs, profiles, attempts, ctx.settings.tuning)) is not None:
         return decision, Phase.PROBE
     if ctx.settings.measure.recheck_unstable and (again := pick.to_recheck(records, ctx.settings.objective)):
         why = "the pick's figure is unstable: a second window before it counts"
-        return policy.Decision(again.profile, again.num_envs, why, step=policy.Step.RECHECK), Phase.PROBE
+        return walk.Decision(again.profile, again.num_envs, why, step=walk.Step.RECHECK), Phase.PROBE
     if ctx.settings.confirm_s and (chosen := pick.to_confirm(records, ctx.settings.objective)) is not None:
         why = f"confirm the pick for {ctx.settings.confirm_s:.0f} s"
-        return policy.Decision(chosen.profile, chosen.num_envs, why, step=policy.Step.CONFIRM), Phase.CONFIRM
+        return walk.Decision(chosen.profile, chosen.num_envs, why, step=walk.Step.CONFIRM), Phase.CONFIRM
     return None
 
 
 def _measure(
     ctx: Run,
-    decision: policy.Decision,
+    decision: walk.Decision,
     phase: Phase,
     records: list[TrialRecord],
     held: trials.Held,
@@ -133,7 +135,7 @@ def _measure(
     `records`: the case's, as the decision was taken from them."""
     assert ctx.study is not None
     earlier = [r for r in records if _same_config(r, decision, phase) and r.status is Status.OK]
-    rates = [rate for r in earlier if (rate := stats.Rate.of(r.figures)) is not None]  # a recheck's first window
+    rates = [rate for r in earlier if (rate := Rate.of(r.figures)) is not None]  # a recheck's first window
     storage, sweep = ctx.study.storage, ctx.paths.sweep
     for _ in range(ctx.settings.measure.repeats):
         record = _run_one(ctx, decision, phase, records, rates, held, ballast_mb)
@@ -150,10 +152,10 @@ def _measure(
 
 def _run_one(
     ctx: Run,
-    decision: policy.Decision,
+    decision: walk.Decision,
     phase: Phase,
     records: list[TrialRecord],
-    rates: list[stats.Rate],
+    rates: list[Rate],
     held: trials.Held,
     ballast_mb: dict[int, float],
 ) -> TrialRecord | None:
@@ -177,23 +179,22 @@ def _run_one(
     with studies.heartbeat(study, claim, s.heartbeat_s):
         beat = decision.beat if s.objective is Objective.SAMPLES_PER_S and phase is Phase.PROBE else None
         own, carried = _noise_windows(ctx, records)
-        noise = stats.pooled_noise(own, earlier=carried)
-        result = trial.run(
+        noise = pooled_noise(own, earlier=carried)
+        request = trial.TrialRequest(
             spec,
             trial_dir,
             trial_id,
             trials.measure_conf(s, phase),
-            trials.sampler_factory(ctx.machine, held, trial_id, ballast_mb),
-            trials.mem_limit(s),
-            ctx.view.tick,
-            beat,
-            decision.short,
-            trials.card_mb(ctx),
+            mem_limit_bytes=trials.mem_limit(s),
+            beat=beat,
+            short=decision.short,
+            card_mb=trials.card_mb(ctx),
             cadence_s=s.measure.window_s,  # a confirmation judges its memory on the probes' window
             noise=noise,
             early=warmup.pooled(own, noise),
         )
-    if noise is not None and (took := stats.carried_df(own, carried)):
+        result = trial.run(request, trials.sampler_factory(ctx.machine, held, trial_id, ballast_mb), ctx.view.tick)
+    if noise is not None and (took := carried_df(own, carried)):
         result = dataclasses.replace(result, figures=result.figures | {"noise_carried_df": took})
     if ballast_mb:  # figures net of the ballast, the ballast beside them
         result = dataclasses.replace(result, figures=result.figures | trials.ballast_figures(ctx, ballast_mb))
@@ -217,7 +218,7 @@ def _say_carried_noise(ctx: Run) -> None:
     """One log line, where earlier sweeps' windows fill the case's pool of step noise from the start."""
     assert ctx.study is not None
     own, carried = _noise_windows(ctx, studies.records(ctx.study))
-    if (took := stats.carried_df(own, carried)) and (pool := stats.pooled_noise(own, earlier=carried)) is not None:
+    if (took := carried_df(own, carried)) and (pool := pooled_noise(own, earlier=carried)) is not None:
         log.info(
             "step noise: windows of this case in earlier sweeps on this host (within %g h: noise_carry_h) fill its "
             "pool with %g degree(s) of freedom, %.1f%% a step",
@@ -227,15 +228,15 @@ def _say_carried_noise(ctx: Run) -> None:
         )
 
 
-def _same_config(record: TrialRecord, decision: policy.Decision, phase: Phase) -> bool:
+def _same_config(record: TrialRecord, decision: walk.Decision, phase: Phase) -> bool:
     return (record.profile, record.num_envs, record.phase) == (decision.profile, decision.rung, phase)
 
 
 def _conclude(ctx: Run, resumed: int) -> Summary:
     assert ctx.study is not None
     settings, every = ctx.settings, studies.records(ctx.study)
-    attempts, walk_tuning = walk_facts(every, settings.objective), tuning(settings)
-    walks = tuple(policy.walk(settings.rungs, p.name, attempts, walk_tuning) for p in settings.profiles)
+    attempts, walk_tuning = walk_facts(every, settings.objective), settings.tuning
+    walks = tuple(walk.standing(settings.rungs, p.name, attempts, walk_tuning) for p in settings.profiles)
     found = case_outcome(every, settings)
     if found.row is not None:
         tsv.write_best(ctx.paths.best_tsv, [found.row])
@@ -247,9 +248,9 @@ def case_outcome(every: list[TrialRecord], settings: Settings) -> outcome.CaseOu
     return outcome.case_outcome(every, settings.objective, bool(settings.confirm_s), settings.decide)
 
 
-def walk_facts(records: list[TrialRecord], objective: str) -> list[policy.Attempt]:
-    """The records as the walk sees them (`pick.attempts`)."""
-    return [policy.Attempt(*fact) for fact in pick.attempts(records, objective)]
+def walk_facts(records: list[TrialRecord], objective: str) -> list[walk.Attempt]:
+    """The records as the walk sees them (`walk.attempts`)."""
+    return walk.attempts(records, objective)
 
 
 def _timing(started: str, result: trial.Result) -> dict[str, str]:

@@ -9,13 +9,16 @@ import os
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
-from ladder.core import ballast, policy, stats
+from ladder.core import ballast, walk
+from ladder.core.measure.rates import Rate
+from ladder.core.measure.repeats import repeat_verdict
 from ladder.core.records import Phase, TrialRecord
 from ladder.core.spec import TrialSpec
 from ladder.runner import lease, preflight, trial
 from ladder.runner.ballast import Holder
 from ladder.runner.machine import Machine, emulation
-from ladder.runner.monitor import Sampler, sampler_for
+from ladder.runner.monitor import Sampler
+from ladder.runner.nvml import sampler_for
 from ladder.settings.config import MeasureConf, Settings
 from ladder.storage import reuse
 from ladder.sweep import identity
@@ -24,7 +27,7 @@ from ladder.sweep.context import Run, plan
 Held = lease.Lease | None  # the devices a trial holds (None: the machine has no pool to lease from)
 
 
-def spec(run: Run, decision: policy.Decision, trial_dir: Path, port: int, held: Held) -> TrialSpec:
+def spec(run: Run, decision: walk.Decision, trial_dir: Path, port: int, held: Held) -> TrialSpec:
     """The trial as it launches: planned in its folder, on its port, seeing only its leased devices."""
     planned = plan(run, decision, trial_dir, port)
     if held is None:
@@ -32,7 +35,7 @@ def spec(run: Run, decision: policy.Decision, trial_dir: Path, port: int, held: 
     return dataclasses.replace(planned, env={**planned.env, **lease.lease_env(held)})  # leased GPUs as cuda:0..n-1
 
 
-def info(run: Run, decision: policy.Decision, planned: TrialSpec, trial_dir: Path, held: Held) -> dict[str, str]:
+def info(run: Run, decision: walk.Decision, planned: TrialSpec, trial_dir: Path, held: Held) -> dict[str, str]:
     """What a trial records beside its outcome: why it ran, what it is (its identity for reuse), where, on what."""
     return {
         "devices": ",".join(str(d) for d in held.devices) if held else "",
@@ -140,17 +143,17 @@ def mem_limit(settings: Settings) -> int | None:
     return int(gb * 1024**3) if gb else None
 
 
-def with_repeats(result: trial.Result, rates: list[stats.Rate], m: MeasureConf) -> trial.Result:
+def with_repeats(result: trial.Result, rates: list[Rate], m: MeasureConf) -> trial.Result:
     """The result carrying the repeat verdict over every repeat of its configuration so far (this one included)."""
-    rate = stats.Rate.of(result.figures)
+    rate = Rate.of(result.figures)
     if rate is not None:
         rates.append(rate)
-    verdict = stats.repeat_verdict(rates, m.max_repeat_spread, m.max_ci_frac)
+    verdict = repeat_verdict(rates, m.max_repeat_spread, m.max_ci_frac)
     return dataclasses.replace(result, figures={**result.figures, **verdict.figures(), "repeats": float(len(rates))})
 
 
 def record(
-    settings: Settings, decision: policy.Decision, phase: Phase, result: trial.Result, info: dict[str, str]
+    settings: Settings, decision: walk.Decision, phase: Phase, result: trial.Result, info: dict[str, str]
 ) -> TrialRecord:
     source = result.source or ("nvml" if info.get("device") == "cuda" else "host")
     extra = {

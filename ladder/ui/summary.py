@@ -10,8 +10,8 @@ from ladder.core import figkeys, pick
 from ladder.core.errors import ExitCode
 from ladder.core.outcome import exit_code, failed_at_bottom
 from ladder.core.paths import SweepPaths
-from ladder.core.policy import STEP_DOWN, Outcome, Step, Walk, insurance
 from ladder.core.records import Objective, Status, TrialRecord, rung_label
+from ladder.core.walk import STEP_DOWN, Outcome, Standing, Step, insurance
 from ladder.runner.machine import Machine
 from ladder.settings.config import Settings
 from ladder.settings.credentials import redact
@@ -25,7 +25,7 @@ def trial_line(r: TrialRecord, pooled: bool = False) -> str:
     mems = "/".join(str(round(v)) for v in figkeys.values(f, figkeys.MAX_MEM)) or "-"
     util = f"{f['min_avg_util']:.1f}" if "min_avg_util" in f else "-"
     sps = f"{f['samples_per_s']:.0f}" if "samples_per_s" in f and r.status is Status.OK else "-"
-    if f.get("short"):  # an insurance probe ended by its short window (`trial._short_lost`), not by the cut
+    if f.get("short"):  # an insurance probe ended by its short window (`stop.cut.short_lost`), not by the cut
         sps += " (cut, short probe)"
     elif f.get("cut") and "early_steps" in f:  # cut before its window opened: the window its first steps predict
         sps += f" (cut, predicted from {f['early_steps']:.0f} first step{'s' if f['early_steps'] > 1 else ''})"
@@ -130,28 +130,28 @@ def no_pick_line(case: str, records: Sequence[TrialRecord]) -> str:
 STOPPED = (Outcome.ERROR, Outcome.UNRELATED)  # walks that stopped on something a lower rung cannot fix
 
 
-def walk_state(w: Walk, knob: str) -> str:
+def walk_state(w: Standing, knob: str) -> str:
     """One profile's walk as the summary says it."""
     at = f" at {rung_label(knob, w.rung)}" if w.rung else ""
     if w.outcome is Outcome.FOUND:
         return f"largest stable rung{at}"
     if w.outcome is Outcome.UNRELATED:
-        return f"not num_envs: it failed{at}, the lowest rung, as above it, and no failure named memory"
+        return f"not {knob}: it failed{at}, the lowest rung, as above it, and no failure named memory"
     return f"{w.outcome.value}{at}"
 
 
-def broken_line(summary: Summary) -> str:
-    """The `best:` line of a case without a pick whose walk stopped on something no lower rung fixes."""
+def broken_line(summary: Summary, knob: str = "num_envs") -> str:
+    """The `best:` line of a case without a pick whose walk stopped on something no lower rung fixes (of `knob`)."""
     errors = [w.profile for w in summary.walks if w.outcome is Outcome.ERROR]
     if not errors and (same := [w.profile for w in summary.walks if w.outcome is Outcome.UNRELATED]):
         return (
             f"best: none for {summary.case}: {', '.join(same)} failed at the lowest rung as above it, and no failure "
-            "named memory: num_envs is not the cause (a rank that fails as it starts, the collective's or the "
-            "network's settings: see the evidence above); fix that, stepping num_envs down will not help"
+            f"named memory: {knob} is not the cause (a rank that fails as it starts, the collective's or the "
+            f"network's settings: see the evidence above); fix that, stepping {knob} down will not help"
         )
     return (
         f"best: none for {summary.case}: a broken configuration stopped {', '.join(errors) or 'the walk'} (fix it, "
-        "see the error above; stepping num_envs down will not help)"
+        f"see the error above; stepping {knob} down will not help)"
     )
 
 
@@ -184,7 +184,7 @@ def print_summary(
     if summary.best is not None:
         print("best: " + trial_line(summary.best, pooled=True))
     elif code is ExitCode.BROKEN_CONFIG:
-        print(broken_line(summary))
+        print(broken_line(summary, knob))
     elif any(r.status is Status.UNMEASURED for r in summary.records):
         print(no_pick_line(summary.case, summary.records))
     elif fits := [w.profile for w in summary.walks if w.outcome is Outcome.FOUND]:

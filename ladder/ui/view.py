@@ -3,7 +3,7 @@
 Both views take the same events (sweep started, trial started, tick, trial finished). The live one redraws the
 ladder so far (rungs × profiles: each cell its outcome and the objective's figure, named; a rung the walk ruled out,
 `skipped` with why), the running trial (phase, elapsed, window progress, latest util and memory per device) and what
-comes next on either outcome, asked of the walk itself (`policy.next_trial` with the running trial as if it had
+comes next on either outcome, asked of the walk itself (`walk.next_trial` with the running trial as if it had
 fitted, then as if it had failed); finished trials are also printed as the plain line, so the scrollback keeps them.
 """
 
@@ -20,8 +20,9 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from ladder.core import pick, policy
+from ladder.core import pick
 from ladder.core.records import Phase, Reason, Source, Status, TrialRecord, rung_label
+from ladder.core.walk import Attempt, Outcome, Standing, Tuning, attempts, next_trial, standing
 from ladder.runner.trial import Tick
 from ladder.sweep.events import View
 from ladder.ui.summary import trial_line
@@ -36,7 +37,7 @@ STYLE = {
     Status.UNMEASURED: "cyan",
     Status.DIVERGED: "bold yellow",
 }
-DEFAULT_TUNING = policy.Tuning()  # the walk's defaults (frozen): a view told nothing else asks the walk with these
+DEFAULT_TUNING = Tuning()  # the walk's defaults (frozen): a view told nothing else asks the walk with these
 SHORT = {
     Status.OK: "ok",
     Status.OOM_OR_NCCL: "oom/nccl",
@@ -81,7 +82,7 @@ class PlainView:
         rungs: Sequence[int],
         profiles: Sequence[str],
         knob: str = "num_envs",
-        tuning: policy.Tuning = DEFAULT_TUNING,
+        tuning: Tuning = DEFAULT_TUNING,
         objective: str = "min_avg_util",
     ) -> None:
         self.console.print(banner, markup=False, soft_wrap=True)
@@ -115,17 +116,17 @@ class Board:
     running: tuple[str, int] | None = None
     tick: Tick | None = None
     knob: str = "num_envs"  # what the rungs set: their labels say it (e64, or update_interval=10)
-    tuning: policy.Tuning = DEFAULT_TUNING  # how the sweep walks: what "next" is asked of
+    tuning: Tuning = DEFAULT_TUNING  # how the sweep walks: what "next" is asked of
     objective: str = "min_avg_util"  # what picks: the figure a cell shows
     records: list[TrialRecord] = field(default_factory=list)  # every finished trial, in order (retries included)
 
-    def walks(self) -> dict[str, policy.Walk]:
+    def walks(self) -> dict[str, Standing]:
         attempts = _attempts(self.records, self.objective)
-        return {p: policy.walk(self.rungs, p, attempts, self.tuning) for p in self.profiles}
+        return {p: standing(self.rungs, p, attempts, self.tuning) for p in self.profiles}
 
 
-def _attempts(records: Sequence[TrialRecord], objective: str) -> list[policy.Attempt]:
-    return [policy.Attempt(*fact) for fact in pick.attempts(records, objective)]
+def _attempts(records: Sequence[TrialRecord], objective: str) -> list[Attempt]:
+    return attempts(records, objective)
 
 
 def render(board: Board) -> RenderableType:
@@ -138,7 +139,7 @@ PICK_MARK = "*"  # the cell of the pick so far (`pick.best` of the probes measur
 REUSED_MARK = "(reused)"
 
 
-def _ladder_table(board: Board, walks: dict[str, policy.Walk], leader: TrialRecord | None) -> Table:
+def _ladder_table(board: Board, walks: dict[str, Standing], leader: TrialRecord | None) -> Table:
     """A rung a row, from the top down, a profile a column: a ladder of eight rungs fits 80 columns this way
     (a rung a column cut its cells to `oom/n…` there)."""
     table = Table(title=f"{board.case}: the ladder so far", title_justify="left", expand=False)
@@ -156,7 +157,7 @@ def _leader(board: Board) -> TrialRecord | None:
     return pick.best([r for r in board.records if r.phase is Phase.PROBE], board.objective)
 
 
-def _cell(board: Board, walk: policy.Walk, rung: int, leader: TrialRecord | None = None) -> Text:
+def _cell(board: Board, walk: Standing, rung: int, leader: TrialRecord | None = None) -> Text:
     """A trial's outcome and figure (`*` on the pick so far, `(reused)` where an earlier sweep ran it); a rung ruled
     out, `skipped` and why; one the walk ended without, `not run` (why: under the table); `·` where the walk has
     not come yet."""
@@ -171,12 +172,12 @@ def _cell(board: Board, walk: policy.Walk, rung: int, leader: TrialRecord | None
         return Text(text, style=STYLE[record.status] + (" bold" if mark else ""))
     if why := dict(walk.skipped).get(rung):
         return Text(f"skipped ({_short(why)})", style="dim yellow")
-    if walk.outcome is not policy.Outcome.PENDING:
+    if walk.outcome is not Outcome.PENDING:
         return Text("not run", style="dim")
     return Text("·", style="dim")
 
 
-def _legend(board: Board, walks: dict[str, policy.Walk], leader: TrialRecord | None) -> Text:
+def _legend(board: Board, walks: dict[str, Standing], leader: TrialRecord | None) -> Text:
     """What the marks in the table say, and why each walk that ended left rungs unrun (once a line, not in every
     cell: at 80 columns a cell's reason wrapped the table tall)."""
     parts = [f"{PICK_MARK} the pick so far"] if leader is not None else []
@@ -184,7 +185,7 @@ def _legend(board: Board, walks: dict[str, policy.Walk], leader: TrialRecord | N
         parts.append(f"{REUSED_MARK} run by an earlier sweep")
     for profile, walk in walks.items():
         unrun = [r for r in board.rungs if (profile, r) not in board.cells and not dict(walk.skipped).get(r)]
-        if walk.outcome is not policy.Outcome.PENDING and unrun and board.running not in {(profile, r) for r in unrun}:
+        if walk.outcome is not Outcome.PENDING and unrun and board.running not in {(profile, r) for r in unrun}:
             parts.append(f"{profile} not run: {_not_needed(walk, unrun[0], board.knob).removeprefix('not run: ')}")
     return Text("; ".join(parts), style="dim")
 
@@ -204,17 +205,17 @@ def _short(why: str) -> str:
     return why if len(why) <= 32 else why[:31] + "…"
 
 
-def _not_needed(walk: policy.Walk, rung: int, knob: str) -> str:
-    if walk.outcome is policy.Outcome.FOUND and walk.rung is not None and rung < walk.rung:
+def _not_needed(walk: Standing, rung: int, knob: str) -> str:
+    if walk.outcome is Outcome.FOUND and walk.rung is not None and rung < walk.rung:
         return f"not run: it fits at {rung_label(knob, walk.rung)}, the rest below need no launch"
-    if walk.outcome is policy.Outcome.ERROR:
+    if walk.outcome is Outcome.ERROR:
         return "not run: profile stopped"
-    if walk.outcome is policy.Outcome.UNRELATED:
+    if walk.outcome is Outcome.UNRELATED:
         return "not run: not num_envs"
     return "not run: the walk ended"
 
 
-def _skipped_line(board: Board, walks: dict[str, policy.Walk]) -> Text:
+def _skipped_line(board: Board, walks: dict[str, Standing]) -> Text:
     whys = [
         f"{p} {rung_label(board.knob, r)}: {why}"
         for p, w in walks.items()
@@ -254,19 +255,19 @@ def _next_line(board: Board) -> Text:
     ok = [(r.profile, v) for r in board.records if r.status is Status.OK and (v := r.figures.get(board.objective))]
     own = [v for p, v in ok if p == profile]
     level = max(own or [v for _, v in ok] or [1.0])  # no better than the profile's best so far
-    level_next = _after(board, policy.Attempt(profile, rung, Status.OK, value=level))
-    better = _after(board, policy.Attempt(profile, rung, Status.OK, value=4 * max([level, *(v for _, v in ok)])))
+    level_next = _after(board, Attempt(profile, rung, Status.OK, value=level))
+    better = _after(board, Attempt(profile, rung, Status.OK, value=4 * max([level, *(v for _, v in ok)])))
     on_ok = level_next if better == level_next else f"{better} if it beats {profile}'s best so far, else {level_next}"
-    on_fail = _after(board, policy.Attempt(profile, rung, Status.OOM_OR_NCCL, reason=Reason.CUDA_OOM))
-    no_memory = _after(board, policy.Attempt(profile, rung, Status.OOM_OR_NCCL, reason=Reason.NCCL_ERROR))
+    on_fail = _after(board, Attempt(profile, rung, Status.OOM_OR_NCCL, reason=Reason.CUDA_OOM))
+    no_memory = _after(board, Attempt(profile, rung, Status.OOM_OR_NCCL, reason=Reason.NCCL_ERROR))
     if no_memory != on_fail:
         on_fail = f"{on_fail} if its evidence names memory, else {no_memory}"
     return Text(f"next: on ok, {on_ok}; on oom/nccl or timeout, {on_fail}", style="dim")
 
 
-def _after(board: Board, outcome: policy.Attempt) -> str:
+def _after(board: Board, outcome: Attempt) -> str:
     attempts = [*_attempts(board.records, board.objective), outcome]
-    decision = policy.next_trial(board.rungs, board.profiles, attempts, board.tuning)
+    decision = next_trial(board.rungs, board.profiles, attempts, board.tuning)
     if decision is None:
         return "the sweep ends"
     done = f"{outcome.profile} is done; " if decision.profile != outcome.profile else ""
@@ -289,7 +290,7 @@ class LiveView:
         rungs: Sequence[int],
         profiles: Sequence[str],
         knob: str = "num_envs",
-        tuning: policy.Tuning = DEFAULT_TUNING,
+        tuning: Tuning = DEFAULT_TUNING,
         objective: str = "min_avg_util",
     ) -> None:
         self.console.print(banner, markup=False)

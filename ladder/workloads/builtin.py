@@ -22,7 +22,7 @@ import yaml
 from ladder.core import ballast, paths, torchenv
 from ladder.core.errors import ConfigError
 from ladder.core.spec import EmulateBy, Launcher, ProgressKind, TrialSpec
-from ladder.settings.config import Case, Profile, WorkloadConf
+from ladder.settings.config import CaseConf, Profile, WorkloadConf
 from ladder.workloads.profiles import apply_profile
 
 # The proxy's --method follows the algorithm the agent config runs (its agent_name), so a case whose method
@@ -57,7 +57,7 @@ class Placement:
 
 
 def plan_proxy(
-    case: Case,
+    case: CaseConf,
     profile: Profile,
     num_envs: int,
     workload: WorkloadConf,
@@ -91,7 +91,7 @@ def plan_proxy(
     )
 
 
-def proxy_method(case: Case) -> str:
+def proxy_method(case: CaseConf) -> str:
     """The proxy's --method: the agent's algorithm where the agent config names one, else the case's method."""
     return AGENT_METHODS.get(str(case.agent.get("agent_name", "")).upper(), case.method)
 
@@ -157,7 +157,7 @@ def torchrun(place: Placement, trial_dir: str) -> tuple[str, ...]:
 
 
 def _proxy_args(
-    case: Case, num_envs: int, workload: WorkloadConf, place: Placement, trial_dir: str, max_seconds: float
+    case: CaseConf, num_envs: int, workload: WorkloadConf, place: Placement, trial_dir: str, max_seconds: float
 ) -> tuple[str, ...]:
     shape = case.proxy
     gb = workload.emulate_gpu_mem_gb

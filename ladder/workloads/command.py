@@ -25,16 +25,18 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import string
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import yaml
 
 from ladder.core import paths
 from ladder.core.errors import ConfigError
 from ladder.core.spec import Launcher, ProgressKind, TrialSpec
-from ladder.settings.config import Case, Profile
+from ladder.settings.config import CaseConf, Profile
 from ladder.workloads.builtin import Placement, ranks
 from ladder.workloads.profiles import apply_profile
 from ladder.workloads.progress import compile_pattern, per_iteration
@@ -114,7 +116,8 @@ def command_conf(
     """The conf with its launch folder and inherited variables captured, and relative files of the launch folder
     made absolute (the trainer starts in its trial folder by default)."""
     anchored = tuple(_anchor(arg, launch_dir) for arg in argv)
-    inherited = {k: environ[k] for k in INHERITED if environ.get(k)}
+    inherited = {k: environ[k] for k in INHERITED if environ.get(k)} | _trainer_venv(anchored, environ)
+    inherited = {k: v for k, v in inherited.items() if v}
     if "-m" in anchored and launch_dir:  # python -m pkg: the launch folder's packages, as `python -m` there finds them
         inherited["PYTHONPATH"] = os.pathsep.join(p for p in (launch_dir, inherited.get("PYTHONPATH", "")) if p)
     chosen = cwd or DEFAULT_CWD
@@ -130,6 +133,20 @@ def command_conf(
         inherited,
         launch_dir,
     )
+
+
+def _trainer_venv(argv: Sequence[str], environ: Mapping[str, str]) -> dict[str, str]:
+    """`VIRTUAL_ENV` as the trainer runs: where its program is a Python interpreter, the virtual environment that
+    interpreter belongs to ("" for one outside any), not the one ladder was started from; nothing otherwise."""
+    if not argv or not Path(argv[0]).name.startswith("python"):
+        return {}
+    found = shutil.which(argv[0], path=environ.get("PATH"))
+    if found is None:
+        return {}
+    for folder in (Path(found).parent.parent, Path(found).resolve().parent.parent):
+        if (folder / "pyvenv.cfg").is_file():
+            return {"VIRTUAL_ENV": str(folder)}
+    return {"VIRTUAL_ENV": ""}
 
 
 def _anchor(arg: str, launch_dir: str) -> str:
@@ -170,7 +187,7 @@ def _check_cwd(cwd: str, launch_dir: str) -> None:
 
 
 def plan_command(
-    case: Case,
+    case: CaseConf,
     profile: Profile,
     rung: int,
     knob: str,
@@ -222,7 +239,7 @@ def _rank_prefix(
     return (), rank_vars, launcher
 
 
-def _agent_file(case: Case, profile: Profile, conf: CommandConf) -> dict[str, str]:
+def _agent_file(case: CaseConf, profile: Profile, conf: CommandConf) -> dict[str, str]:
     """agent.yaml, for a template that reads it ({agent_config}) only."""
     if "agent_config" not in _used(conf):
         return {}
@@ -247,7 +264,7 @@ def _info(conf: CommandConf, knob: str, place: Placement) -> dict[str, str]:
 
 
 def placeholders(
-    case: Case, profile: Profile, rung: int, knob: str, place: Placement, trial_dir: str, launch_dir: str = ""
+    case: CaseConf, profile: Profile, rung: int, knob: str, place: Placement, trial_dir: str, launch_dir: str = ""
 ) -> dict[str, str]:
     return {
         knob: str(rung),

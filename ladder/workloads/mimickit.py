@@ -33,7 +33,7 @@ import yaml
 from ladder.core import paths
 from ladder.core.errors import ConfigError, LadderError
 from ladder.core.spec import Launcher, ProgressKind, TrialSpec
-from ladder.settings.config import Case, Profile
+from ladder.settings.config import CaseConf, Profile
 from ladder.workloads.builtin import Placement
 from ladder.workloads.profiles import apply_profile, skipped_leaves
 
@@ -58,7 +58,7 @@ class MimicKitConf:
 
 
 def plan_mimickit(
-    case: Case,
+    case: CaseConf,
     profile: Profile,
     rung: int,
     knob: str,
@@ -91,7 +91,7 @@ def plan_mimickit(
 
 
 def mimickit_argv(
-    case: Case, num_envs: int, agent: dict[str, Any], conf: MimicKitConf, place: Placement, trial_dir: str
+    case: CaseConf, num_envs: int, agent: dict[str, Any], conf: MimicKitConf, place: Placement, trial_dir: str
 ) -> tuple[str, ...]:
     argv = (
         conf.python or place.python,
@@ -189,7 +189,7 @@ def knob_agent(agent: dict[str, Any], knob: str, value: int) -> dict[str, Any]:
     return agent if knob == NUM_ENVS else {**agent, knob: value}
 
 
-def _check(case: Case, knob: str, conf: MimicKitConf, trial_dir: str) -> None:
+def _check(case: CaseConf, knob: str, conf: MimicKitConf, trial_dir: str) -> None:
     if not conf.root:
         raise ConfigError("workload mimickit has no MimicKit folder", "set workload.mimickit_root or MIMICKIT_ROOT")
     if not case.args_file or not case.agent:
@@ -205,7 +205,7 @@ def _check(case: Case, knob: str, conf: MimicKitConf, trial_dir: str) -> None:
     _check_knob(case, knob, conf)
 
 
-def _check_knob(case: Case, knob: str, conf: MimicKitConf) -> None:
+def _check_knob(case: CaseConf, knob: str, conf: MimicKitConf) -> None:
     if knob == NUM_ENVS:
         return
     if knob not in case.agent:
@@ -215,7 +215,7 @@ def _check_knob(case: Case, knob: str, conf: MimicKitConf) -> None:
         raise ConfigError(f"the ladder walks '{knob}' but no num_envs is fixed", "set workload.mimickit_num_envs")
 
 
-def _info(case: Case, profile: Profile, knob: str, conf: MimicKitConf, place: Placement) -> dict[str, str]:
+def _info(case: CaseConf, profile: Profile, knob: str, conf: MimicKitConf, place: Placement) -> dict[str, str]:
     return {
         "workload": "mimickit",
         "device": place.device,
@@ -229,7 +229,7 @@ def _info(case: Case, profile: Profile, knob: str, conf: MimicKitConf, place: Pl
     }
 
 
-def missing_files(conf: MimicKitConf, case: Case) -> list[str]:
+def missing_files(conf: MimicKitConf, case: CaseConf) -> list[str]:
     """What the MimicKit folder lacks for this case (reads the file system: call it once, at the start)."""
     root = Path(conf.root)
     wanted = [RUN_PY, case.args_file, *([conf.engine_config] if conf.engine_config else [])]

@@ -15,7 +15,7 @@ from typing import TypeVar
 
 from ladder.core.errors import ConfigError
 from ladder.core.spec import Kind, Launcher, ProgressKind, TrialSpec
-from ladder.settings.config import Case, Profile, Settings, WorkloadConf
+from ladder.settings.config import CaseConf, Profile, Settings, WorkloadConf
 from ladder.workloads.builtin import Placement, plan_proxy
 from ladder.workloads.command import (
     DEFAULT_REGEX,
@@ -148,7 +148,7 @@ def resolve(kind: Kind, mimickit_root: str, environ: Mapping[str, str]) -> Resol
 
 def plan(
     workload: Workload,
-    case: Case,
+    case: CaseConf,
     profile: Profile,
     rung: int,
     place: Placement,

@@ -413,7 +413,7 @@ def parser_for(kind: str, pattern: str = "", samples_per_iter: float | None = No
 def per_iteration(kind: str, pattern: str = "") -> bool:
     """Whether each progress point of this format is a whole iteration, update included: MimicKit's table and log,
     and the presets of trainers that print once an iteration. A user's own regex or JSON lines may come from inside
-    a rollout: their cadence is learned from the trial (`ladder.core.stats.outlived_peak`)."""
+    a rollout: their cadence is learned from the trial (`ladder.core.peak.outlived_peak`)."""
     name = ALIASES.get(str(getattr(kind, "value", kind)), str(getattr(kind, "value", kind)))
     if name in ("mimickit_log", "mimickit_stdout"):
         return True

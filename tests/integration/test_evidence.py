@@ -10,7 +10,7 @@ from ladder.core.paths import STDOUT
 from ladder.core.records import Reason, Status
 from ladder.core.spec import Launcher, ProgressKind, TrialSpec
 from ladder.runner import trial
-from ladder.runner.monitor import HostSampler
+from ladder.runner.host import HostSampler
 from ladder.settings.config import MeasureConf
 from tests.unit.test_evidence import OOM
 
@@ -30,7 +30,7 @@ def test_a_trial_is_stopped_at_its_first_memory_evidence(tmp_path: Path) -> None
     measure = MeasureConf(
         warmup_timeout_s=60.0, startup_timeout_s=60.0, stall_timeout_s=60.0, trial_timeout_s=120.0, kill_grace_s=5.0
     )
-    result = trial.run(spec, tmp_path, uuid.uuid4().hex[:12], measure, HostSampler)
+    result = trial.run(trial.TrialRequest(spec, tmp_path, uuid.uuid4().hex[:12], measure), HostSampler)
     assert result.stopped_by == "out_of_memory"
     assert result.verdict.status is Status.OOM_OR_NCCL and result.verdict.reason is Reason.CUDA_OOM
     assert result.exit_code < 0 and result.leftovers == 0  # ladder killed the lingering rank: it would sleep on
@@ -53,7 +53,7 @@ for i in range(1, 100000):
 def test_a_trial_is_stopped_at_its_line_of_diverged_training(tmp_path: Path) -> None:
     spec = TrialSpec(argv=(sys.executable, "-c", DIVERGING, str(tmp_path)), env={}, launcher=Launcher.DIRECT)
     measure = MeasureConf(window_s=600.0, warmup_iters=1, stall_timeout_s=60.0, trial_timeout_s=900.0, kill_grace_s=5)
-    result = trial.run(spec, tmp_path, uuid.uuid4().hex[:12], measure, HostSampler)
+    result = trial.run(trial.TrialRequest(spec, tmp_path, uuid.uuid4().hex[:12], measure), HostSampler)
     assert result.stopped_by == "diverged"
     assert result.verdict.status is Status.DIVERGED and "| train/loss | nan |" in result.verdict.evidence
     assert "no progress line was read" not in result.verdict.evidence  # its progress was read: nothing to fix there
@@ -77,7 +77,7 @@ def test_a_trial_that_diverged_before_any_progress_was_read_says_its_progress_se
         progress_regex=r"iteration=(?P<iter>\d+)",
     )
     measure = MeasureConf(window_s=600.0, warmup_iters=1, stall_timeout_s=60.0, trial_timeout_s=900.0, kill_grace_s=5)
-    result = trial.run(spec, tmp_path, uuid.uuid4().hex[:12], measure, HostSampler)
+    result = trial.run(trial.TrialRequest(spec, tmp_path, uuid.uuid4().hex[:12], measure), HostSampler)
     assert result.stopped_by == "diverged" and result.verdict.status is Status.DIVERGED, result.verdict
     assert "| train/loss | nan |" in result.verdict.evidence
     assert "no progress line was read before it" in result.verdict.evidence

@@ -19,16 +19,16 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ladder.core import policy
+from ladder.core import walk
 from ladder.core.records import Reason, Status, StopCause
 from ladder.runner import launch, trial
-from ladder.runner.monitor import HostSampler
-from ladder.settings.config import Case, MeasureConf, Profile, ProxyShape, WorkloadConf
+from ladder.runner.host import HostSampler
+from ladder.settings.config import CaseConf, MeasureConf, Profile, ProxyShape, WorkloadConf
 from ladder.workloads.builtin import Placement, plan_proxy
 from tests.helpers import DATA
 
 AGENT = DATA / "agents" / "deepmimic_humanoid_ppo_agent.yaml"
-CASE = Case("fault_scenarios", "deepmimic", "", "", yaml.safe_load(AGENT.read_text()), ProxyShape(32, 8, 64, 256))
+CASE = CaseConf("fault_scenarios", "deepmimic", "", "", yaml.safe_load(AGENT.read_text()), ProxyShape(32, 8, 64, 256))
 RUNGS = (8, 4)
 RUNG = RUNGS[0]
 FAULT_RANK, FAULT_ITER = 1, 2
@@ -81,7 +81,7 @@ def run_scenario(trial_dir: Path, fault: str | None, port: int, stall_timeout_s:
         flags = ("--fault", fault, "--fault-rank", str(FAULT_RANK), "--fault-iter", str(FAULT_ITER))
         spec = dataclasses.replace(spec, argv=spec.argv + flags)
     trial_id = f"scenario-{fault}-{port}"
-    result = trial.run(spec, trial_dir, trial_id, measure(stall_timeout_s), HostSampler)
+    result = trial.run(trial.TrialRequest(spec, trial_dir, trial_id, measure(stall_timeout_s)), HostSampler)
     returned_t = time.time()
     left = tuple(p.pid for p in launch.leftovers(trial_id))
     return Ran(result, trial_dir, returned_t, left)
@@ -89,7 +89,7 @@ def run_scenario(trial_dir: Path, fault: str | None, port: int, stall_timeout_s:
 
 def next_after(ran: Ran) -> tuple[str, int] | None:
     """The walk's next (profile, rung) after this trial, as the sweep asks it."""
-    pick = policy.next_trial(RUNGS, ["default"], [policy.Attempt("default", RUNG, ran.result.verdict.status)])
+    pick = walk.next_trial(RUNGS, ["default"], [walk.Attempt("default", RUNG, ran.result.verdict.status)])
     return None if pick is None else (pick.profile, pick.rung)
 
 
@@ -185,8 +185,8 @@ def test_keyerror_is_an_error_and_stops_the_walk(keyerror: Ran) -> None:
     verdict = keyerror.result.verdict
     assert (verdict.status, verdict.reason) == (Status.ERROR, Reason.ERROR)
     assert "KeyError" in verdict.evidence
-    state = policy.walk(RUNGS, "default", [policy.Attempt("default", RUNG, verdict.status)])
-    assert (state.outcome, state.rung) == (policy.Outcome.ERROR, RUNG)
+    state = walk.standing(RUNGS, "default", [walk.Attempt("default", RUNG, verdict.status)])
+    assert (state.outcome, state.rung) == (walk.Outcome.ERROR, RUNG)
     assert next_after(keyerror) is None
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from ladder.core.records import Status
 from ladder.core.spec import Launcher, TrialSpec
 from ladder.runner import launch, trial
-from ladder.runner.monitor import HostSampler
+from ladder.runner.host import HostSampler
 from ladder.settings.config import MeasureConf
 
 WINDOW_S = 8.0
@@ -45,7 +45,7 @@ def run(tmp_path: Path, short: bool, stable_k: int = 2) -> trial.Result:
         extend_unstable=False,
     )
     trial_id = uuid.uuid4().hex[:12]
-    result = trial.run(spec, folder, trial_id, measure, HostSampler, beat=427.0 * 1.02, short=short)
+    result = trial.run(trial.TrialRequest(spec, folder, trial_id, measure, beat=427.0 * 1.02, short=short), HostSampler)
     assert result.leftovers == 0 and launch.leftovers(trial_id) == []
     return result
 
@@ -86,6 +86,8 @@ def test_a_short_probe_that_may_win_measures_its_whole_window(tmp_path: Path) ->
         trial_timeout_s=120.0,
         extend_unstable=False,
     )
-    result = trial.run(spec, folder, uuid.uuid4().hex[:12], measure, HostSampler, beat=1.0, short=True)
+    result = trial.run(
+        trial.TrialRequest(spec, folder, uuid.uuid4().hex[:12], measure, beat=1.0, short=True), HostSampler
+    )
     assert result.verdict.status is Status.OK and "short" not in result.figures and "cut" not in result.figures
     assert result.figures["window_s"] >= 4.0 * 0.9

@@ -12,7 +12,7 @@ from ladder.core.paths import STDOUT
 from ladder.core.records import Reason, Status
 from ladder.core.spec import Launcher, ProgressKind, TrialSpec
 from ladder.runner import trial
-from ladder.runner.monitor import HostSampler
+from ladder.runner.host import HostSampler
 from ladder.settings.config import MeasureConf
 from ladder.sweep.trials import confirmation
 from tests.helpers import DATA, need_memory_cgroups
@@ -80,7 +80,9 @@ def run(
         progress_regex=regex,
         progress_per_iteration=per_iteration,
     )
-    return trial.run(spec, tmp_path, uuid.uuid4().hex[:12], measure, HostSampler, cadence_s=cadence_s)
+    return trial.run(
+        trial.TrialRequest(spec, tmp_path, uuid.uuid4().hex[:12], measure, cadence_s=cadence_s), HostSampler
+    )
 
 
 def test_the_window_waits_for_its_points_and_counts_the_one_that_closed_it(tmp_path: Path) -> None:
@@ -184,7 +186,7 @@ def test_a_wide_interval_its_steps_cannot_narrow_says_unstable_without_an_extens
 
 def test_a_first_window_s_interval_counts_the_steady_steps_that_opened_it(tmp_path: Path) -> None:
     """A real trainer's window with no case pool behind it: its interval pools the spread of the `stable_k` steady
-    steps before it (`stats.settled_noise`; 2 steps, 1 degree of freedom), and its figures say so and are the
+    steps before it (`rates.steady_noise`; 2 steps, 1 degree of freedom), and its figures say so and are the
     interval its extension was judged on. (Its lines alternate 0.2 s and 0.3 s apart: a trainer's steps read at one
     tick's resolution may otherwise be alike, which says nothing of their spread.)"""
     result = run(tmp_path, ("0", "0.2", "idle", "wobble"), conf(window_s=1.0))
@@ -215,7 +217,9 @@ def test_a_stall_after_progress_is_a_timeout_whose_evidence_is_its_last_progress
         progress_kind=ProgressKind.REGEX,
         progress_regex=REGEX,
     )
-    result = trial.run(spec, tmp_path, uuid.uuid4().hex[:12], conf(stall_timeout_s=2.0, window_s=30.0), HostSampler)
+    result = trial.run(
+        trial.TrialRequest(spec, tmp_path, uuid.uuid4().hex[:12], conf(stall_timeout_s=2.0, window_s=30.0)), HostSampler
+    )
     assert (result.verdict.status, result.verdict.reason) == (Status.TIMEOUT, Reason.STALLED)
     assert result.verdict.evidence.endswith("last progress: step 3 samples 3000")
     assert "got signal" in (tmp_path / STDOUT).read_text()  # it did echo the SIGTERM; the evidence does not
@@ -240,7 +244,9 @@ def run_bursty(tmp_path: Path, num_envs: int) -> trial.Result:
         progress_kind=ProgressKind.REGEX,
         progress_regex=r"global_step=(?P<samples>\d+)",
     )
-    return trial.run(spec, tmp_path, uuid.uuid4().hex[:12], measure, HostSampler, 300 * 2**20)
+    return trial.run(
+        trial.TrialRequest(spec, tmp_path, uuid.uuid4().hex[:12], measure, mem_limit_bytes=300 * 2**20), HostSampler
+    )
 
 
 def test_a_rung_that_dies_at_its_first_update_is_never_ok_however_short_its_window(tmp_path: Path) -> None:
@@ -277,7 +283,10 @@ def test_a_survivor_at_its_cap_is_weak_oom_evidence_naming_the_cap(tmp_path: Pat
     )
     for spec in (near, clear):
         Path(spec.cwd).mkdir()
-    got = [trial.run(s, Path(s.cwd), uuid.uuid4().hex[:12], measure, HostSampler) for s in (near, clear)]
+    got = [
+        trial.run(trial.TrialRequest(s, Path(s.cwd), uuid.uuid4().hex[:12], measure), HostSampler)
+        for s in (near, clear)
+    ]
     verdict = got[0].verdict
     assert (verdict.status, verdict.reason, verdict.confidence) == (Status.OOM_OR_NCCL, Reason.NEAR_CAP, "low")
     assert "630/640 MiB of its emulated card" in verdict.evidence

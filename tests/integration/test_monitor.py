@@ -14,17 +14,12 @@ from collections.abc import Iterator
 import psutil
 import pytest
 
+from ladder.core.measure.usage import figures
 from ladder.core.records import Sample, Source
-from ladder.core.stats import figures
-from ladder.runner.monitor import (
-    HostSampler,
-    JointSampler,
-    Monitor,
-    NvmlSampler,
-    _psutil_tree,
-    process_tree,
-    sampler_for,
-)
+from ladder.runner.host import HostSampler
+from ladder.runner.monitor import JointSampler, Monitor
+from ladder.runner.nvml import NvmlSampler, sampler_for
+from ladder.runner.procs import _psutil_tree, process_tree
 from tests.helpers import DATA, REPO, wait_for
 from tests.nvml_fake import FakeGpu, FakeNvml
 from tests.unit.test_monitor import NO_DRIVER, run_ticks
@@ -94,7 +89,7 @@ def test_memory_of_the_trials_own_processes_once_a_second(trial_tree: dict[str, 
     sampler = NvmlSampler([0], root_pid=trial_tree["root"], trial_id="t-own", nvml=nvml)
     series = run_ticks(nvml, sampler, 3.0)
     listed = [s for s in series if s.proc_mem_mb is not None]
-    assert len(listed) in (3, 4)  # ~1 Hz, not 10 Hz: the process list takes the driver's lock (FACTS.md)
+    assert len(listed) in (3, 4)  # ~1 Hz, not 10 Hz: the process list takes the driver's global lock
     assert {s.proc_mem_mb for s in listed} == {410.0 + 3000.0 + 900.0}  # the stranger's 7000 MiB is not ours
     assert {s.mem_mb for s in series} == {530.0 + 410.0 + 3000.0 + 900.0 + 7000.0}  # device level: everything
     f = figures(series, [], None, 0.0)

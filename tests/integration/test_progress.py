@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from ladder.core.measure.usage import figures
+from ladder.core.measure.window import Rule, Window, close_window, open_window
 from ladder.core.records import Point
 from ladder.core.spec import TrialSpec
-from ladder.core.stats import Rule, Window, close_window, figures, open_window
 from ladder.runner import launch
 from ladder.workloads.progress import (
     JsonlProgress,

@@ -10,11 +10,12 @@ import uuid
 from dataclasses import replace
 from pathlib import Path
 
-from ladder.core import stats, warmup
+from ladder.core import warmup
+from ladder.core.measure.noise import Noise
 from ladder.core.records import Status
 from ladder.core.spec import Launcher, TrialSpec
 from ladder.runner import launch, trial
-from ladder.runner.monitor import HostSampler
+from ladder.runner.host import HostSampler
 from ladder.settings.config import MeasureConf, Profile, WorkloadConf
 from ladder.workloads.builtin import Placement, plan_proxy
 from tests.integration.test_failure_scenarios import CASE
@@ -33,14 +34,14 @@ LOOSE = MeasureConf(
 )
 
 
-def run(
-    tmp_path: Path, beat: float | None, window_s: float = WINDOW_S, noise: stats.Noise | None = None
-) -> trial.Result:
+def run(tmp_path: Path, beat: float | None, window_s: float = WINDOW_S, noise: Noise | None = None) -> trial.Result:
     workload = WorkloadConf(width_factor=0.125, nproc=2, emulate_gpu_mem_gb=0.2, collective_timeout_s=60.0)
     place = Placement("cpu", 2, launch.free_port(), sys.executable)
     spec = plan_proxy(CASE, Profile("default", {}), 8, workload, place, str(tmp_path), 120.0, {})
     measure = replace(LOOSE, warmup_iters=3, stable_tol=0.5, window_s=window_s, kill_grace_s=2.0)
-    return trial.run(spec, tmp_path, uuid.uuid4().hex[:12], measure, HostSampler, beat=beat, noise=noise)
+    return trial.run(
+        trial.TrialRequest(spec, tmp_path, uuid.uuid4().hex[:12], measure, beat=beat, noise=noise), HostSampler
+    )
 
 
 def test_a_trial_clearly_below_the_value_to_beat_is_cut_short(tmp_path: Path) -> None:
@@ -52,7 +53,7 @@ def test_a_trial_clearly_below_the_value_to_beat_is_cut_short(tmp_path: Path) ->
 
 
 def test_a_cut_on_the_case_s_pooled_noise_says_so_in_its_figures(tmp_path: Path) -> None:
-    result = run(tmp_path, beat=1e12, noise=stats.Noise(0.05, 40.0))
+    result = run(tmp_path, beat=1e12, noise=Noise(0.05, 40.0))
     assert result.verdict.status is Status.OK
     f = result.figures
     assert f["cut"] == 1.0 and f["noise_pooled_df"] == 40.0 and f["samples_per_s_hi"] < 1e12
@@ -100,7 +101,7 @@ def test_a_measured_window_ends_the_trial_at_once_without_waiting_out_the_grace(
         kill_grace_s=60.0,
     )
     trial_id = uuid.uuid4().hex[:12]
-    result = trial.run(spec, tmp_path, trial_id, measure, HostSampler)
+    result = trial.run(trial.TrialRequest(spec, tmp_path, trial_id, measure), HostSampler)
     assert result.stopped_by == "window_done" and result.verdict.status is Status.OK
     assert result.figures["samples_per_s"] > 0
     assert not (tmp_path / "sigterm.txt").exists()  # killed at once: never asked to end in order
@@ -120,12 +121,15 @@ def run_script(
     tmp_path: Path,
     script: str,
     beat: float,
-    noise: stats.Noise | None = None,
+    noise: Noise | None = None,
     early: warmup.Warmup | None = None,
 ) -> trial.Result:
     """`script` (a trainer's Python source, given its folder) as a trial under `LOOSE`, with a value to beat."""
     spec = TrialSpec(argv=(sys.executable, "-c", script, str(tmp_path)), env={}, launcher=Launcher.DIRECT)
-    return trial.run(spec, tmp_path, uuid.uuid4().hex[:12], LOOSE, HostSampler, beat=beat, noise=noise, early=early)
+    return trial.run(
+        trial.TrialRequest(spec, tmp_path, uuid.uuid4().hex[:12], LOOSE, beat=beat, noise=noise, early=early),
+        HostSampler,
+    )
 
 
 def test_a_clear_loser_is_cut_as_its_window_opens_on_the_steps_that_opened_it(tmp_path: Path) -> None:
@@ -148,7 +152,7 @@ def test_a_step_too_slow_to_matter_cuts_the_trial_before_it_ends(tmp_path: Path)
     Once that step alone has lasted long enough that the rate would be out of reach even were it to end now, the
     trial is cut (a loser, with its completed steps' figures and how long the open step had run), not left to the
     stall limit's 60 s and recorded as a hang."""
-    noise = stats.Noise(0.05, 40.0)  # the case's pooled step noise: the cut need not wait for the steps' own spread
+    noise = Noise(0.05, 40.0)  # the case's pooled step noise: the cut need not wait for the steps' own spread
     result = run_script(tmp_path, STUCK, beat=128.0, noise=noise)
     f = result.figures
     assert result.stopped_by == "window_done" and result.verdict.status is Status.OK and f["cut"] == 1.0
@@ -160,7 +164,7 @@ def test_a_step_too_slow_to_matter_cuts_the_trial_before_it_ends(tmp_path: Path)
 HALF_S = STEADY.replace("time.sleep(0.1)", "time.sleep(0.5)")
 WARMING = STEADY.replace("time.sleep(0.1)", "time.sleep(1.0 if i == 2 else 0.5)")
 # the case's whole windows: each of their first steps ran at the window's rate
-STEADY_CASE = warmup.Warmup((warmup.Gain(0.0, None, 3),) * warmup.EARLY_K, stats.Noise(0.05, 40.0))
+STEADY_CASE = warmup.Warmup((warmup.Gain(0.0, None, 3),) * warmup.EARLY_K, Noise(0.05, 40.0))
 
 
 def test_a_clear_loser_is_cut_on_its_first_steps_before_its_window_opens(tmp_path: Path) -> None:
@@ -176,7 +180,7 @@ def test_a_clear_loser_is_cut_on_its_first_steps_before_its_window_opens(tmp_pat
 
 
 # the case's whole windows ran 15% slower than their first steps (a trainer that slows as its buffers fill)
-SLOWING_CASE = warmup.Warmup((warmup.Gain(math.log(0.85), None, 1),) * warmup.EARLY_K, stats.Noise(0.05, 40.0))
+SLOWING_CASE = warmup.Warmup((warmup.Gain(math.log(0.85), None, 1),) * warmup.EARLY_K, Noise(0.05, 40.0))
 
 
 def test_a_clear_loser_is_cut_on_first_steps_faster_than_the_case_s_windows_taken_at_their_own_rate(

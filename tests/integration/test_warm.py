@@ -17,8 +17,9 @@ import psutil
 import pytest
 
 from ladder.core import torchenv
-from ladder.runner import launch, monitor, procs, warm
+from ladder.runner import launch, procs, warm
 from ladder.runner.cgroup import MemCgroup
+from ladder.runner.host import HostSampler
 from tests.helpers import need_memory_cgroups, wait_for
 
 pytestmark = pytest.mark.integration
@@ -52,22 +53,25 @@ RANK = textwrap.dedent(
 
 
 @pytest.fixture(scope="module")
-def starter() -> Iterator[warm.Starter]:
+def pool() -> Iterator[warm.Starters]:
+    """This file's own starters, as an orchestrator has them (`pool.linked` finds their ranks), not the test
+    session's shared one, which is set aside meanwhile."""
     need_memory_cgroups()
-    # this file's own starter, as an orchestrator has it (`warm.linked` finds its ranks), not the test session's
-    # shared one, which is set aside meanwhile
-    session = dict(warm._starters)  # noqa: SLF001
     shared = os.environ.pop(warm.SHARED_VAR, None)
-    warm._starters.clear()  # noqa: SLF001
+    own = warm.Starters()
     try:
-        got = warm.starter(sys.executable)
-        assert got is not None and got.owned, "the warm starter did not get ready"
-        yield got
+        yield own
     finally:
-        warm.close_all()
-        warm._starters.update(session)  # noqa: SLF001
+        own.close()
         if shared is not None:
             os.environ[warm.SHARED_VAR] = shared
+
+
+@pytest.fixture(scope="module")
+def starter(pool: warm.Starters) -> warm.Starter:
+    got = pool.get(sys.executable)
+    assert got is not None and got.owned, "the warm starter did not get ready"
+    return got
 
 
 @pytest.fixture
@@ -118,29 +122,29 @@ def test_a_warm_rank_ends_as_a_cold_one(
 
 
 def test_the_rank_runs_in_the_trial_cgroup_under_its_client(
-    tmp_path: Path, starter: warm.Starter, cgroup: MemCgroup
+    tmp_path: Path, pool: warm.Starters, starter: warm.Starter, cgroup: MemCgroup
 ) -> None:
     proc = client(tmp_path, starter.env(cgroup.path), "wait")
     rank = int(str(seen(tmp_path)["pid"]))
     assert rank in cgroup.pids()
-    wait_for(lambda: warm.linked(proc.pid) == rank)
-    assert (rank, proc.pid) in monitor.process_tree(os.getpid())  # the sampler's tree walk finds it
+    wait_for(lambda: pool.linked(proc.pid) == rank)
+    assert (rank, proc.pid) in procs.process_tree(os.getpid(), pool.linked)  # the sampler's tree walk finds it
     proc.send_signal(signal.SIGTERM)  # a stop reaches the rank, whose own handler leaves with 7
     assert proc.wait(timeout=60) == 7
     wait_for(lambda: not psutil.pid_exists(rank))
-    assert warm.linked(proc.pid) is None
+    assert pool.linked(proc.pid) is None
 
 
 def test_the_sampler_counts_the_rank_and_not_its_stand_in(
-    tmp_path: Path, starter: warm.Starter, cgroup: MemCgroup
+    tmp_path: Path, pool: warm.Starters, starter: warm.Starter, cgroup: MemCgroup
 ) -> None:
     """The host sampler's rank is the forked rank alone: its client (ladder's stand-in) is walked through, never
     counted. Started cold, the client has become the rank (exec) and is counted as such."""
     proc = client(tmp_path, {**starter.env(cgroup.path), "LOCAL_RANK": "0"}, "wait")
     rank = int(str(seen(tmp_path)["pid"]))
-    wait_for(lambda: warm.linked(proc.pid) == rank)
+    wait_for(lambda: pool.linked(proc.pid) == rank)
     assert warm.stands_in(proc.pid) and not warm.stands_in(rank)
-    sampler = monitor.HostSampler(os.getpid())
+    sampler = HostSampler(os.getpid(), starters=pool)
     try:
         (sample,) = sampler.sample(0.0)
         assert sample.index == 0 and set(sampler._rank_of) == {rank}  # noqa: SLF001 - which processes it counts
@@ -152,7 +156,7 @@ def test_the_sampler_counts_the_rank_and_not_its_stand_in(
     cold = client(tmp_path / "cold", {"LOCAL_RANK": "0"}, "wait")
     wait_for(lambda: (tmp_path / "cold" / "out.json").exists() and (tmp_path / "cold" / "out.json").read_text())
     assert not warm.stands_in(cold.pid) and "rankmod" in psutil.Process(cold.pid).cmdline()
-    sampler = monitor.HostSampler(os.getpid())
+    sampler = HostSampler(os.getpid(), starters=pool)
     try:
         (sample,) = sampler.sample(0.0)
         assert set(sampler._rank_of) == {cold.pid}  # noqa: SLF001
@@ -183,7 +187,7 @@ def said_hello(tmp_path: Path, ranks: tuple[int, ...] = (0, 1)) -> bool:
 
 @pytest.mark.parametrize("fork", [True, False])
 def test_the_rank_launcher_forks_its_warm_clients_and_the_ranks_are_the_same(
-    tmp_path: Path, starter: warm.Starter, cgroup: MemCgroup, fork: bool
+    tmp_path: Path, pool: warm.Starters, starter: warm.Starter, cgroup: MemCgroup, fork: bool
 ) -> None:
     """The launcher forks each warm client (no interpreter of its own: its command line is the launcher's, which the
     sampler counts as a launcher's) or, with `--no-fork`, starts it; either way each rank is forked by the starter
@@ -195,13 +199,13 @@ def test_the_rank_launcher_forks_its_warm_clients_and_the_ranks_are_the_same(
     assert len(clients) == 2
     ranks = set()
     for c in clients:
-        assert monitor.launches(c.pid)  # counted as ladder's, never as a rank
+        assert procs.launches(c.pid)  # counted as ladder's, never as a rank
         assert warm.stands_in(c.pid) is not fork  # forked: the launcher's command line; started: a client's
-        wait_for(lambda c=c: warm.linked(c.pid) is not None)
-        rank = warm.linked(c.pid)
+        wait_for(lambda c=c: pool.linked(c.pid) is not None)
+        rank = pool.linked(c.pid)
         assert rank is not None and rank in cgroup.pids() and rank not in {x.pid for x in clients}
         ranks.add(rank)
-    sampler = monitor.HostSampler(proc.pid)
+    sampler = HostSampler(proc.pid, starters=pool)
     try:
         assert sorted(s.index for s in sampler.sample(0.0)) == [0, 1]
         assert set(sampler._rank_of) == ranks and sorted(sampler._rank_of.values()) == [0, 1]  # noqa: SLF001
@@ -244,7 +248,7 @@ def test_a_killed_client_takes_its_rank_with_it(tmp_path: Path, starter: warm.St
 
 def test_a_rank_cannot_outlive_its_starter(tmp_path: Path, cgroup: MemCgroup) -> None:
     need_memory_cgroups()
-    own = warm._start(sys.executable)  # noqa: SLF001 - a starter of this test's own, to end
+    own = warm.start(sys.executable)  # a starter of this test's own, to end
     assert own is not None
     try:
         proc = client(tmp_path, own.env(cgroup.path), "wait")
@@ -266,7 +270,7 @@ def test_without_a_cgroup_it_starts_cold(tmp_path: Path, starter: warm.Starter) 
 
 def test_the_starter_ends_with_its_orchestrator(tmp_path: Path) -> None:
     code = (
-        "import os, sys; from ladder.runner import warm; s = warm._start(sys.executable); "
+        "import os, sys; from ladder.runner import warm; s = warm.start(sys.executable); "
         "print(s.proc.pid, s.folder, flush=True); os._exit(0)"  # no atexit: the starter sees its stdin close
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180, check=True)
@@ -296,8 +300,8 @@ def test_a_starter_run_by_hand_removes_what_it_made_and_leaves_the_rest_of_its_f
 
 
 SHARER = (
-    "import sys; from ladder.runner import warm; s = warm.starter(sys.executable); "
-    "print(s.owned, s.folder, flush=True); warm.close_all()"
+    "import sys; from ladder.runner import warm; s = warm.STARTERS.get(sys.executable); "
+    "print(s.owned, s.folder, flush=True); warm.STARTERS.close()"
 )
 
 

@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ladder.core import policy
+from ladder.core import walk
 from ladder.core.records import Ending, Status
 from ladder.core.spec import ProgressKind
 from ladder.failures import rules
 from ladder.runner import launch
-from ladder.settings.config import Case, Profile, register
+from ladder.settings.config import CaseConf, Profile, register
 from ladder.sweep.dryrun import Planned, estimate, every_trial, format_dry_run, format_estimate
 from ladder.workloads.builtin import Placement
 from ladder.workloads.mimickit import missing_files
@@ -41,7 +41,7 @@ register()
 # ---- command ------------------------------------------------------------------------------------------------------
 
 
-def run_planned(spec_dir: Path, workload: Workload, case: Case, prof: Profile, rung: int) -> tuple[Status, bytes]:
+def run_planned(spec_dir: Path, workload: Workload, case: CaseConf, prof: Profile, rung: int) -> tuple[Status, bytes]:
     """Plan, launch for real, wait for the program to end, stop and reap, classify."""
     spec = plan(
         workload, case, prof, rung, Placement("cpu", 1, launch.free_port(), sys.executable), str(spec_dir), 60.0, {}
@@ -64,16 +64,16 @@ def test_command_walks_update_interval_with_regex_progress(tmp_path: Path) -> No
         "trainer.mem_budget=250",
     )
     work, rungs = command(template, knob="update_interval"), (40, 20, 10, 5)
-    plain = policy.Tuning(strategy=policy.Strategy.WALK)  # one rung at a time, from the top
-    attempts: list[policy.Attempt] = []
+    plain = walk.Tuning(strategy=walk.Strategy.PLAIN)  # one rung at a time, from the top
+    attempts: list[walk.Attempt] = []
     outputs: dict[int, bytes] = {}
-    while (nxt := policy.next_trial(rungs, ["default"], attempts, plain)) is not None:
+    while (nxt := walk.next_trial(rungs, ["default"], attempts, plain)) is not None:
         status, outputs[nxt.rung] = run_planned(tmp_path / f"u{nxt.rung}", work, s.case, s.profiles[0], nxt.rung)
-        attempts.append(policy.Attempt(nxt.profile, nxt.rung, status))
+        attempts.append(walk.Attempt(nxt.profile, nxt.rung, status))
     tried = [(a.rung, a.status) for a in attempts]
     assert tried == [(40, Status.OOM_OR_NCCL), (20, Status.OOM_OR_NCCL), (10, Status.OK)]
-    walked = policy.walk(rungs, "default", attempts, plain)
-    assert (walked.outcome, walked.rung) == (policy.Outcome.FOUND, 10)
+    walked = walk.standing(rungs, "default", attempts, plain)
+    assert (walked.outcome, walked.rung) == (walk.Outcome.FOUND, 10)
     spec = plan(work, s.case, s.profiles[0], 10, TWO_GPUS, "/t", 1.0, {})
     points = parser(spec).feed(outputs[10], now=1000.0)
     assert [(p.iter, p.samples) for p in points] == [(i, i * 8 * 16) for i in range(1, 6)]

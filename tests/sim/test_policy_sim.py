@@ -15,7 +15,7 @@ from dataclasses import replace
 import pytest
 
 from ladder.core import pick
-from ladder.core.policy import Attempt, Tuning, next_trial
+from ladder.core.walk import Attempt, Tuning, next_trial
 from tests.unit.test_policy import IDLE, NOISY, OK, OOM, PI_PLUS, band
 
 
@@ -125,7 +125,7 @@ def test_the_scaling_bound_never_adds_a_launch_or_changes_the_pick_where_iterati
     never make an iteration faster, and a random largest fit, none included): with the bound the walk launches at
     most what it launches without, and picks the same."""
     rnd = random.Random(7)
-    tuning = Tuning(descend=True, descent_gain_max=None, throughput=True)
+    tuning = Tuning(descend=True, descent_gain_max=None, throughput=True, descent_idle_util=None)
     fewer = 0
     for _ in range(2000):
         world = {
@@ -149,7 +149,7 @@ def test_the_gain_bound_of_one_never_adds_a_launch_or_changes_the_pick_where_mor
     pair rose, bounding a lower rung's gain by 1 (`descent_short`) launches at most what `descent_gain_max` alone does,
     and picks the same; clear of the card, and near it (where a pair that rose at that pressure bounds it: `unhurt`)."""
     rnd = random.Random(11)
-    tuning = Tuning(descend=True, descent_gain_max=1.3, throughput=True)
+    tuning = Tuning(descend=True, descent_gain_max=1.3, throughput=True, descent_idle_util=None)
     fewer = 0
     for _ in range(2000):
         world = {

@@ -10,7 +10,7 @@ from ladder.core.ballast import Device, Mode
 from ladder.core.errors import ConfigError
 from ladder.core.spec import EmulateBy
 from ladder.runner.machine import emulated_card_gb, emulation, find_machine
-from ladder.runner.monitor import NvmlSampler
+from ladder.runner.nvml import NvmlSampler
 from ladder.sweep.dryrun import settings_lines
 from ladder.ui.report.charts import card_memory
 from ladder.ui.summary import capped

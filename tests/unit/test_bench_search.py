@@ -9,7 +9,7 @@ from types import ModuleType
 
 import pytest
 
-from ladder.core import stats
+from ladder.core.measure.tdist import t975
 from ladder.core.records import Status
 from tests.helpers import load_script
 
@@ -35,9 +35,9 @@ def test_the_run_to_run_spread_is_pooled_over_configurations_run_more_than_once(
     pool, spread = bench.pooled(tables)
     # a: residuals -0.1 and +0.1 of its mean 100; b: none; two degrees of freedom (one from each)
     assert spread == pytest.approx(math.sqrt((0.01 + 0.01) / 2))
-    half = stats.t975(2) * spread * 100.0 / math.sqrt(2)
+    half = t975(2) * spread * 100.0 / math.sqrt(2)
     assert pool[a] == pytest.approx(bench.Pooled(100.0, 100.0 - half, 100.0 + half, 2))
-    assert pool[c].runs == 1 and pool[c].hi - pool[c].lo == pytest.approx(2 * stats.t975(2) * spread * 300.0)
+    assert pool[c].runs == 1 and pool[c].hi - pool[c].lo == pytest.approx(2 * t975(2) * spread * 300.0)
 
 
 def test_a_pick_is_the_same_within_the_interval_of_the_grids_best_over_every_run(bench: ModuleType) -> None:

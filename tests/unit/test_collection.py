@@ -102,4 +102,4 @@ def test_collecting_a_test_file_imports_no_trainer(path: Path) -> None:
 def test_the_check_sees_a_heavy_import_through_our_modules() -> None:
     # the proxy's agent module imports torch at its top: a test file importing it from there is caught
     assert heavy_chain("ladder.workloads.proxy.agent") is not None
-    assert heavy_chain("ladder.core.stats") is None
+    assert heavy_chain("ladder.core.measure.usage") is None

@@ -8,8 +8,8 @@ import pytest
 
 from ladder.core.errors import ExitCode
 from ladder.core.outcome import WORST_FIRST, case_outcome, worst
-from ladder.core.policy import Step
 from ladder.core.records import Objective, Phase, Reason, Status, TrialRecord
+from ladder.core.walk import Step
 
 OOM, PEER = Status.OOM_OR_NCCL, Reason.PEER_LOST
 

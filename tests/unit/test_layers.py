@@ -129,3 +129,11 @@ def test_the_checks_see_a_cycle_and_an_upward_import(tmp_path: Path) -> None:
     edges = graph(pkg)
     assert cycles(edges) == [["ladder.core.pick", "ladder.sweep.loop"]]
     assert list(upward(edges)) == ["ladder.core.pick (core) imports ladder.sweep.loop (sweep)"]
+
+
+MAX_MODULE_LINES = 500
+
+
+def test_every_module_is_one_room_of_at_most_500_lines() -> None:
+    long = {n: len(p.read_text().splitlines()) for n, p in modules().items()}
+    assert {n: lines for n, lines in long.items() if lines > MAX_MODULE_LINES} == {}

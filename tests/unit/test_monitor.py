@@ -9,13 +9,10 @@ from typing import Any
 
 import pytest
 
+from ladder.core.measure.usage import figures
 from ladder.core.records import Sample, Source
-from ladder.core.stats import figures
-from ladder.runner.monitor import (
-    NvmlSampler,
-    nvml_gpu_count,
-    write_samples,
-)
+from ladder.runner.monitor import write_samples
+from ladder.runner.nvml import NvmlSampler, nvml_gpu_count
 from tests.helpers import DATA
 from tests.nvml_fake import FakeGpu, FakeNvml
 
@@ -106,7 +103,7 @@ NO_DRIVER = pytest.mark.skipif(Path("/proc/driver/nvidia").exists(), reason="thi
 
 @NO_DRIVER
 def test_no_driver_is_one_log_line_and_zero_gpus(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.INFO, logger="ladder.runner.monitor"):
+    with caplog.at_level(logging.INFO, logger="ladder.runner.nvml"):
         assert nvml_gpu_count() == 0  # this machine has no NVIDIA driver: the real library says so
     assert [r.getMessage() for r in caplog.records] == [
         "no NVIDIA GPU (NVMLError_LibraryNotFound): measuring host CPU% and RSS instead"

@@ -11,12 +11,13 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
-from ladder.core import pick
+from ladder.core import pick, walk
 from ladder.core.caseclass import HIUTIL_TRIED
+from ladder.core.measure.tdist import t975
+from ladder.core.measure.usage import figures, util_spread
 from ladder.core.paths import SweepPaths
 from ladder.core.pick import Candidate
 from ladder.core.records import Phase, Reason, Sample, Source, Status, TrialRecord
-from ladder.core.stats import figures, t975, util_spread
 from ladder.settings.catalog import CONF_DIR
 from ladder.settings.config import register, settings_from
 from ladder.storage import studies
@@ -165,9 +166,9 @@ def test_a_lower_rung_must_be_faster_by_more_than_the_run_to_run_noise(lower: fl
 
 
 def test_the_walk_sees_the_same_band_as_the_pick() -> None:
-    facts = pick.attempts([rate("default", 64, 1000.0, 0.01, 1), rate("default", 48, 1000.0, 0.09, 2)], "samples_per_s")
+    facts = walk.attempts([rate("default", 64, 1000.0, 0.01, 1), rate("default", 48, 1000.0, 0.09, 2)], "samples_per_s")
     assert [f.value_hi for f in facts] == [pytest.approx(1050.0), pytest.approx(1090.0)]
-    util = pick.attempts([rec("default", 64, OK, 1, min_avg_util=50.0, min_avg_util_hi=50.5)], "min_avg_util")
+    util = walk.attempts([rec("default", 64, OK, 1, min_avg_util=50.0, min_avg_util_hi=50.5)], "min_avg_util")
     assert util[0].value_hi == 50.5  # util's noise is its spread over the devices: no run-to-run band
 
 
@@ -184,7 +185,7 @@ def test_a_trial_below_what_it_must_beat_never_becomes_the_pick() -> None:
         ]
         top = pick.best(records, "samples_per_s")
         assert top is not None
-        value, hi = top.figures["samples_per_s"], pick.attempts([top], "samples_per_s")[0].value_hi
+        value, hi = top.figures["samples_per_s"], walk.attempts([top], "samples_per_s")[0].value_hi
         rung = rng.choice([32, 48, 64, 128])
         beat = pick.to_beat(value, hi, top.num_envs, rung, pick.noise_of("samples_per_s"))
         new_hi = beat * rng.uniform(0.8, 0.999)
@@ -330,7 +331,7 @@ def test_attempts_are_probes_and_failed_confirmations_with_repeats_as_their_medi
         rec("d", 64, OK, 5, CONFIRM, samples_per_s=1.0),
         rec("h", 64, OOM, 6, CONFIRM),
     ]
-    facts = pick.attempts(records, "samples_per_s")
+    facts = walk.attempts(records, "samples_per_s")
     assert [(f.profile, f.rung, f.status, f.value) for f in facts] == [
         ("d", 64, OK, 200.0),
         ("d", 128, OOM, None),
@@ -373,7 +374,7 @@ def test_gpu_util_is_the_busiest_gpus_where_nvml_measured_it(
 ) -> None:
     record = replace(rec("d", 64, **figs), info=info)
     assert pick.gpu_util(record) == expected
-    assert pick.attempts([record], "samples_per_s")[0].util == expected  # what the walk is told
+    assert walk.attempts([record], "samples_per_s")[0].util == expected  # what the walk is told
 
 
 # ---------------------------------------------------------------- the util noise
@@ -444,5 +445,5 @@ def test_a_low_confidence_step_down_reaches_the_walk_unconfirmed(
     record = rec("default", 256, status)
     if confidence is not None:
         record.info["confidence"] = confidence
-    (fact,) = pick.attempts([record], "min_avg_util")
+    (fact,) = walk.attempts([record], "min_avg_util")
     assert fact.confirmed is confirmed

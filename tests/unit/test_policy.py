@@ -7,20 +7,20 @@ from dataclasses import replace
 
 import pytest
 
-from ladder.core.policy import MAX_RETRIES, Attempt, Outcome, Step, Strategy, Tuning, fit_memory, next_trial, walk
 from ladder.core.records import Reason, Status
+from ladder.core.walk import MAX_RETRIES, Attempt, Outcome, Step, Strategy, Tuning, memory_line, next_trial, standing
 
 RUNGS = (256, 128, 64, 48)
 PI_PLUS = (256, 128, 64, 48, 40, 38, 36, 32)
 OOM, OK, ERR, TIMEOUT = Status.OOM_OR_NCCL, Status.OK, Status.ERROR, Status.TIMEOUT
-WALK = Tuning(Strategy.WALK)
+PLAIN = Tuning(Strategy.PLAIN)
 
 
 def attempts(profile: str, *pairs: tuple[int, Status]) -> list[Attempt]:
     return [Attempt(profile, rung, status) for rung, status in pairs]
 
 
-@pytest.mark.parametrize("tuning", [WALK, Tuning()], ids=["walk", "model"])
+@pytest.mark.parametrize("tuning", [PLAIN, Tuning()], ids=["plain", "model"])
 @pytest.mark.parametrize(
     ("history", "expected"),
     [
@@ -45,32 +45,32 @@ def attempts(profile: str, *pairs: tuple[int, Status]) -> list[Attempt]:
     ],
 )
 def test_walk_states(history: list[tuple[int, Status]], expected: tuple[Outcome, int | None], tuning: Tuning) -> None:
-    state = walk(RUNGS, "default", attempts("default", *history), tuning)
+    state = standing(RUNGS, "default", attempts("default", *history), tuning)
     assert (state.outcome, state.rung) == expected
 
 
 def test_plain_walk_steps_down_one_rung_at_a_time() -> None:
-    assert walk(RUNGS, "default", attempts("default", (256, OOM)), WALK).rung == 128
-    assert walk(RUNGS, "default", attempts("default", (256, OOM), (128, TIMEOUT)), WALK).rung == 64
+    assert standing(RUNGS, "default", attempts("default", (256, OOM)), PLAIN).rung == 128
+    assert standing(RUNGS, "default", attempts("default", (256, OOM), (128, TIMEOUT)), PLAIN).rung == 64
 
 
 def test_error_never_steps_down() -> None:
     history = attempts("default", (256, ERR))
-    assert walk(RUNGS, "default", history).outcome is Outcome.ERROR
+    assert standing(RUNGS, "default", history).outcome is Outcome.ERROR
     assert next_trial(RUNGS, ["default"], history) is None
 
 
 def test_profiles_walk_in_order_and_independently() -> None:
     history = attempts("default", (256, OOM), (128, OK)) + attempts("hiutil", (256, OOM))
-    decision = next_trial(RUNGS, ["default", "hiutil"], history, WALK)
+    decision = next_trial(RUNGS, ["default", "hiutil"], history, PLAIN)
     assert decision is not None and (decision.profile, decision.rung) == ("hiutil", 128)
-    assert walk(RUNGS, "hiutil", attempts("default", (256, OOM))).rung == 256
+    assert standing(RUNGS, "hiutil", attempts("default", (256, OOM))).rung == 256
 
 
-def test_fit_memory() -> None:
-    fit = fit_memory([(32, 0.5), (64, 0.7), (48, 0.6)])
+def test_memory_line() -> None:
+    fit = memory_line([(32, 0.5), (64, 0.7), (48, 0.6)])
     assert fit is not None and fit.slope == pytest.approx(0.00625) and fit.predict(128) == pytest.approx(1.1)
-    assert fit_memory([(32, 0.5), (32, 0.6)]) is None
+    assert memory_line([(32, 0.5), (32, 0.6)]) is None
 
 
 # ---------------------------------------------------------------- the model strategy on simulated cards
@@ -79,7 +79,7 @@ def test_fit_memory() -> None:
 def simulate(
     rungs: tuple[int, ...], mems: dict[str, object], tuning: Tuning
 ) -> tuple[dict[str, tuple[Outcome, int | None]], list[tuple[str, int]]]:
-    """Run the policy against a card where `mems[profile](rung)` is the peak memory fraction."""
+    """Run the walk against a card where `mems[profile](rung)` is the peak memory fraction."""
     history: list[Attempt] = []
     launches: list[tuple[str, int]] = []
     while (d := next_trial(rungs, list(mems), history, tuning)) is not None:
@@ -87,7 +87,7 @@ def simulate(
         mem = mems[d.profile](d.rung)  # type: ignore[operator]
         history.append(Attempt(d.profile, d.rung, OK if mem <= 1.0 else OOM, mem if mem <= 1.0 else None))
         launches.append((d.profile, d.rung))
-    ends = {p: (w.outcome, w.rung) for p in mems for w in [walk(rungs, p, history, tuning)]}
+    ends = {p: (w.outcome, w.rung) for p in mems for w in [standing(rungs, p, history, tuning)]}
     return ends, launches
 
 
@@ -98,7 +98,7 @@ def line(intercept: float, slope: float):
 CARDS = [(a, b) for a, b in itertools.product([0.05, 0.3, 0.6, 0.9], [0.0005, 0.002, 0.004, 0.008, 0.02])]
 
 
-@pytest.mark.parametrize("tuning", [WALK, Tuning()], ids=["walk", "model"])
+@pytest.mark.parametrize("tuning", [PLAIN, Tuning()], ids=["plain", "model"])
 @pytest.mark.parametrize(("intercept", "slope"), CARDS, ids=[f"a{a}-b{b}" for a, b in CARDS])
 def test_same_pick_as_the_exhaustive_grid(intercept: float, slope: float, tuning: Tuning) -> None:
     mems = {"default": line(intercept, slope), "hiutil": line(intercept * 0.9, slope * 1.3)}
@@ -111,7 +111,7 @@ def test_same_pick_as_the_exhaustive_grid(intercept: float, slope: float, tuning
 
 def test_a_seeded_profile_needs_fewer_launches() -> None:
     mems = {"default": line(0.6, 0.006), "hiutil": line(0.58, 0.0065)}  # both fit at 64, fail at 128
-    walked = simulate(PI_PLUS, mems, WALK)[1]
+    walked = simulate(PI_PLUS, mems, PLAIN)[1]
     modelled = simulate(PI_PLUS, mems, Tuning())[1]
     assert walked == [
         ("default", 256),
@@ -139,7 +139,7 @@ def test_two_memory_points_jump_and_record_the_skips() -> None:
         and decision.rung == 64
         and decision.why == "memory fit predicts 90% of the card at 64 envs"
     )
-    state = walk(PI_PLUS, "p", history)
+    state = standing(PI_PLUS, "p", history)
     assert dict(state.skipped) == {
         256: "memory fit predicts 330% of the card",
         128: "memory fit predicts 170% of the card",
@@ -149,13 +149,13 @@ def test_two_memory_points_jump_and_record_the_skips() -> None:
 def test_a_failed_confirmation_steps_the_walk_down() -> None:
     """The sweep passes a confirmation that failed as one more attempt at that rung: it outweighs the probe's ok."""
     history = attempts("default", (256, OOM), (128, OOM), (64, OK), (64, TIMEOUT))
-    state = walk(PI_PLUS, "default", history)
+    state = standing(PI_PLUS, "default", history)
     assert (state.outcome, state.rung) == (Outcome.PENDING, 48)
 
 
 # ---------------------------------------------------------------- below the largest fit (samples/s)
 
-DESCEND = Tuning(descend=True)
+DESCEND = Tuning(descend=True, descent_gain_max=None, descent_idle_util=None)
 
 
 def rate(rung: int, value: float, hi: float | None = None, status: Status = OK) -> Attempt:
@@ -176,7 +176,7 @@ def test_the_descent_goes_on_while_lower_rungs_win_by_more_than_the_interval() -
     assert decision is not None and (decision.rung, decision.beat) == (64, 6324.0)
     worse = [*better, rate(64, 5000.0)]
     assert next_trial(PI_PLUS, ["default"], worse, DESCEND) is None
-    state = walk(PI_PLUS, "default", worse, DESCEND)
+    state = standing(PI_PLUS, "default", worse, DESCEND)
     assert (state.outcome, state.rung) == (Outcome.FOUND, 256)  # the largest fit; the pick is by objective
 
 
@@ -193,11 +193,13 @@ def test_the_descent_starts_at_the_largest_fit_not_at_the_top_and_stops_at_the_b
     assert next_trial((64, 32), ["default"], [Attempt("default", 64, OOM), *bottom], DESCEND) is None
 
 
-NOISY = Tuning(descend=True, noise=0.05)  # the pick's run-to-run allowance for samples/s (`pick.RUN_TO_RUN`)
+NOISY = Tuning(
+    descend=True, noise=0.05, descent_gain_max=None, descent_idle_util=None
+)  # the pick's run-to-run allowance for samples/s (`pick.RUN_TO_RUN`)
 
 
 def band(rung: int, value: float, repeats: int = 1, profile: str = "default") -> Attempt:
-    """A window as `pick.attempts` hands it to the walk: its tie band reaches 5% above its value."""
+    """A window as `walk.attempts` hands it to the walk: its tie band reaches 5% above its value."""
     return Attempt(profile, rung, OK, None, value, value * 1.05, repeats=repeats)
 
 
@@ -212,7 +214,7 @@ def test_a_lower_rung_that_wins_narrowly_gets_a_second_window_before_the_descent
     assert next_trial(PI_PLUS, ["default"], narrow, DESCEND).rung == 64  # no allowance: no second window
     fell_back = [band(256, 5000.0), band(128, 5100.0, repeats=2)]
     assert next_trial(PI_PLUS, ["default"], fell_back, NOISY) is None
-    assert walk(PI_PLUS, "default", fell_back, NOISY).rung == 256
+    assert standing(PI_PLUS, "default", fell_back, NOISY).rung == 256
     held = [band(256, 5000.0), band(128, 5300.0, repeats=2)]
     assert next_trial(PI_PLUS, ["default"], held, NOISY).rung == 64
 
@@ -240,7 +242,7 @@ def test_a_lower_rung_that_beats_a_wide_window_gets_that_window_measured_again_f
     assert next_trial(PI_PLUS, ["default"], twice, NOISY).rung == 64
     held = [band(256, 5400.0, repeats=2), band(128, 5000.0)]  # the second window was narrow, and 256 stays the best
     assert next_trial(PI_PLUS, ["default"], held, NOISY) is None
-    assert walk(PI_PLUS, "default", held, NOISY).rung == 256
+    assert standing(PI_PLUS, "default", held, NOISY).rung == 256
     behind = [band(256, 9000.0, profile="hiutil"), *doubt]  # 128 cannot be the case's pick: no second window
     decision = next_trial(PI_PLUS, ["hiutil", "default"], behind, replace(NOISY, descent_short=False))
     assert decision is None or (decision.profile, decision.rung) != ("default", 256)
@@ -261,7 +263,7 @@ def test_the_first_launch_has_nothing_to_beat() -> None:
 def test_a_seeded_profile_measures_below_first_and_its_memory_fit_may_rule_out_the_rung_above() -> None:
     """(Without the short insurance: with it, default's rising pair would keep hiutil from measuring lower at all,
     `test_where_more_envs_was_faster_a_profile_below_the_cases_best_is_not_measured_lower`.)"""
-    DESCEND = Tuning(descend=True, descent_short=False)  # noqa: N806
+    DESCEND = Tuning(descend=True, descent_short=False, descent_gain_max=None, descent_idle_util=None)  # noqa: N806
     rungs = (4096, 2048, 1024, 512)
     first = [
         Attempt("default", 4096, OOM),
@@ -275,7 +277,7 @@ def test_a_seeded_profile_measures_below_first_and_its_memory_fit_may_rule_out_t
     assert below is not None and (below.rung, below.beat) == (1024, 179300.0)  # the case's best: default's 2048
     history.append(Attempt("hiutil", 1024, OK, 0.61, 37912.0, 39000.0))
     assert next_trial(rungs, ["default", "hiutil"], history, DESCEND) is None  # 4096: predicted 124% of the card
-    state = walk(rungs, "hiutil", history, DESCEND)
+    state = standing(rungs, "hiutil", history, DESCEND)
     assert (state.outcome, state.rung) == (Outcome.FOUND, 2048)
     assert state.skipped == ((4096, "memory fit predicts 124% of the card"),)
     close = [*history[:-1], Attempt("hiutil", 1024, OK, 0.72, 37912.0, 39000.0)]  # a flat fit: 4096 may fit
@@ -290,7 +292,7 @@ def test_where_nothing_fitted_an_earlier_profile_a_later_one_starts_at_the_lowes
     assert "no rung fitted an earlier profile" in seeded.why
     failed = [*exhausted, Attempt("hiutil", 48, OOM)]
     assert next_trial(RUNGS, ["default", "hiutil"], failed, Tuning()) is None  # one launch settles it
-    assert walk(RUNGS, "hiutil", failed).outcome is Outcome.EXHAUSTED
+    assert standing(RUNGS, "hiutil", failed).outcome is Outcome.EXHAUSTED
     fits = [*exhausted, Attempt("hiutil", 48, OK)]
     up = next_trial(RUNGS, ["default", "hiutil"], fits, Tuning())
     assert up is not None and up.rung == 64  # it fits there: the walk goes up
@@ -303,10 +305,10 @@ def test_a_profile_that_cannot_reach_the_cases_best_even_gain_max_times_over_is_
     first = [Attempt("default", 128, OOM), rate(64, 4140.0), Attempt("default", 48, OK, None, 4006.0, 4100.0)]
     hiutil = [*first, Attempt("hiutil", 64, OK, None, 2384.0, 2450.0), Attempt("hiutil", 128, OOM)]
     capped = Tuning(
-        descend=True, descent_gain_max=1.5, descent_short=False
+        descend=True, descent_gain_max=1.5, descent_short=False, descent_idle_util=None
     )  # with it, default's rising pair bounds by 1
     assert next_trial(PI_PLUS, ["default", "hiutil"], hiutil, capped) is None  # 1.5 x 2450 < 4140
-    state = walk(PI_PLUS, "hiutil", hiutil, capped)
+    state = standing(PI_PLUS, "hiutil", hiutil, capped)
     assert (state.outcome, state.rung) == (Outcome.FOUND, 64)
     assert state.skipped[-1] == (48, "even 1.5 x 2,450 at 64 envs stays below the case's best 4,140")  # its top
     close = [*first, Attempt("hiutil", 64, OK, None, 3000.0, 3100.0), Attempt("hiutil", 128, OOM)]  # 4650 > 4140
@@ -315,7 +317,9 @@ def test_a_profile_that_cannot_reach_the_cases_best_even_gain_max_times_over_is_
     wide = [*first, Attempt("hiutil", 64, OK, None, 2700.0, 2900.0), Attempt("hiutil", 128, OOM)]  # its top decides:
     decision = next_trial(PI_PLUS, ["default", "hiutil"], wide, capped)  # 1.5 x 2700 < 4140 < 1.5 x 2900
     assert decision is not None and (decision.profile, decision.rung) == ("hiutil", 48)
-    assert walk(PI_PLUS, "hiutil", hiutil, replace(DESCEND, descent_short=False)).rung == 48  # always measured lower
+    assert (
+        standing(PI_PLUS, "hiutil", hiutil, replace(DESCEND, descent_short=False)).rung == 48
+    )  # always measured lower
 
 
 def test_where_more_envs_was_faster_a_profile_below_the_cases_best_is_not_measured_lower() -> None:
@@ -327,7 +331,7 @@ def test_where_more_envs_was_faster_a_profile_below_the_cases_best_is_not_measur
     first = [Attempt("default", 128, OOM), rate(64, 4140.0), Attempt("default", 48, OK, None, 4006.0, 4100.0)]
     close = [*first, Attempt("hiutil", 64, OK, 0.90, 3000.0, 3100.0), Attempt("hiutil", 128, OOM)]
     assert next_trial(PI_PLUS, ["default", "hiutil"], close, DESCEND) is None  # gain_max 1.3 would measure 48
-    state = walk(PI_PLUS, "hiutil", close, DESCEND)
+    state = standing(PI_PLUS, "hiutil", close, DESCEND)
     assert (state.outcome, state.rung) == (Outcome.FOUND, 64)
     assert state.skipped[-1] == (
         48,
@@ -365,7 +369,7 @@ def test_where_more_envs_was_faster_a_profile_below_the_cases_best_is_not_measur
     assert again is not None and again.profile == "default" and again.rung == 40
 
 
-PRESSED = Tuning(descend=True, descent_gain_max=1.3)  # the defaults
+PRESSED = Tuning(descend=True, descent_gain_max=1.3, descent_idle_util=None)  # the default gain bound, no idle rule
 
 
 def test_near_the_card_a_pair_that_rose_under_as_much_pressure_bounds_a_losing_profile_by_one() -> None:
@@ -381,7 +385,7 @@ def test_near_the_card_a_pair_that_rose_under_as_much_pressure_bounds_a_losing_p
     ]
     case = [*default, Attempt("hiutil", 64, OOM), Attempt("hiutil", 48, OK, 0.955, 1300.0, 2100.0)]
     assert next_trial(PI_PLUS, ["default", "hiutil"], case, PRESSED) is None  # 1.3 x 2100 > 2653: measured before
-    state = walk(PI_PLUS, "hiutil", case, PRESSED)
+    state = standing(PI_PLUS, "hiutil", case, PRESSED)
     assert state.skipped[-1] == (
         40,
         "samples/s rose with num_envs in every measured pair (1), and 48 envs used 96% "
@@ -406,7 +410,7 @@ def test_a_best_that_left_its_gpus_mostly_idle_and_clear_of_the_card_is_not_meas
     card or unknown, a CPU (no GPU util), a pair that fell, or `descent_short` off: the descent runs as before."""
     idle = [Attempt("default", 128, OOM), Attempt("default", 64, OK, 0.63, 6874.0, 7059.0, util=14.6)]
     assert next_trial(PI_PLUS, ["default"], idle, IDLE) is None
-    state = walk(PI_PLUS, "default", idle, IDLE)
+    state = standing(PI_PLUS, "default", idle, IDLE)
     assert (state.outcome, state.rung) == (Outcome.FOUND, 64)
     assert state.skipped[-1] == (
         48,
@@ -418,7 +422,7 @@ def test_a_best_that_left_its_gpus_mostly_idle_and_clear_of_the_card_is_not_meas
         pressed = [idle[0], replace(idle[1], **other)]
         below = next_trial(PI_PLUS, ["default"], pressed, IDLE)
         assert below is not None and (below.rung, below.step) == (48, Step.DESCENT), other
-        assert all(r != 48 for r, _ in walk(PI_PLUS, "default", pressed, IDLE).skipped), other
+        assert all(r != 48 for r, _ in standing(PI_PLUS, "default", pressed, IDLE).skipped), other
     for tuning in (replace(IDLE, descent_short=False), replace(IDLE, descent_idle_util=None)):
         assert next_trial(PI_PLUS, ["default"], idle, tuning) is not None
     fell = [
@@ -444,7 +448,7 @@ def test_a_rung_above_that_even_perfect_scaling_cannot_lift_to_the_cases_best_is
         Attempt("default", 40, OK, None, 5218.0, 5400.0),
     ]
     hiutil = [*first, Attempt("hiutil", 48, OK, None, 2410.0, 2600.0)]
-    tuning = Tuning(descend=True, descent_gain_max=1.3, throughput=True)
+    tuning = Tuning(descend=True, descent_gain_max=1.3, throughput=True, descent_idle_util=None)
     decision = next_trial(PI_PLUS, ["default", "hiutil"], hiutil, tuning)  # 64: at most 2600 x 64/48 = 3467
     assert decision is not None and (decision.profile, decision.rung) == ("hiutil", 128)  # 6933: still within reach
     assert "could still become the pick" in decision.why
@@ -453,7 +457,7 @@ def test_a_rung_above_that_even_perfect_scaling_cannot_lift_to_the_cases_best_is
 
     done = [*hiutil, Attempt("hiutil", 128, OOM)]
     assert next_trial(PI_PLUS, ["default", "hiutil"], done, tuning) is None
-    state = walk(PI_PLUS, "hiutil", done, tuning)
+    state = standing(PI_PLUS, "hiutil", done, tuning)
     assert (state.outcome, state.rung) == (Outcome.FOUND, 48)
     assert dict(state.skipped)[64] == (
         "even perfect scaling from 2,600 at 48 envs (3,467) stays below the case's best 5,374"
@@ -461,8 +465,8 @@ def test_a_rung_above_that_even_perfect_scaling_cannot_lift_to_the_cases_best_is
 
     slow = [*first, Attempt("hiutil", 48, OK, None, 900.0, 1000.0)]  # 256: 5333, every rung above is out of reach
     assert next_trial(PI_PLUS, ["default", "hiutil"], slow, tuning) is None
-    assert [r for r, _ in walk(PI_PLUS, "hiutil", slow, tuning).skipped][:3] == [256, 128, 64]  # and 40: gain_max
-    assert next_trial(PI_PLUS, ["default", "hiutil"], slow, replace(tuning, strategy=Strategy.WALK)) is not None
+    assert [r for r, _ in standing(PI_PLUS, "hiutil", slow, tuning).skipped][:3] == [256, 128, 64]  # and 40: gain_max
+    assert next_trial(PI_PLUS, ["default", "hiutil"], slow, replace(tuning, strategy=Strategy.PLAIN)) is not None
 
 
 # --- a step-down on weak evidence is confirmed on the same rung once (README: Verdicts) ---
@@ -480,7 +484,7 @@ def history(*steps: tuple[int, object]) -> list[Attempt]:
 UNM = Status.UNMEASURED
 
 
-@pytest.mark.parametrize("tuning", [WALK, Tuning()], ids=["walk", "model"])
+@pytest.mark.parametrize("tuning", [PLAIN, Tuning()], ids=["plain", "model"])
 @pytest.mark.parametrize(
     ("steps", "expected"),
     [
@@ -507,7 +511,7 @@ UNM = Status.UNMEASURED
 def test_a_weak_step_down_runs_the_same_rung_once_more(
     steps: list[tuple[int, object]], expected: tuple[Outcome, int | None], tuning: Tuning
 ) -> None:
-    state = walk(RUNGS, "default", history(*steps), tuning)
+    state = standing(RUNGS, "default", history(*steps), tuning)
     assert (state.outcome, state.rung) == expected
 
 
@@ -516,7 +520,7 @@ def test_the_confirmation_says_why() -> None:
     assert decision is not None and (decision.rung, "weak evidence" in decision.why) == (256, True)
 
 
-@pytest.mark.parametrize("tuning", [WALK, Tuning()], ids=["walk", "model"])
+@pytest.mark.parametrize("tuning", [PLAIN, Tuning()], ids=["plain", "model"])
 @pytest.mark.parametrize(
     ("history", "expected"),
     [
@@ -532,7 +536,7 @@ def test_an_unmeasured_rung_is_a_fit_for_memory(
 ) -> None:
     """It survived, so the rungs below it fit: the walk ends there as at an `ok` rung (its lack of figures is the
     pick's business, `rows.best`, not the walk's)."""
-    state = walk(RUNGS, "default", attempts("default", *history), tuning)
+    state = standing(RUNGS, "default", attempts("default", *history), tuning)
     assert (state.outcome, state.rung) == expected
 
 
@@ -546,7 +550,7 @@ def test_an_unmeasured_rung_gives_the_memory_fit_a_point_but_no_value_to_beat() 
     decision = next_trial(RUNGS, ["default"], history, Tuning())
     assert decision is not None and decision.rung == 128 and "memory fit" in decision.why
     # with the descent, what a launch must beat comes from the measured rung only
-    descend = Tuning(descend=True, throughput=True)
+    descend = Tuning(descend=True, throughput=True, descent_gain_max=None, descent_idle_util=None)
     decision = next_trial(RUNGS, ["default"], history, descend)
     assert decision is not None and decision.beat is not None and decision.beat >= 900.0
 
@@ -554,7 +558,7 @@ def test_an_unmeasured_rung_gives_the_memory_fit_a_point_but_no_value_to_beat() 
 DIV = Status.DIVERGED
 
 
-@pytest.mark.parametrize("tuning", [WALK, Tuning()], ids=["walk", "model"])
+@pytest.mark.parametrize("tuning", [PLAIN, Tuning()], ids=["plain", "model"])
 @pytest.mark.parametrize(
     ("history", "expected"),
     [
@@ -568,7 +572,7 @@ DIV = Status.DIVERGED
 def test_a_diverged_rung_is_never_the_answer_and_the_walk_goes_on_below_it(
     history: list[tuple[int, Status]], expected: tuple[Outcome, int | None], tuning: Tuning
 ) -> None:
-    state = walk(RUNGS, "default", attempts("default", *history), tuning)
+    state = standing(RUNGS, "default", attempts("default", *history), tuning)
     assert (state.outcome, state.rung) == expected
 
 
@@ -611,7 +615,7 @@ def hi(rung: int, value: float) -> Attempt:
     ],
 )
 def test_rising_asks_every_measured_pair(history: list[Attempt], rises: bool) -> None:
-    from ladder.core.policy import rising
+    from ladder.core.walk import rising
 
     assert bool(rising(history)) is rises
 
@@ -641,7 +645,7 @@ def test_rising_asks_every_measured_pair(history: list[Attempt], rises: bool) ->
 def test_a_descent_step_is_a_short_probe_where_the_evidence_says_it_is_unlikely_to_win(
     history: list[Attempt], profiles: list[str], expected: tuple[int, bool]
 ) -> None:
-    tuning = Tuning(descend=True)
+    tuning = Tuning(descend=True, descent_gain_max=None, descent_idle_util=None)
     decision = next_trial(PI_PLUS, profiles, history, tuning)
     assert decision is not None and (decision.rung, decision.short) == expected
     assert decision.beat is not None and decision.why.startswith("below the largest fit")
@@ -652,10 +656,15 @@ def test_a_descent_step_is_a_short_probe_where_the_evidence_says_it_is_unlikely_
 
 def test_launches_that_are_not_descent_steps_are_never_short() -> None:
     rose = [rate(256, 5000.0), rate(128, 4000.0)]
-    seeded = next_trial(PI_PLUS, ["default", "hiutil"], rose, Tuning(descend=True))
+    seeded = next_trial(
+        PI_PLUS, ["default", "hiutil"], rose, Tuning(descend=True, descent_gain_max=None, descent_idle_util=None)
+    )
     assert seeded is not None and (seeded.profile, seeded.rung, seeded.short) == ("hiutil", 256, False)
     above = next_trial(
-        (512, 256, 128), ["default", "hiutil"], [*rose, hi(256, 5100.0), hi(128, 4000.0)], Tuning(descend=True)
+        (512, 256, 128),
+        ["default", "hiutil"],
+        [*rose, hi(256, 5100.0), hi(128, 4000.0)],
+        Tuning(descend=True, descent_gain_max=None, descent_idle_util=None),
     )
     assert above is not None and (above.rung, above.short) == (512, False)
 
@@ -673,7 +682,7 @@ def test_launches_that_are_not_descent_steps_are_never_short() -> None:
     ids=["nothing", "no-descent", "two-steps"],
 )
 def test_the_summary_says_what_the_insurance_cost(trials: list, line: str) -> None:
-    from ladder.core.policy import insurance
+    from ladder.core.walk import insurance
 
     assert insurance(trials) == line
 
@@ -685,7 +694,11 @@ def failed(profile: str, rung: int, reason: Reason, status: Status = OOM, confir
     return Attempt(profile, rung, status, confirmed=confirmed, reason=reason)
 
 
-@pytest.mark.parametrize("tuning", [WALK, Tuning(), Tuning(descend=True)], ids=["walk", "model", "descend"])
+@pytest.mark.parametrize(
+    "tuning",
+    [PLAIN, Tuning(), Tuning(descend=True, descent_gain_max=None, descent_idle_util=None)],
+    ids=["plain", "model", "descend"],
+)
 @pytest.mark.parametrize(
     ("reason", "status"),
     [(Reason.NCCL_ERROR, OOM), (Reason.PEER_LOST, OOM), (Reason.NCCL_TIMEOUT, OOM), (Reason.STALLED, TIMEOUT)],
@@ -702,13 +715,13 @@ def test_two_failures_without_memory_evidence_send_the_walk_to_the_lowest_rung(
     assert "256, 128" in bottom.why and str(reason) in bottom.why
     same = [*two, failed("default", 32, reason, status)]
     assert next_trial(PI_PLUS, ["default"], same, tuning) is None  # 3 launches, not 8
-    assert (walk(PI_PLUS, "default", same, tuning).outcome, walk(PI_PLUS, "default", same, tuning).rung) == (
+    assert (standing(PI_PLUS, "default", same, tuning).outcome, standing(PI_PLUS, "default", same, tuning).rung) == (
         Outcome.UNRELATED,
         32,
     )
 
 
-@pytest.mark.parametrize("tuning", [WALK, Tuning()], ids=["walk", "model"])
+@pytest.mark.parametrize("tuning", [PLAIN, Tuning()], ids=["plain", "model"])
 def test_where_the_lowest_rung_fits_the_walk_goes_on_between_and_finds_the_same_largest_fit(tuning: Tuning) -> None:
     """NCCL failures that did depend on num_envs (fits from 48 down): one launch more than the plain walk, and
     the same answer."""
@@ -721,30 +734,30 @@ def test_where_the_lowest_rung_fits_the_walk_goes_on_between_and_finds_the_same_
         )
         assert len(history) <= len(PI_PLUS)
     assert [a.rung for a in history][:3] == [256, 128, 32]
-    state = walk(PI_PLUS, "default", history, tuning)
+    state = standing(PI_PLUS, "default", history, tuning)
     assert (state.outcome, state.rung) == (Outcome.FOUND, fits_from)
 
 
 def test_memory_evidence_or_no_reason_keeps_the_walk_stepping_down() -> None:
     memory = [failed("default", 256, Reason.CUDA_OOM), failed("default", 128, Reason.NCCL_ERROR)]
-    assert next_trial(PI_PLUS, ["default"], memory, WALK).rung == 64  # one line named memory: it matters
+    assert next_trial(PI_PLUS, ["default"], memory, PLAIN).rung == 64  # one line named memory: it matters
     unknown = [failed("default", 256, Reason.NONE), failed("default", 128, Reason.NONE)]
-    assert next_trial(PI_PLUS, ["default"], unknown, WALK).rung == 64  # no reason recorded: never taken for one
+    assert next_trial(PI_PLUS, ["default"], unknown, PLAIN).rung == 64  # no reason recorded: never taken for one
     weak = [failed("default", 256, Reason.NCCL_ERROR), failed("default", 128, Reason.NCCL_ERROR, confirmed=False)]
-    again = next_trial(PI_PLUS, ["default"], weak, WALK)
+    again = next_trial(PI_PLUS, ["default"], weak, PLAIN)
     assert again is not None and (again.rung, again.step) == (128, Step.AGAIN)  # weak evidence runs once more first
     full = [
         replace(a, mem_frac=0.93)
         for a in (failed("default", 256, Reason.NCCL_ERROR), failed("default", 128, Reason.NCCL_ERROR))
     ]
-    assert next_trial(PI_PLUS, ["default"], full, WALK).rung == 64  # at a full card, an NCCL error is memory's too
+    assert next_trial(PI_PLUS, ["default"], full, PLAIN).rung == 64  # at a full card, an NCCL error is memory's too
     mixed = [failed("default", 256, Reason.NCCL_ERROR), *(failed("default", r, Reason.HOST_OOM) for r in PI_PLUS[1:-1])]
-    last = next_trial(PI_PLUS, ["default"], mixed, WALK)
-    assert last is not None and (last.rung, last.step) == (32, Step.WALK)  # memory named at 128..36: a plain step
+    last = next_trial(PI_PLUS, ["default"], mixed, PLAIN)
+    assert last is not None and (last.rung, last.step) == (32, Step.BETWEEN)  # memory named at 128..36: a plain step
     nccl_last = [*mixed, failed("default", 32, Reason.NCCL_ERROR)]
-    assert walk(PI_PLUS, "default", nccl_last).outcome is Outcome.EXHAUSTED  # num_envs mattered above it
+    assert standing(PI_PLUS, "default", nccl_last).outcome is Outcome.EXHAUSTED  # num_envs mattered above it
     everywhere = [failed("default", r, Reason.HOST_OOM) for r in PI_PLUS]
-    assert walk(PI_PLUS, "default", everywhere).outcome is Outcome.EXHAUSTED  # out of memory at every rung: no fit
+    assert standing(PI_PLUS, "default", everywhere).outcome is Outcome.EXHAUSTED  # out of memory at every rung: no fit
 
 
 def test_a_later_profile_seeded_at_the_lowest_rung_is_the_same_check_at_once() -> None:
@@ -753,6 +766,6 @@ def test_a_later_profile_seeded_at_the_lowest_rung_is_the_same_check_at_once() -
     assert seeded is not None and (seeded.profile, seeded.rung, seeded.step) == ("hiutil", 32, Step.BOTTOM)
     same = [*first, failed("hiutil", 32, Reason.PEER_LOST)]
     assert next_trial(PI_PLUS, ["default", "hiutil"], same, Tuning()) is None
-    assert walk(PI_PLUS, "hiutil", same).outcome is Outcome.UNRELATED
+    assert standing(PI_PLUS, "hiutil", same).outcome is Outcome.UNRELATED
     memory = [*first, failed("hiutil", 32, Reason.HOST_OOM)]
-    assert walk(PI_PLUS, "hiutil", memory).outcome is Outcome.EXHAUSTED  # its own failure there named memory
+    assert standing(PI_PLUS, "hiutil", memory).outcome is Outcome.EXHAUSTED  # its own failure there named memory

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from ladder.core.errors import ConfigError
+from ladder.core.measure.steps import step_times
+from ladder.core.measure.window import Rule, stable_start
 from ladder.core.records import Point
-from ladder.core.stats import Rule, stable_start, step_times
 from ladder.workloads.progress import (
     Follow,
     JsonlProgress,

@@ -7,7 +7,7 @@ import json
 import os
 from pathlib import Path
 
-from ladder.ui.report import build, charts
+from ladder.ui.report import build, charts, page
 from ladder.ui.report.charts import Series, TrialFiles
 
 T0 = 1_800_000_000.0  # the launch, unix time
@@ -152,7 +152,7 @@ def test_on_a_gpu_the_chart_uses_nvml_samples_and_shows_the_trials_own_memory() 
 
 
 def test_summary_lists_the_best_row_and_every_trial_with_its_plot() -> None:
-    text = charts.summary_md("s1", BEST, TRIALS)
+    text = page.summary_md("s1", BEST, TRIALS)
     lines = text.splitlines()
     assert lines[0] == "# Sweep `s1`"
     assert lines[2] == "6 trial(s), 1 case(s) on box: 2 x cpu (an emulated card of 614 MiB each)."
@@ -168,7 +168,7 @@ def test_summary_lists_the_best_row_and_every_trial_with_its_plot() -> None:
 
 
 def test_why_this_pick_says_what_beat_what() -> None:
-    why = charts.why_pick("amp_pi_plus", BEST, TRIALS)
+    why = page.why_pick("amp_pi_plus", BEST, TRIALS)
     assert why.startswith(
         "default e64: 2178 samples/s (95% interval 2100-2250), min avg util 38.6%; picked on min avg util, the "
         "highest samples/s and the highest min avg util measured."
@@ -182,18 +182,18 @@ def test_why_this_pick_says_what_beat_what() -> None:
     assert charts.case_chart([*TRIALS, cut], "amp_pi_plus").marks[1] == Series(
         "hiutil cut short", (128.0,), (), failed=True
     )
-    assert "Cut short once they could not beat the best so far: hiutil e128." in charts.why_pick(
+    assert "Cut short once they could not beat the best so far: hiutil e128." in page.why_pick(
         "amp_pi_plus", BEST, [*TRIALS, cut]
     )
     knob = [{**r, "knob": "update_interval"} for r in TRIALS]
-    assert charts.why_pick("amp_pi_plus", [{**BEST[0], "knob": "update_interval"}], knob).startswith(
+    assert page.why_pick("amp_pi_plus", [{**BEST[0], "knob": "update_interval"}], knob).startswith(
         "default update_interval=64:"
     )
-    assert charts.why_pick("amp_pi_plus", [], TRIALS[:2]) == (
+    assert page.why_pick("amp_pi_plus", [], TRIALS[:2]) == (
         "No rung fits: default e256 failed (host_oom), default e128 failed (host_oom)."
     )
     assert "unstable" not in why
-    rough = charts.why_pick("amp_pi_plus", [{**BEST[0], "unstable": "1"}], TRIALS)
+    rough = page.why_pick("amp_pi_plus", [{**BEST[0], "unstable": "1"}], TRIALS)
     assert rough.endswith(
         " Its samples/s is unstable (95% interval 2100-2250, 7% of it): wider than measure.max_ci_frac, so the "
         "comparisons above rest on a rough figure; measure it again (measure.recheck_unstable=true) or over a "
@@ -213,7 +213,7 @@ def test_a_rate_without_an_interval_has_no_bar_and_a_tie_says_what_broke_it() ->
     }
     sps = charts.case_chart(open_rows, "amp_pi_plus", [pick]).sps
     assert sps[0] == Series("default", (64.0,), (2178.0,), lo=(2178.0,), hi=(2178.0,), no_interval=(64.0,))
-    why = charts.why_pick("amp_pi_plus", [pick], open_rows)
+    why = page.why_pick("amp_pi_plus", [pick], open_rows)
     assert why.startswith("hiutil e64: 777 samples/s (no interval), min avg util 22.2%; picked on min avg util. ")
     assert (
         "default's best, e64: 2178 samples/s (no interval), min avg util 38.6%; 16.4 points above the pick on the "
@@ -228,19 +228,19 @@ def test_why_this_pick_compares_on_the_pick_objective_and_says_above_below_or_wi
     the noise and clear ones above or below."""
     pick = {**TRIALS[2], "samples_per_s": "923", "samples_per_s_lo": "753", "samples_per_s_hi": "1093"}
     faster = {**TRIALS[4], "samples_per_s": "1316", "samples_per_s_lo": "1228", "samples_per_s_hi": "1405"}
-    why = charts.why_pick("amp_pi_plus", [{**pick, "objective": "min_avg_util"}], [pick, faster])
+    why = page.why_pick("amp_pi_plus", [{**pick, "objective": "min_avg_util"}], [pick, faster])
     assert "picked on min avg util" in why
     assert "16.4 points below the pick on the objective (min avg util); above the pick's interval on samples/s" in why
     assert "within" not in why
     close = {**faster, "samples_per_s": "1000", "samples_per_s_lo": "900", "samples_per_s_hi": "1100"}
-    why = charts.why_pick("amp_pi_plus", [{**pick, "objective": "samples_per_s"}], [pick, close])
+    why = page.why_pick("amp_pi_plus", [{**pick, "objective": "samples_per_s"}], [pick, close])
     assert "picked on samples/s" in why
     assert "within the noise of the pick (the intervals overlap) on the objective (samples/s)" in why
     slow = {**faster, "samples_per_s": "500", "samples_per_s_lo": "450", "samples_per_s_hi": "550"}
-    why = charts.why_pick("amp_pi_plus", [{**pick, "objective": "samples_per_s"}], [pick, slow])
+    why = page.why_pick("amp_pi_plus", [{**pick, "objective": "samples_per_s"}], [pick, slow])
     assert "below the pick's interval on the objective (samples/s); 16.4 points below the pick on min avg util" in why
     nan = {**TRIALS[0], "status": "diverged", "reason": ""}
-    why = charts.why_pick("amp_pi_plus", [pick], [nan, pick])
+    why = page.why_pick("amp_pi_plus", [pick], [nan, pick])
     assert "Above it: e256 fits, but its training went NaN or inf (diverged)." in why
 
 
@@ -279,12 +279,12 @@ def test_write_report_reads_the_folders_and_writes_every_png_and_the_page(tmp_pa
     for png in pngs:
         assert (tmp_path / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert (tmp_path / png).stat().st_size > 10_000
-    assert out.read_text() == charts.summary_md("s1", BEST, TRIALS)
+    assert out.read_text() == page.summary_md("s1", BEST, TRIALS)
 
 
 def test_a_peak_the_sampler_never_saw_is_no_figure_not_zero() -> None:
     """trials.tsv fills max_memN with 0 where a trial has no figure (a probe whose ranks died before they were seen)."""
     assert charts.peak_mem({"max_mem0": "0", "max_mem1": "0"}) is None
     assert charts.peak_mem({"max_mem0": "0", "max_mem1": "700"}) == 700.0
-    text = charts.summary_md("s1", BEST, [{**TRIALS[0], "max_mem0": "0", "max_mem1": "0"}])
+    text = page.summary_md("s1", BEST, [{**TRIALS[0], "max_mem0": "0", "max_mem1": "0"}])
     assert "| 0 | default | e256 | oom_or_nccl | host_oom | 28 |  |" in text, text

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from ladder.core.pick import attempts, best, median_repeats, objective_value, pick, to_beat
+from ladder.core.pick import best, median_repeats, objective_value, pick, to_beat
 from ladder.core.records import Phase, Reason, Status, TrialRecord
 from ladder.core.rows import SEED_HEAD, best_row, columns, merge_rows
+from ladder.core.walk import attempts
 from ladder.storage.tsv import read_tsv, write_best, write_trials
 
 # Seed 001, "Fast Commands" A, verbatim: the user's own reader of the newest sweep's best_by_case.tsv.

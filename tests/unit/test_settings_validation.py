@@ -7,14 +7,15 @@ that works. The states the settings hold are enum members whose string form is w
 from __future__ import annotations
 
 import dataclasses
+import operator
 import re
 
 import pytest
 
 from ladder.core.caseclass import Thresholds
 from ladder.core.errors import ConfigError
-from ladder.core.policy import Strategy
 from ladder.core.records import Objective, PreflightPolicy
+from ladder.core.walk import Strategy
 from ladder.settings.config import Device, SettingsChange
 from tests.unit.test_config import settings
 
@@ -58,7 +59,7 @@ def test_a_bad_value_is_refused_naming_the_key_and_the_fix(override: str, proble
 
 GOOD = [
     ("objective=samples_per_s", "objective", Objective.SAMPLES_PER_S),
-    ("strategy=walk", "strategy", Strategy.WALK),
+    ("strategy=walk", "tuning.strategy", Strategy.PLAIN),
     ("settings_change=accept", "settings_change", SettingsChange.ACCEPT),
     ("device=cpu", "device", Device.CPU),
 ]
@@ -66,14 +67,14 @@ GOOD = [
 
 @pytest.mark.parametrize(("override", "name", "member"), GOOD, ids=[row[0] for row in GOOD])
 def test_a_state_is_held_as_its_enum_member_and_reads_as_its_string(override: str, name: str, member: str) -> None:
-    value = getattr(settings(override), name)
+    value = operator.attrgetter(name)(settings(override))
     assert value is member
     assert value == override.split("=", 1)[1] and str(value) == override.split("=", 1)[1]
 
 
 def test_the_defaults_are_the_schemas_and_the_states_are_enums() -> None:
     s = settings()
-    assert (s.objective, s.strategy, s.settings_change) == (
+    assert (s.objective, s.tuning.strategy, s.settings_change) == (
         Objective.MIN_AVG_UTIL,
         Strategy.MODEL,
         SettingsChange.REFUSE,

@@ -1,12 +1,12 @@
 """`scripts/sim_cut.py --short`: an insurance probe's short window, with and without its end on its first steady
-steps (`stats.rate_top` at `stats.SHORT_Z`)."""
+steps (`bounds.rate_top` at `bounds.SHORT_Z`)."""
 
 from __future__ import annotations
 
 import argparse
 import random
 
-from ladder.core.stats import Noise
+from ladder.core.measure.noise import Noise
 from tests.helpers import load_script
 
 
@@ -63,7 +63,7 @@ def test_a_whole_window_s_pooled_interval_keeps_its_promise_and_is_seldom_wide_w
     """`--coverage`: four-step windows as noisy as the case's pool, or a case's first window with its three settled
     steps, miss the true rate about as often as a 95% interval promises (5%: at most 7% of 2000 windows) and are
     wide (extended) far less often than on their own steps; a window twice as noisy as the pool is judged on its own
-    steps (`stats.POOL_GATE`), so it misses no more than on its own plus a little (at most 10%)."""
+    steps (`rates.POOL_GATE`), so it misses no more than on its own plus a little (at most 10%)."""
     sim = load_script("sim_cut")
 
     def run(cv: float, noise: Noise | None, settled: int = 0) -> tuple[float, float]:

@@ -6,24 +6,26 @@ import math
 
 import pytest
 
-from ladder.core import stats
-from ladder.core.records import Point, Sample, Source
-from ladder.core.stats import (
-    Rate,
+from ladder.core.measure import usage
+from ladder.core.measure.bounds import SHORT_Z, final_upper, open_step_upper, rate_top, rate_upper
+from ladder.core.measure.cadence import cycle_pause_s, even_s
+from ladder.core.measure.noise import CUT_Z, POOL_WEIGHT_DF, Noise, carried_df, pooled_noise, step_noise
+from ladder.core.measure.peak import near_cap, outlived_peak
+from ladder.core.measure.rates import Rate, ratio_interval
+from ladder.core.measure.repeats import repeat_verdict
+from ladder.core.measure.steps import step_times
+from ladder.core.measure.tdist import EXACT_T_DF, t975, t_quantile
+from ladder.core.measure.usage import busy, figures, source_of
+from ladder.core.measure.window import (
     Rule,
     Window,
-    busy,
     close_window,
-    figures,
     open_window,
-    ratio_interval,
-    repeat_verdict,
-    source_of,
+    stable_since,
     stable_start,
-    step_times,
-    t975,
     window_closed,
 )
+from ladder.core.records import Point, Sample, Source
 from ladder.workloads.progress import parse_line
 
 RULE = (3, 3, 0.2)
@@ -303,13 +305,13 @@ def bursts(rollout: int, step_s: float, pause_s: float, n: int, t0: float = 100.
 
 
 def test_bursts_are_told_apart_from_an_even_cadence() -> None:
-    assert stats.cycle_gap_s(points([1.0] * 10)) is None  # one point an iteration
-    assert stats.cycle_gap_s(bursts(20, 0.02, 2.0, 3)) == pytest.approx(2.02)  # a rollout's lines, then the update
-    assert stats.cycle_gap_s(bursts(20, 0.02, 2.0, 2)) is None  # one pause seen: no cadence until it recurs
-    assert stats.cycle_gap_s(points([0.1, 0.1, 0.1, 0.3])) is None  # a slower line is no pause (under 0.5 s)
+    assert cycle_pause_s(points([1.0] * 10)) is None  # one point an iteration
+    assert cycle_pause_s(bursts(20, 0.02, 2.0, 3)) == pytest.approx(2.02)  # a rollout's lines, then the update
+    assert cycle_pause_s(bursts(20, 0.02, 2.0, 2)) is None  # one pause seen: no cadence until it recurs
+    assert cycle_pause_s(points([0.1, 0.1, 0.1, 0.3])) is None  # a slower line is no pause (under 0.5 s)
     # a first update longer than the rest (compiling, first allocations): the cadence is the pause that recurs
     first_long = bursts(20, 0.02, 5.0, 1) + bursts(20, 0.02, 1.0, 3, t0=105.42)
-    assert stats.cycle_gap_s(first_long) == pytest.approx(1.02)
+    assert cycle_pause_s(first_long) == pytest.approx(1.02)
 
 
 def test_a_stall_mid_rollout_is_not_taken_for_the_update() -> None:
@@ -317,14 +319,14 @@ def test_a_stall_mid_rollout_is_not_taken_for_the_update() -> None:
     window that holds it stands for no fit, whatever its length, until the trainer has printed evenly for three
     windows after it or a pause has recurred (its update has come)."""
     stalled = points([0.02] * 20 + [1.0] + [0.02] * 20)  # 100.02..100.4, a 1 s stall, 101.42..101.82
-    assert stats.cycle_gap_s(stalled) is None
+    assert cycle_pause_s(stalled) is None
     window = Window(100.3, 101.82, gated=True)  # held the stall
-    assert "cadence is unknown" in stats.outlived_peak([], stalled, window, window_s=0.3, per_iteration=False)
+    assert "cadence is unknown" in outlived_peak([], stalled, window, window_s=0.3, per_iteration=False)
     # before, the stall was taken for the update and the window that held it for a fit
-    assert stats.even_s(stalled) == pytest.approx(0.4)
+    assert even_s(stalled) == pytest.approx(0.4)
     updated = stalled + bursts(1, 0.6, 0.0, 1, t0=stalled[-1].t) + bursts(40, 0.02, 0.0, 1, t0=stalled[-1].t + 0.6)
-    assert stats.cycle_gap_s(updated) == pytest.approx(0.6)  # the update came: a second pause, the cadence known
-    assert stats.outlived_peak([], updated, Window(101.5, updated[-1].t, True), 0.3, per_iteration=False) == ""
+    assert cycle_pause_s(updated) == pytest.approx(0.6)  # the update came: a second pause, the cadence known
+    assert outlived_peak([], updated, Window(101.5, updated[-1].t, True), 0.3, per_iteration=False) == ""
 
 
 def test_a_window_inside_a_rollout_is_no_fit_until_it_holds_an_update() -> None:
@@ -332,9 +334,9 @@ def test_a_window_inside_a_rollout_is_no_fit_until_it_holds_an_update() -> None:
     closed inside the second rollout holds no update; one that spans a pause does."""
     pts = bursts(40, 0.02, 2.0, 3)  # t: 100.02..100.8, pause, 102.82..103.6, pause, ...
     inside = Window(103.0, 103.4, gated=True)
-    assert "no update yet" in stats.outlived_peak([], pts, inside, window_s=0.4, per_iteration=False)
+    assert "no update yet" in outlived_peak([], pts, inside, window_s=0.4, per_iteration=False)
     spanning = Window(100.5, 103.4, gated=True)
-    assert stats.outlived_peak([], pts, spanning, window_s=0.4, per_iteration=False) == ""
+    assert outlived_peak([], pts, spanning, window_s=0.4, per_iteration=False) == ""
 
 
 def test_a_trainer_that_prints_once_an_iteration_is_not_held_for_the_machines_stalls() -> None:
@@ -343,10 +345,10 @@ def test_a_trainer_that_prints_once_an_iteration_is_not_held_for_the_machines_st
     a rollout's end: any two of its lines hold an update, so a window with no pause in it is a fit. The same lines
     from a regex of the user's (which may print inside a rollout) still read as bursts whose update the window lacks."""
     pts = points([0.1] * 3 + [1.5] + [0.1] * 3 + [1.5] + [0.1] * 30)
-    assert stats.cycle_gap_s(pts) == pytest.approx(1.5)
+    assert cycle_pause_s(pts) == pytest.approx(1.5)
     window = Window(pts[12].t, pts[-1].t, gated=True)  # 2.5 s of even lines, after both stalls
-    assert stats.outlived_peak([], pts, window, window_s=1.0, per_iteration=True) == ""
-    assert "no update yet" in stats.outlived_peak([], pts, window, window_s=1.0, per_iteration=False)
+    assert outlived_peak([], pts, window, window_s=1.0, per_iteration=True) == ""
+    assert "no update yet" in outlived_peak([], pts, window, window_s=1.0, per_iteration=False)
 
 
 def test_an_unknown_cadence_must_show_itself_before_a_window_stands() -> None:
@@ -355,25 +357,25 @@ def test_an_unknown_cadence_must_show_itself_before_a_window_stands() -> None:
     (`per_iteration`) needs no such wait."""
     early = points([0.1] * 10)  # 1 s of even lines
     window = Window(early[5].t, early[-1].t, gated=True)
-    assert "cadence is unknown" in stats.outlived_peak([], early, window, window_s=0.4, per_iteration=False)
-    assert stats.outlived_peak([], early, window, window_s=0.4, per_iteration=True) == ""
+    assert "cadence is unknown" in outlived_peak([], early, window, window_s=0.4, per_iteration=False)
+    assert outlived_peak([], early, window, window_s=0.4, per_iteration=True) == ""
     later = points([0.1] * 20)  # 2 s: five windows of 0.4 s
-    assert stats.outlived_peak([], later, Window(later[15].t, later[-1].t, True), 0.4, per_iteration=False) == ""
+    assert outlived_peak([], later, Window(later[15].t, later[-1].t, True), 0.4, per_iteration=False) == ""
     paused = points([0.1] * 10 + [2.0] + [0.1] * 10)  # one pause, then 1 s of even lines: the count starts again
-    assert "cadence is unknown" in stats.outlived_peak([], paused, Window(paused[15].t, paused[-1].t, True), 0.4, False)
+    assert "cadence is unknown" in outlived_peak([], paused, Window(paused[15].t, paused[-1].t, True), 0.4, False)
 
 
 def test_memory_still_rising_at_the_windows_end_is_no_fit() -> None:
     pts = points([1.0] * 12)  # t = 101 .. 112
     window = Window(104.0, 112.0, gated=True)
     flat = mem([(100.0 + k / 2, 800.0 if k > 4 else 100.0 * k) for k in range(25)])  # peak from t=102.5 on
-    assert stats.outlived_peak(flat, pts, window, window_s=8.0) == ""
+    assert outlived_peak(flat, pts, window, window_s=8.0) == ""
     climbing = mem([(100.0 + k / 2, 400.0 + 20.0 * k) for k in range(25)])  # 40 MiB a second, to the end
-    assert "still rising in the last 2.0 s" in stats.outlived_peak(climbing, pts, window, window_s=8.0)
+    assert "still rising in the last 2.0 s" in outlived_peak(climbing, pts, window, window_s=8.0)
     creep = mem([(100.0 + k / 2, 800.0 + 0.5 * k) for k in range(25)])  # 1 MiB a second: within 2% and 8 MiB
-    assert stats.outlived_peak(creep, pts, window, window_s=8.0) == ""
+    assert outlived_peak(creep, pts, window, window_s=8.0) == ""
     young = mem([(111.0, 800.0), (112.0, 800.0)])  # nothing sampled before the last 2 s: too young to tell
-    assert "still rising" in stats.outlived_peak(young, pts, window, window_s=8.0)
+    assert "still rising" in outlived_peak(young, pts, window, window_s=8.0)
 
 
 @pytest.mark.parametrize(
@@ -388,7 +390,7 @@ def test_memory_still_rising_at_the_windows_end_is_no_fit() -> None:
     ids=["cgroup-full", "cgroup-clear", "emulated-card", "gpu", "host-rss"],
 )
 def test_a_peak_within_the_headroom_of_its_cap_is_named(figures: dict[str, float], card_mb: float | None, said: str):
-    got = stats.near_cap(figures, card_mb, headroom=0.02)
+    got = near_cap(figures, card_mb, headroom=0.02)
     assert got.startswith(said) if said else got == ""
 
 
@@ -397,76 +399,76 @@ def test_a_clear_loser_is_out_of_reach_as_its_window_opens_on_the_steps_that_ope
     them. Here 640 samples per 0.2 s step (3,200 samples/s) against a best of 6,000: out of reach at the window's
     start, where the window alone has no step yet."""
     pts = points([1.0, 0.5, 0.2, 0.21, 0.2])  # two warm-up steps, then three steady ones
-    rule = stats.Rule(warmup_iters=3, stable_k=3, stable_tol=0.25)
-    window = stats.open_window(pts, pts[-1].t, 30.0, rule, 60.0)
+    rule = Rule(warmup_iters=3, stable_k=3, stable_tol=0.25)
+    window = open_window(pts, pts[-1].t, 30.0, rule, 60.0)
     assert window is not None and window.gated and window.start_t == pts[-1].t
-    assert stats.rate_upper(pts, window.start_t) is None  # the window alone: nothing yet
-    since = stats.stable_since(pts, window, rule.stable_k)
+    assert rate_upper(pts, window.start_t) is None  # the window alone: nothing yet
+    since = stable_since(pts, window, rule.stable_k)
     assert since == pts[-4].t
-    upper = stats.rate_upper(pts, since)
+    upper = rate_upper(pts, since)
     assert upper is not None and 3_000 < upper < 6_000
-    ungated = stats.Window(pts[-1].t, pts[-1].t + 30.0, gated=False)  # opened by the timeout: no steady steps behind it
-    assert stats.stable_since(pts, ungated, rule.stable_k) == ungated.start_t
+    ungated = Window(pts[-1].t, pts[-1].t + 30.0, gated=False)  # opened by the timeout: no steady steps behind it
+    assert stable_since(pts, ungated, rule.stable_k) == ungated.start_t
 
 
 # ---------------------------------------------------------------- the case's pooled step noise
 
 
 def test_a_window_records_its_steps_spread_and_degrees_of_freedom() -> None:
-    got = stats.step_noise([10.0, 14.0, 12.0], [1.0, 1.0, 1.0])  # per-step rates 10, 14, 12 around 12
+    got = step_noise([10.0, 14.0, 12.0], [1.0, 1.0, 1.0])  # per-step rates 10, 14, 12 around 12
     assert got["step_df"] == 2.0
     assert got["step_sd_frac"] == pytest.approx(2.0 / 12.0, rel=1e-3)
-    assert stats.step_noise([10.0], [1.0]) == {}  # one step: no spread
+    assert step_noise([10.0], [1.0]) == {}  # one step: no spread
     pts = points([0.2, 0.21, 0.2, 0.22, 0.2])
-    figures = stats.figures([], pts, stats.Window(pts[0].t, pts[-1].t, gated=True), 99.0)
+    figures = usage.figures([], pts, Window(pts[0].t, pts[-1].t, gated=True), 99.0)
     assert figures["step_df"] == 3.0 and 0.0 < figures["step_sd_frac"] < 0.1
     assert "noise_pooled_df" not in figures
 
 
 def test_the_pool_weighs_each_window_by_its_degrees_of_freedom_and_needs_enough_of_them() -> None:
-    pool = stats.pooled_noise([{"step_sd_frac": 0.1, "step_df": 30.0}, {"step_sd_frac": 0.2, "step_df": 10.0}, {}])
-    assert pool is not None and pool.df == stats.POOL_WEIGHT_DF  # it weighs no more than that against a trial
+    pool = pooled_noise([{"step_sd_frac": 0.1, "step_df": 30.0}, {"step_sd_frac": 0.2, "step_df": 10.0}, {}])
+    assert pool is not None and pool.df == POOL_WEIGHT_DF  # it weighs no more than that against a trial
     assert pool.sd_frac == pytest.approx(math.sqrt((30 * 0.01 + 10 * 0.04) / 40))
     assert 0.1 < pool.sd_frac < 0.15  # nearer the window with more steps
-    assert stats.pooled_noise([{"step_sd_frac": 0.1, "step_df": 1.0}]) is None  # too few to say more than a trial
-    assert stats.pooled_noise([]) is None
-    few = stats.pooled_noise([{"step_sd_frac": 0.1, "step_df": 1.0}, {"step_sd_frac": 0.1, "step_df": 1.0}])
+    assert pooled_noise([{"step_sd_frac": 0.1, "step_df": 1.0}]) is None  # too few to say more than a trial
+    assert pooled_noise([]) is None
+    few = pooled_noise([{"step_sd_frac": 0.1, "step_df": 1.0}, {"step_sd_frac": 0.1, "step_df": 1.0}])
     assert few is not None and few.df == 2.0  # a slow trainer's two short windows: a pool, at t's wide quantile
-    assert stats.pooled_noise([{"step_sd_frac": 0.0, "step_df": 4.0}]) is None  # steps alike to the clock: no spread
+    assert pooled_noise([{"step_sd_frac": 0.0, "step_df": 4.0}]) is None  # steps alike to the clock: no spread
 
 
 def test_earlier_sweeps_windows_only_fill_what_the_sweeps_own_leave_short_of_the_pool() -> None:
     """Windows of earlier sweeps (newest first) top the pool up to `POOL_WEIGHT_DF`, each weighted by no more than
     the room left; a sweep whose own windows fill it takes none of them, and a first window has a pool at once."""
     old = [{"step_sd_frac": 0.05, "step_df": 3.0}, {"step_sd_frac": 0.5, "step_df": 3.0}]
-    first = stats.pooled_noise([], earlier=old)  # the case's first trial of this sweep
-    assert first is not None and first.df == stats.POOL_WEIGHT_DF and stats.carried_df([], old) == 6.0
-    assert stats.pooled_noise([]) is None
+    first = pooled_noise([], earlier=old)  # the case's first trial of this sweep
+    assert first is not None and first.df == POOL_WEIGHT_DF and carried_df([], old) == 6.0
+    assert pooled_noise([]) is None
     own = [{"step_sd_frac": 0.1, "step_df": 4.0}]
-    topped = stats.pooled_noise(own, earlier=old)  # 4 of its own, 2 of the newest earlier window, none of the older
-    assert topped is not None and topped.df == stats.POOL_WEIGHT_DF and stats.carried_df(own, old) == 2.0
+    topped = pooled_noise(own, earlier=old)  # 4 of its own, 2 of the newest earlier window, none of the older
+    assert topped is not None and topped.df == POOL_WEIGHT_DF and carried_df(own, old) == 2.0
     assert topped.sd_frac == pytest.approx(math.sqrt((4 * 0.01 + 2 * 0.0025) / 6))
     long = [{"step_sd_frac": 0.5, "step_df": 40.0}]  # a long earlier window does not outweigh this sweep's own
-    assert stats.pooled_noise(own, earlier=long).sd_frac == pytest.approx(math.sqrt((4 * 0.01 + 2 * 0.25) / 6))
+    assert pooled_noise(own, earlier=long).sd_frac == pytest.approx(math.sqrt((4 * 0.01 + 2 * 0.25) / 6))
     full = [{"step_sd_frac": 0.1, "step_df": 6.0}]
-    assert stats.pooled_noise(full, earlier=old) == stats.pooled_noise(full) and stats.carried_df(full, old) == 0.0
+    assert pooled_noise(full, earlier=old) == pooled_noise(full) and carried_df(full, old) == 0.0
 
 
 def test_t_s_quantile_is_exact_at_a_few_degrees_of_freedom_where_the_expansion_falls_short() -> None:
     """Student t's tables: the one-sided 0.5% (CUT_Z) and 2.5% quantiles at 1-5 degrees of freedom, where the
     Cornish-Fisher expansion alone gives too narrow an interval; a fractional count takes the wider quantile."""
     for df, want in ((1, 63.657), (2, 9.925), (3, 5.841), (4, 4.604), (5, 4.032)):
-        assert stats.t_quantile(df, stats.CUT_Z) == pytest.approx(want, abs=0.002)
+        assert t_quantile(df, CUT_Z) == pytest.approx(want, abs=0.002)
     for df in range(1, 11):
-        assert stats.t_quantile(df, 1.959964) == pytest.approx(stats.t975(df), abs=0.002)
-    assert stats.t_quantile(3.7, stats.CUT_Z) == stats.t_quantile(3, stats.CUT_Z)
-    assert stats.t_quantile(3, -stats.CUT_Z) == -stats.t_quantile(3, stats.CUT_Z)
-    below, at = stats.t_quantile(stats.EXACT_T_DF - 1, stats.CUT_Z), stats.t_quantile(stats.EXACT_T_DF, stats.CUT_Z)
-    assert below == pytest.approx(at, rel=0.001) and below > at > stats.CUT_Z  # the two methods meet
+        assert t_quantile(df, 1.959964) == pytest.approx(t975(df), abs=0.002)
+    assert t_quantile(3.7, CUT_Z) == t_quantile(3, CUT_Z)
+    assert t_quantile(3, -CUT_Z) == -t_quantile(3, CUT_Z)
+    below, at = t_quantile(EXACT_T_DF - 1, CUT_Z), t_quantile(EXACT_T_DF, CUT_Z)
+    assert below == pytest.approx(at, rel=0.001) and below > at > CUT_Z  # the two methods meet
 
 
 def test_with_the_pool_two_steps_bound_a_rate_and_a_noisier_trial_widens_its_own_interval() -> None:
-    pool = stats.Noise(0.05, 30.0)
+    pool = Noise(0.05, 30.0)
     ys, xs = [1000.0, 1040.0], [1.0, 1.0]
     _, _, own_hi = ratio_interval(ys, xs)
     rate, lo, hi = ratio_interval(ys, xs, pool)
@@ -480,18 +482,18 @@ def test_with_the_pool_two_steps_bound_a_rate_and_a_noisier_trial_widens_its_own
 def test_the_pooled_cut_looks_at_a_stricter_quantile_than_a_single_window_interval() -> None:
     """At every look the pooled cut takes the one-sided 0.5% quantile: with the same spread and many degrees of
     freedom its interval is wider than the 95% one, so looking at each step does not add up to many wrong cuts."""
-    pool = stats.Noise(0.05, 1000.0)
-    assert pool.half(0.05, 10) == pytest.approx(stats.CUT_Z * 0.05 / math.sqrt(10), rel=0.01)
-    assert pool.half(0.05, 10) > stats.t975(1009) * 0.05 / math.sqrt(10)
-    assert stats.t_quantile(7, stats.CUT_Z) == pytest.approx(3.499, rel=0.015)  # Student t 99.5%, 7 df
-    assert stats.t_quantile(12, 1.959964) == pytest.approx(2.179, abs=0.01)  # Student t 97.5%, 12 df
+    pool = Noise(0.05, 1000.0)
+    assert pool.half(0.05, 10) == pytest.approx(CUT_Z * 0.05 / math.sqrt(10), rel=0.01)
+    assert pool.half(0.05, 10) > t975(1009) * 0.05 / math.sqrt(10)
+    assert t_quantile(7, CUT_Z) == pytest.approx(3.499, rel=0.015)  # Student t 99.5%, 7 df
+    assert t_quantile(12, 1.959964) == pytest.approx(2.179, abs=0.01)  # Student t 97.5%, 12 df
 
 
 def test_a_clear_loser_is_cut_on_fewer_steps_with_the_case_s_pooled_noise() -> None:
     pts = points([1.0, 0.5, 0.2, 0.21])  # two warm-up steps, then two steady ones: 640 per 0.2 s (3,200/s)
     since = pts[1].t
-    alone = stats.rate_upper(pts, since)
-    pooled = stats.rate_upper(pts, since, stats.Noise(0.06, 40.0))
+    alone = rate_upper(pts, since)
+    pooled = rate_upper(pts, since, Noise(0.06, 40.0))
     assert alone is not None and pooled is not None
     assert pooled < 4_000 < alone  # against a best of 4,000: out of reach by the pool, not by two steps alone
 
@@ -501,18 +503,18 @@ def test_a_step_still_running_counts_once_it_is_the_slowest_and_only_lowers_the_
     only once it has run longer than every step before it, and it never narrows the interval."""
     pts = points([1.0, 1.0, 1.0, 1.1])  # 640 per second, steady
     since, last = pts[0].t, pts[-1].t
-    pool = stats.Noise(0.05, 40.0)
-    assert stats.open_step_upper(pts, since, last + 1.0, pool) is None  # not yet longer than the 1.1 s step
-    done = stats.rate_upper(pts, since, pool)
+    pool = Noise(0.05, 40.0)
+    assert open_step_upper(pts, since, last + 1.0, pool) is None  # not yet longer than the 1.1 s step
+    done = rate_upper(pts, since, pool)
     assert done is not None
-    longer = [stats.open_step_upper(pts, since, last + s, pool) for s in (1.5, 3.0, 6.0, 12.0)]
+    longer = [open_step_upper(pts, since, last + s, pool) for s in (1.5, 3.0, 6.0, 12.0)]
     assert all(u is not None for u in longer)
     assert done > longer[0] > longer[1] > longer[2] > longer[3]  # the longer it runs, the lower the top
     # what the step leaves when it ends later still is no higher than its bound now
     ended = [*pts, Point(t=last + 3.5, iter=pts[-1].iter + 1, samples=pts[-1].samples + 640.0)]
-    upper = stats.rate_upper(ended, since, pool)
-    assert upper is not None and upper <= stats.open_step_upper(pts, since, last + 3.0, pool)  # type: ignore[operator]
-    assert stats.open_step_upper(pts[:2], since, last + 30.0, pool) is None  # one step: no rate to bound yet
+    upper = rate_upper(ended, since, pool)
+    assert upper is not None and upper <= open_step_upper(pts, since, last + 3.0, pool)  # type: ignore[operator]
+    assert open_step_upper(pts[:2], since, last + 30.0, pool) is None  # one step: no rate to bound yet
 
 
 def test_a_step_still_running_never_narrows_a_wide_interval() -> None:
@@ -521,7 +523,7 @@ def test_a_step_still_running_never_narrows_a_wide_interval() -> None:
     since, last = pts[0].t, pts[-1].t
     _, _, hi = ratio_interval([640.0] * 3, [1.5, 0.5, 1.5])
     rate = 1920.0 / 3.5
-    bound = stats.open_step_upper(pts, since, last + 1.6)
+    bound = open_step_upper(pts, since, last + 1.6)
     assert bound is not None
     open_rate = 2560.0 / 5.1
     assert bound >= open_rate * hi / rate - 1e-9  # at least the completed steps' relative width
@@ -530,13 +532,13 @@ def test_a_step_still_running_never_narrows_a_wide_interval() -> None:
 def test_rate_top_is_the_rate_some_standard_errors_up_from_two_steps_on() -> None:
     pts = points([1.0, 1.0, 1.1, 0.9])  # 640 samples a step: 640/s over the last three, spread 10%
     since = pts[0].t
-    assert stats.rate_top(pts[:2], since, stats.SHORT_Z) is None  # one step says nothing of its spread
-    one, short, cut = (stats.rate_top(pts, since, z) for z in (1.0, stats.SHORT_Z, stats.CUT_Z))
-    upper = stats.rate_upper(pts, since)
+    assert rate_top(pts[:2], since, SHORT_Z) is None  # one step says nothing of its spread
+    one, short, cut = (rate_top(pts, since, z) for z in (1.0, SHORT_Z, CUT_Z))
+    upper = rate_upper(pts, since)
     assert one is not None and short is not None and cut is not None and upper is not None
     assert 640.0 < one < short < cut
     assert short < upper  # the short probe's 95% one-sided top is below the cut's two-sided one
-    calm = stats.rate_top(pts, since, stats.SHORT_Z, stats.Noise(0.01, 1000.0))
+    calm = rate_top(pts, since, SHORT_Z, Noise(0.01, 1000.0))
     assert calm is not None and 640.0 < calm < short  # a calm case's pooled noise narrows it
 
 
@@ -546,14 +548,14 @@ def test_final_upper_narrows_as_the_window_runs_out_and_never_rises_above_the_ra
     (one step more kept: a window may be held open)."""
     pts = points([1.0, 1.05, 0.95, 1.0, 1.05, 0.95, 1.0])  # 640/s, steps 5% apart
     since, last = pts[0].t, pts[-1].t
-    rate, upper = (pts[-1].samples - pts[0].samples) / (last - since), stats.rate_upper(pts, since)
+    rate, upper = (pts[-1].samples - pts[0].samples) / (last - since), rate_upper(pts, since)
     assert upper is not None
-    tops = [stats.final_upper(pts, since, last + left, 0.05) for left in (1000.0, 20.0, 5.0, 0.0, -3.0)]
+    tops = [final_upper(pts, since, last + left, 0.05) for left in (1000.0, 20.0, 5.0, 0.0, -3.0)]
     assert all(t is not None for t in tops)
     far, mid, near, at_end, past = (float(t) for t in tops if t is not None)
     assert rate < at_end == past < near < mid < far <= upper  # past its end: as at its end, one step still counted
     assert far == pytest.approx(upper, rel=2e-3)  # a window far from its end: its rate's top, as before
-    assert stats.final_upper(pts[:2], since, last, 0.05) is None  # one step: no spread, no rate's top either
+    assert final_upper(pts[:2], since, last, 0.05) is None  # one step: no spread, no rate's top either
 
 
 def test_final_upper_keeps_a_wide_window_s_reach_where_its_interval_would_end_wider_than_the_band() -> None:
@@ -564,9 +566,9 @@ def test_final_upper_keeps_a_wide_window_s_reach_where_its_interval_would_end_wi
     for pts in (calm, rough):
         since, last = pts[0].t, pts[-1].t
         rate = (pts[-1].samples - pts[0].samples) / (last - since)
-        top = stats.final_upper(pts, since, last, 0.05)
+        top = final_upper(pts, since, last, 0.05)
         assert top is not None
-        upper = stats.rate_upper(pts, since)
+        upper = rate_upper(pts, since)
         assert upper is not None
         if pts is calm:
             assert top < rate * 1.01  # the end is near: where it ends is about the rate

@@ -1,93 +1,51 @@
-"""How a sweep is told to stop (`ladder.runner.stop`): real signals to this process, ladder's handlers installed and
-the previous ones put back after each test."""
+"""The early-stop rules (`ladder.core.stop`) fed scripted looks: the stage a trial's course is in as its points come,
+what the live view calls it, the stop decided, and what a pause undoes."""
 
 from __future__ import annotations
 
-import os
-import signal
-from collections.abc import Iterator
-
-import pytest
-
-from ladder.core.errors import ExitCode
-from ladder.runner import stop
-
-TAKEN = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
+from ladder.core.measure.window import Window
+from ladder.core.records import Point, StopCause
+from ladder.core.stop import Course, Mark, Observation, Stage, Terms, decide, paused
+from tests.unit.test_measure import conf, steps_at
 
 
-@pytest.fixture(autouse=True)
-def handlers_restored() -> Iterator[None]:
-    saved = {sig: signal.getsignal(sig) for sig in TAKEN}
-    yield
-    for sig, handler in saved.items():
-        signal.signal(sig, handler)
-    stop.RECEIVED.signals.clear()
-    stop.RECEIVED.launcher.clear()
+def look(points: list[Point], now_t: float, silent_s: float = 0.0) -> Observation:
+    return Observation(points, [], now_t, elapsed_s=now_t - 990.0, silent_s=silent_s)
 
 
-def stopped_by(sig: signal.Signals) -> None:
-    with pytest.raises(KeyboardInterrupt):
-        os.kill(os.getpid(), sig)
+def test_a_course_starts_warms_up_and_measures_as_its_points_come() -> None:
+    """No point yet: starting; points but no steady steps: warming up; the stable rule met: measuring. The live view
+    says `warm-up` for the first two and `window` for the third, as it always has."""
+    pts = steps_at([1.0, 1.0, 1.0])
+    course = Course(Terms(conf(window_s=4.0), 990.0))
+    assert course.stage is Stage.STARTING
+    course = decide(course, look([], 999.0))
+    assert (course.stage, course.stage.shown, course.cause) == (Stage.STARTING, "warm-up", StopCause.NONE)
+    course = decide(course, look(pts[:1], 1000.0))
+    assert (course.stage, course.stage.shown, course.window) == (Stage.WARMING_UP, "warm-up", None)
+    course = decide(course, look(pts, pts[-1].t))
+    assert (course.stage, course.stage.shown) == (Stage.MEASURING, "window")
+    assert course.window == Window(pts[2].t, pts[2].t + 4.0, gated=True)  # two steps agree: the stable rule
 
 
-def test_sigterm_stops_with_143_and_a_closed_terminal_or_ctrl_c_with_130() -> None:
-    stop.install()
-    stopped_by(signal.SIGTERM)
-    assert stop.exit_code() is ExitCode.TERMINATED and int(stop.exit_code()) == 128 + signal.SIGTERM
-    assert "SIGTERM" in stop.described()
-    stop.install()
-    stopped_by(signal.SIGHUP)
-    assert stop.exit_code() is ExitCode.INTERRUPTED and "terminal" in stop.described()
-    stop.install()
-    stopped_by(signal.SIGINT)  # Ctrl-C
-    assert stop.exit_code() is ExitCode.INTERRUPTED and stop.described() == "interrupted"
+def test_a_decided_stop_is_the_course_s_cause_and_its_last_stage() -> None:
+    """A trainer silent past its stall limit is stopped `stalled`; the course says so, and the view would say
+    `stopping`. Rules after the one that stopped it are not asked."""
+    pts = steps_at([1.0, 1.0, 1.0])
+    course = decide(Course(Terms(conf(window_s=100.0), 990.0)), look(pts, pts[-1].t))
+    stalled = decide(course, look(pts, pts[-1].t + 500.0, silent_s=500.0))
+    assert (stalled.cause, stalled.stage, stalled.stage.shown) == (StopCause.STALLED, Stage.STOPPING, "stopping")
+    silent = decide(Course(Terms(conf(trial_timeout_s=600.0), 990.0)), look([], 1100.0, silent_s=100.0))
+    assert silent.cause is StopCause.STALLED  # past its start-up limit, and not busy
 
 
-def test_a_second_ctrl_c_while_the_sweep_stops_is_noted_not_raised() -> None:
-    """An impatient user presses Ctrl-C again while the trial is reaped and recorded: raised, it cut that short
-    (the trial missing from trials.tsv) and printed a traceback from the cleanup."""
-    stop.install()
-    stopped_by(signal.SIGINT)
-    os.kill(os.getpid(), signal.SIGINT)
-    os.kill(os.getpid(), signal.SIGINT)
-    assert stop.RECEIVED.signals == [signal.SIGINT] * 3 and stop.exit_code() is ExitCode.INTERRUPTED
-
-
-def test_a_second_signal_while_the_sweep_stops_is_noted_not_raised() -> None:
-    stop.install()
-    stopped_by(signal.SIGTERM)
-    os.kill(os.getpid(), signal.SIGTERM)  # the scheduler signals every process of the job: no second unwinding
-    os.kill(os.getpid(), signal.SIGHUP)
-    assert stop.RECEIVED.signals == [signal.SIGTERM, signal.SIGTERM, signal.SIGHUP]
-    assert stop.exit_code() is ExitCode.TERMINATED  # the first decides
-
-
-def test_a_launchers_preemption_handler_is_handed_the_signal_once_the_sweep_has_stopped(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    handed: list[int] = []
-    signal.signal(signal.SIGUSR2, lambda signum, frame: handed.append(signum))  # as submitit's, set before the job
-    stop.install()
-    stopped_by(signal.SIGUSR2)
-    assert handed == []  # the trial is stopped and recorded first
-    assert "preempted (SIGUSR2 from the launcher" in stop.described()
-    stop.hand_over()
-    assert handed == [signal.SIGUSR2]
-    monkeypatch.setenv("SUBMITIT_PREEMPT_SIGNAL", "USR1")
-    assert stop.preemption_signals() == (signal.SIGUSR1,)
-
-
-def test_without_a_launcher_handler_the_preemption_signal_is_left_alone_and_nothing_is_handed_over() -> None:
-    signal.signal(signal.SIGUSR2, signal.SIG_DFL)
-    stop.install()
-    assert signal.getsignal(signal.SIGUSR2) is signal.SIG_DFL
-    stopped_by(signal.SIGTERM)
-    stop.hand_over()  # returns: the sweep exits with its own code
-
-
-@pytest.mark.parametrize("name", ["TERM", "INT", "NOSUCH"])
-def test_a_preemption_signal_that_is_already_a_stop_or_unknown_is_not_taken_twice(
-    monkeypatch: pytest.MonkeyPatch, name: str
-) -> None:
-    monkeypatch.setenv("SUBMITIT_PREEMPT_SIGNAL", name)
-    assert stop.preemption_signals() == ()
+def test_a_pause_restarts_an_open_window_and_forgets_its_extension() -> None:
+    """After a pause the window is measured afresh: the course is warming up again, its extension and futility
+    forgotten, and it is marked `window_restarted`; a course with no window yet is left as it is."""
+    extended = Course(
+        Terms(conf(), 990.0), Stage.EXTENDED, window=Window(1000.0, 1010.0, True), marks=frozenset({Mark.EXTENDED})
+    )
+    after = paused(extended)
+    assert (after.stage, after.window, after.marks) == (Stage.WARMING_UP, None, frozenset({Mark.RESTARTED}))
+    fresh = Course(Terms(conf(), 990.0))
+    assert paused(fresh) is fresh

@@ -15,14 +15,14 @@ from ladder.core.records import Phase, Reason, Status, TrialRecord
 from ladder.core.rows import TRIAL_HEAD, trial_row
 from ladder.settings.argv import env_overrides, inline_case, quoting_problems, user_dirs
 from ladder.settings.catalog import known
-from ladder.settings.config import Case, Profile, ProxyShape, WorkloadConf
+from ladder.settings.config import CaseConf, Profile, ProxyShape, WorkloadConf
 from ladder.storage import reuse
 from ladder.ui.view import LiveView
 from ladder.workloads.builtin import Placement
 from ladder.workloads.planner import build, plan
 
 ONE = Placement(device="cpu", nproc=1, port=0, python="python")
-CASE = Case("mine", "", "", "", {}, ProxyShape())
+CASE = CaseConf("mine", "", "", "", {}, ProxyShape())
 PROFILE = Profile("default", {})
 
 

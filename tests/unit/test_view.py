@@ -7,10 +7,12 @@ from dataclasses import replace
 
 from rich.console import Console
 
-from ladder.core import policy
+from ladder.core import walk
+from ladder.core.measure.window import Window
 from ladder.core.records import Phase, Reason, Sample, Status, TrialRecord
-from ladder.core.stats import Window
-from ladder.runner.trial import Tick, Watch, _waiting
+from ladder.core.stop import Course, Stage, Terms
+from ladder.runner.trial import Tick, _waiting
+from ladder.settings.config import MeasureConf
 from ladder.ui.view import LiveView, PlainView, found_line, make_view
 from ladder.ui.view import _attempts as attempts_of
 from ladder.ui.view import _next_line as next_line
@@ -121,12 +123,12 @@ def test_a_window_whose_time_is_up_says_what_it_still_waits_for() -> None:
     view.close()
     final = view.console.file.getvalue().split("the ladder so far")[-1]  # type: ignore[attr-defined]
     assert "running default e64: window 100% (3/5 points), iter 6, 41 s" in final
-    waiting = _waiting(
-        Watch(0.0, 0.0, points=points([1.0] * 6), window=Window(103.5, 104.0, True), unsettled="no update yet"), 5
+    held_open = Course(
+        Terms(MeasureConf(), 0.0), Stage.HELD, window=Window(103.5, 104.0, True), unsettled="no update yet"
     )
+    waiting = _waiting(held_open, points([1.0] * 6), 5)
     assert waiting == "3/5 points"  # points at 104, 105, 106: under five
-    held = Watch(0.0, 0.0, points=points([1.0] * 9), window=Window(103.5, 104.0, True), unsettled="no update yet")
-    assert _waiting(held, 5) == "held for a fit: no update yet"
+    assert _waiting(held_open, points([1.0] * 9), 5) == "held for a fit: no update yet"
 
 
 def test_a_pipe_gets_the_plain_view() -> None:
@@ -143,7 +145,7 @@ def seeded(objective: str = "min_avg_util") -> LiveView:
     """default walked down to e64, which fits; hiutil starts at that seed."""
     view = LiveView(console())
     view.sweep_started(
-        "banner", "amp_pi_plus", [256, 128, 64, 48], ["default", "hiutil"], "num_envs", policy.Tuning(), objective
+        "banner", "amp_pi_plus", [256, 128, 64, 48], ["default", "hiutil"], "num_envs", walk.Tuning(), objective
     )
     for rung, status, util in ((256, Status.OOM_OR_NCCL, None), (128, Status.OOM_OR_NCCL, None), (64, Status.OK, 38.0)):
         view.trial_started("default", rung)
@@ -171,7 +173,8 @@ def test_the_next_line_of_a_seeded_profile_is_what_the_walk_runs_next() -> None:
 def test_the_next_line_agrees_with_the_walk_at_every_step_of_a_scripted_sweep() -> None:
     """Each trial the walk starts is the one the line before it named for the outcome that came (with the descent
     below the largest fit: for a fit that beat the best so far, or one that did not)."""
-    rungs, profiles, tuning = (256, 128, 64, 48, 32), ("default", "hiutil"), policy.Tuning(descend=True)
+    rungs, profiles = (256, 128, 64, 48, 32), ("default", "hiutil")
+    tuning = walk.Tuning(descend=True, descent_gain_max=None, descent_idle_util=None)
     fits = {"default": 64, "hiutil": 128}  # the largest rung that fits each profile
     rate = {
         ("default", 64): 900.0,
@@ -184,7 +187,7 @@ def test_the_next_line_agrees_with_the_walk_at_every_step_of_a_scripted_sweep() 
     view = LiveView(console())
     view.sweep_started("banner", "c", rungs, profiles, "num_envs", tuning, "samples_per_s")
     said, launched, beat = [], [], []
-    while (d := policy.next_trial(rungs, profiles, _attempts(view), tuning)) is not None:
+    while (d := walk.next_trial(rungs, profiles, _attempts(view), tuning)) is not None:
         launched.append(f"{d.profile} e{d.rung}")
         view.trial_started(d.profile, d.rung)
         ok = d.rung <= fits[d.profile]
@@ -233,12 +236,12 @@ def test_the_next_line_names_the_bottom_check_a_failure_without_memory_evidence_
             "default e32 (the lowest rung"
         ), line
         view.trial_finished(record("default", 128, Status.OOM_OR_NCCL, reason=reason))
-        decision = policy.next_trial(rungs, ("default",), _attempts(view), policy.Tuning())
+        decision = walk.next_trial(rungs, ("default",), _attempts(view), walk.Tuning())
         assert decision is not None and f"{decision.profile} e{decision.rung} ({decision.why}".startswith(then)
         view.close()
 
 
-def _attempts(view: LiveView) -> list[policy.Attempt]:
+def _attempts(view: LiveView) -> list[walk.Attempt]:
     return attempts_of(view.board.records, view.board.objective)
 
 

@@ -7,8 +7,8 @@ import math
 import pytest
 
 from ladder.core import warmup
+from ladder.core.measure.noise import Noise
 from ladder.core.records import Point
-from ladder.core.stats import Noise
 
 pytestmark = pytest.mark.unit
 

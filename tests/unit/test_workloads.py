@@ -526,3 +526,31 @@ def test_the_files_a_command_names_are_its_script_and_configs_once_each(tmp_path
     assert named_files(hydra)[-1] == str(tmp_path / "more.yaml")
     bare = command_conf(["python", "-m", "pkg.train"], Launcher.DIRECT, ProgressKind.REGEX, "", "", "", {}, {}, "")
     assert named_files(bare) == ()
+
+
+def _interpreter(folder: Path, venv: bool) -> Path:
+    """A stand-in interpreter file at folder/bin/python, in a virtual environment (pyvenv.cfg beside bin) or not."""
+    (folder / "bin").mkdir(parents=True)
+    if venv:
+        (folder / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    exe = folder / "bin" / "python"
+    exe.write_text("#!/bin/sh\n")
+    exe.chmod(0o755)
+    return exe
+
+
+def test_a_trainer_from_another_venv_records_its_own_venv_not_ladders(tmp_path: Path) -> None:
+    ladders = {"VIRTUAL_ENV": "/opt/ladder-venv", "PATH": "/usr/bin"}
+    other = _interpreter(tmp_path / "other", venv=True)
+    plain = _interpreter(tmp_path / "plain", venv=False)
+
+    def recorded(argv: list[str], environ: dict[str, str]) -> str | None:
+        conf = command_conf(argv, Launcher.DIRECT, ProgressKind.REGEX, "", "", "", {}, environ, str(tmp_path))
+        return conf.inherited.get("VIRTUAL_ENV")
+
+    assert recorded([str(other), "train.py"], ladders) == str(tmp_path / "other")
+    assert recorded([str(plain), "train.py"], ladders) is None  # an interpreter outside any venv: none recorded
+    assert recorded(["python", "train.py"], {**ladders, "PATH": str(tmp_path / "other" / "bin")}) == str(
+        tmp_path / "other"
+    )
+    assert recorded(["./train.sh"], ladders) == "/opt/ladder-venv"  # not a Python: what ladder started with

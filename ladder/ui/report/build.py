@@ -10,10 +10,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from ladder.core import paths
-from ladder.core.paths import SweepPaths
+from ladder.core.paths import SweepPaths, TrialPaths
 from ladder.storage import sweeps
-from ladder.ui.report import charts, draw
+from ladder.ui.report import charts, draw, page
 from ladder.ui.report.charts import Row, TrialFiles
 
 log = logging.getLogger(__name__)
@@ -30,12 +29,13 @@ def read_tsv(path: Path) -> list[Row]:
 
 def read_trial(trial_dir: Path) -> TrialFiles:
     """A trial folder's samples, progress lines and verdict; missing or broken files read as empty."""
-    samples = list(csv.DictReader(_text(trial_dir / paths.SAMPLES).splitlines()))
+    files = TrialPaths(trial_dir)
+    samples = list(csv.DictReader(_text(files.samples).splitlines()))
     try:
-        verdict = json.loads(_text(trial_dir / paths.VERDICT) or "{}")
+        verdict = json.loads(_text(files.verdict) or "{}")
     except ValueError:
         verdict = {}
-    return TrialFiles(samples, _text(trial_dir / paths.PROGRESS).splitlines(), verdict, _mtime(trial_dir / paths.CMD))
+    return TrialFiles(samples, _text(files.progress).splitlines(), verdict, _mtime(files.cmd))
 
 
 def _mtime(path: Path) -> float | None:
@@ -80,7 +80,7 @@ def write_report(sweep_dir: Path) -> Path:
         chart = charts.trial_chart(row, read_trial(sweep_dir / row.get("trial_dir", "")))
         draw.draw_trial(chart, sweep_dir / PLOTS / charts.trial_plot_name(row))
     out = sweep_dir / "report.md"
-    out.write_text(charts.summary_md((best or trials)[0].get("sweep") or sweep_dir.name, best, trials))
+    out.write_text(page.summary_md((best or trials)[0].get("sweep") or sweep_dir.name, best, trials))
     log.info("report: %s (%d case and %d trial plots)", out, len({r.get("case") for r in trials}), len(trials))
     return out
 
