@@ -165,7 +165,7 @@ def _early_point_s(trial_dir: Path, first_step_s: float | None) -> float | None:
     times = [row["t"] for row in map(json.loads, progress.read_text().splitlines()) if "iter" in row]
     if len(times) < warmup.MIN_STEPS:
         return None
-    return first_step_s + times[warmup.MIN_STEPS - 1] - times[0]
+    return float(first_step_s + times[warmup.MIN_STEPS - 1] - times[0])
 
 
 def auto_caps(s: Settings, fits: dict[Key, Cell]) -> list[float]:

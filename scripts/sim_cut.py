@@ -231,7 +231,7 @@ def _below(upper: float | None) -> bool:
 def _chi_ratio(df: float, rnd: random.Random) -> float:
     """sqrt(chi2(df) / df): how far a spread estimated on `df` degrees of freedom strays from the true one."""
     k = max(1, round(df))
-    return (sum(rnd.gauss(0.0, 1.0) ** 2 for _ in range(k)) / k) ** 0.5
+    return float((sum(rnd.gauss(0.0, 1.0) ** 2 for _ in range(k)) / k) ** 0.5)
 
 
 def main() -> None:

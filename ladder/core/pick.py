@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from ladder.core import figkeys
 from ladder.core.measure import rates
@@ -75,11 +75,11 @@ def choose(candidates: Sequence[Candidate[T]], other: str = "other") -> Choice[T
     return Choice(winner.item, rest, by)
 
 
-def _top(c: Candidate) -> float:
+def _top(c: Candidate[Any]) -> float:
     return c.hi if c.hi is not None else c.value
 
 
-def tied(c: Candidate, top: Candidate) -> bool:
+def tied(c: Candidate[Any], top: Candidate[Any]) -> bool:
     """Is `c` within the measured noise of the best value `top`?"""
     return c.value >= top.value or (c.hi is not None and c.hi >= top.value)
 

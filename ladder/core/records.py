@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from typing import Any
 
 
 class Word(str, enum.Enum):
@@ -115,7 +116,7 @@ class Ending:
     exit_code: int | None  # the launcher process's return code; negative = killed by that signal
     log_text: str = ""  # the trial's combined stdout/stderr (its tail is enough)
     rank_logs: dict[int, str] = field(default_factory=dict)  # per-rank output where the launcher keeps it
-    error_files: tuple[dict, ...] = ()  # parsed torchrun error.json files (elastic `@record`)
+    error_files: tuple[dict[str, Any], ...] = ()  # parsed torchrun error.json files (elastic `@record`)
     stopped_by: StopCause = StopCause.NONE  # why ladder stopped the group (NONE: it ended by itself)
     oom_kills: int = 0  # kernel OOM kills counted by the trial's memory cgroup
 

@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from ladder.core import paths
 from ladder.core.errors import LadderError
@@ -94,7 +95,7 @@ def _check_log(path: Path, exit_code: int | None) -> None:
         raise LadderError(f"{path} is empty: it holds no log line to judge", f"{fix}, or its exit code (--exit-code N)")
 
 
-def _read_recorded(path: Path) -> dict:
+def _read_recorded(path: Path) -> dict[str, Any]:
     """A trial's own verdict, as it recorded it: ladder's stop (a finished window, its kill) is known only there."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -105,7 +106,7 @@ def _read_recorded(path: Path) -> dict:
     return data
 
 
-def _kept(path: Path) -> dict:
+def _kept(path: Path) -> dict[str, Any]:
     """What a trial's verdict.json kept of its ending beside the verdict (`files.known`), for a new reading of its
     files; {} where it holds none or cannot be read (the files are classified as they stand: `--reclassify` is for a
     damaged record too)."""
@@ -116,7 +117,7 @@ def _kept(path: Path) -> dict:
     return data if isinstance(data, dict) else {}
 
 
-def _read_corpus(path: Path) -> list[dict]:
+def _read_corpus(path: Path) -> list[dict[str, Any]]:
     """The rows of a labelled corpus; a clear error naming the file and line for anything malformed."""
     if not path.is_file():
         raise LadderError(f"no such corpus file: {path}", "give a JSON-lines file as tests/data/failure_logs holds")

@@ -9,6 +9,7 @@ import logging
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from ladder.core import paths
 from ladder.core.errors import LadderError
@@ -103,7 +104,7 @@ def rank_log_paths(folder: Path, only: Collection[Path] | None = None) -> dict[i
     return paths
 
 
-def read_error_files(folder: Path, warn: bool = True, only: Collection[Path] | None = None) -> Iterable[dict]:
+def read_error_files(folder: Path, warn: bool = True, only: Collection[Path] | None = None) -> Iterable[dict[str, Any]]:
     """The parsed error.json files under `folder` (of `only`; a file still being written is skipped, `warn` says so)."""
     for path in sorted(folder.glob("**/error.json")):
         if only is not None and path not in only:

@@ -34,6 +34,7 @@ import signal
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import accumulate
+from typing import Any
 
 from ladder.core.records import HEALTHY_STOPS, Confidence, Ending, Reason, Status, Verdict
 from ladder.failures import diverged, sizes
@@ -368,14 +369,14 @@ def _rank_logs_hit(logs: dict[int, str], keep_generic: bool) -> Hit | None:
 _SYMPTOMS = frozenset({Reason.PEER_LOST, Reason.NCCL_ERROR, Reason.NCCL_TIMEOUT})
 
 
-def _error_files_hit(files: Sequence[dict], keep_generic: bool) -> Hit | None:
+def _error_files_hit(files: Sequence[dict[str, Any]], keep_generic: bool) -> Hit | None:
     """torchrun's rule: the error file with the earliest timestamp is the root cause. Stamps have 1 s resolution,
     so within a tie a communication failure is the symptom of the other rank's failure, and memory comes first."""
     hits = [(_error_stamp(data), hit) for data in files if (hit := _error_file_hit(data, keep_generic))]
     return min(hits, key=lambda pair: (pair[0], pair[1].reason in _SYMPTOMS, -pair[1].tier))[1] if hits else None
 
 
-def _error_file_hit(data: dict, keep_generic: bool) -> Hit | None:
+def _error_file_hit(data: dict[str, Any], keep_generic: bool) -> Hit | None:
     text = _error_text(data)
     hit = root_hit(find_hits(text, keep_generic))
     if hit is None and keep_generic and text.strip():
@@ -383,7 +384,7 @@ def _error_file_hit(data: dict, keep_generic: bool) -> Hit | None:
     return hit
 
 
-def _error_text(data: dict) -> str:
+def _error_text(data: dict[str, Any]) -> str:
     """The message and Python call stack of one error file ({"message": {...}} or {"message": "<str>"})."""
     message = data.get("message")
     if isinstance(message, str):
@@ -395,7 +396,7 @@ def _error_text(data: dict) -> str:
     return "\n".join(part for part in parts if isinstance(part, str))
 
 
-def _error_stamp(data: dict) -> float:
+def _error_stamp(data: dict[str, Any]) -> float:
     message = data.get("message")
     extra = message.get("extraInfo") if isinstance(message, dict) else None
     raw = extra.get("timestamp") if isinstance(extra, dict) else data.get("timestamp")

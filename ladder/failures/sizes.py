@@ -41,4 +41,4 @@ def _bytes(match: re.Match[str] | None) -> float | None:
         return None
     number, unit = (group for group in match.groups() if group is not None)
     prefix = "" if unit.lower() == "bytes" else unit[0].upper() if unit[0].upper() in _POWERS else ""
-    return float(number) * 1024 ** _POWERS[prefix]
+    return float(number) * float(1024 ** _POWERS[prefix])

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ladder.core import ballast
 from ladder.core.errors import LadderError
-from ladder.core.spec import EmulateBy
+from ladder.core.spec import EmulateBy, Kind
 from ladder.runner import lease
 from ladder.runner.nvml import NvmlSampler, nvml_gpu_count
 from ladder.settings.config import Device, Settings
@@ -116,7 +116,7 @@ def emulation(settings: Settings, device: str) -> ballast.Mode:
     """How this sweep's trials meet the emulated card (`workload.emulate_gpu_mem_gb`, `workload.emulate_by`)."""
     w = settings.workload
     kind = planner.resolve(planner.parse_kind(w.kind), w.mimickit_root, os.environ)
-    return ballast.mode(w.emulate_gpu_mem_gb, kind.kind is planner.Kind.PROXY, device, EmulateBy(w.emulate_by))
+    return ballast.mode(w.emulate_gpu_mem_gb, kind.kind is Kind.PROXY, device, EmulateBy(w.emulate_by))
 
 
 def code_version(where: Path, package: str = "ladder") -> str:

@@ -178,7 +178,8 @@ def load_nvml() -> NvmlLib:
     import pynvml
 
     pynvml.nvmlInit()
-    return pynvml
+    lib: NvmlLib = pynvml
+    return lib
 
 
 def read_gpus(nvml: NvmlLib, indices: Sequence[int]) -> tuple[GpuState, ...]:

@@ -78,7 +78,7 @@ def environ(pid: int) -> dict[str, str]:
     import psutil
 
     try:
-        return psutil.Process(pid).environ()
+        return dict(psutil.Process(pid).environ())
     except psutil.Error:
         return {}
 
@@ -168,7 +168,7 @@ def remove_stale(root: Path = ROOT) -> int:
 def become_subreaper() -> bool:
     """Orphans of our trials re-parent to us (Linux), so none escapes the stop."""
     try:
-        return ctypes.CDLL(None).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+        return bool(ctypes.CDLL(None).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
     except (OSError, AttributeError):
         return False
 

@@ -58,7 +58,8 @@ def record(s: Settings) -> Record:
     }
     roots = OUTCOME_SETTINGS + CARRIED_SETTINGS
     kept = {k: v for k, v in flat.items() if _under(k, roots) and not _under(k, NOT_OUTCOME)}
-    return json.loads(json.dumps(kept, default=str))
+    copied: dict[str, Any] = json.loads(json.dumps(kept, default=str))
+    return copied
 
 
 Diff = tuple[str, Any, Any]  # (key, recorded, now)

@@ -150,7 +150,9 @@ def _study_map(lines: Sequence[Line]) -> dict[int, int | None]:
     return mapping
 
 
-def _renumber(record: dict[str, Any], trials: dict[int, int | None], studies: dict[int, int | None]) -> dict | None:
+def _renumber(
+    record: dict[str, Any], trials: dict[int, int | None], studies: dict[int, int | None]
+) -> dict[str, Any] | None:
     out = dict(record)
     for key, ops, ids in (("trial_id", TRIAL_OPS, trials), ("study_id", STUDY_OPS, studies)):
         if record.get("op_code") in ops:

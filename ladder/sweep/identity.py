@@ -17,12 +17,11 @@ from filelock import FileLock
 from ladder.core import pick, walk
 from ladder.core.paths import SweepPaths
 from ladder.core.records import Phase, Status, TrialRecord
-from ladder.core.spec import TrialSpec
+from ladder.core.spec import Kind, TrialSpec
 from ladder.runner.machine import emulated_card_gb
 from ladder.settings import catalog, recorded
 from ladder.storage import reuse, studies, tsv
 from ladder.sweep.context import Run, plan
-from ladder.workloads import planner
 
 log = logging.getLogger(__name__)
 
@@ -176,4 +175,4 @@ def identity(run: Run, profile: str, rung: int) -> str:
 
 
 def conditions(run: Run) -> dict[str, str]:
-    return reuse.conditions(run.settings.workload, run.settings.measure, run.workload.kind is planner.Kind.PROXY)
+    return reuse.conditions(run.settings.workload, run.settings.measure, run.workload.kind is Kind.PROXY)

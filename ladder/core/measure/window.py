@@ -8,7 +8,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from ladder.core.measure.cadence import pace_s
 from ladder.core.measure.steps import step_times
@@ -73,7 +73,7 @@ def _spread(values: list[float]) -> float:
 
 
 def open_window(
-    points: Sequence[Point], now: float, window_s: float, rule: Rule | tuple, timeout_s: float
+    points: Sequence[Point], now: float, window_s: float, rule: Rule | tuple[Any, ...], timeout_s: float
 ) -> Window | None:
     """The window, once it can open: gated by the stable rule, or ungated `timeout_s` after the trainer's first
     progress point, once it has given its warm-up points (`warmup_iters` of them). Never before the first progress: a
