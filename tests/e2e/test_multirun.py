@@ -69,6 +69,13 @@ def test_two_cases_through_joblib_share_one_sweep_and_one_best_by_case(tmp_path:
         assert (root / "plots" / f"{case}.png").stat().st_size > 10_000
         assert len(list((root / "plots" / case).glob("default_e64_probe_*.png"))) == 1
         assert f"## {case}" in (root / "report.md").read_text()
+    summary = (root / "summary.md").read_text()  # a bench (more than one case): the routine's summary, generated
+    for section in ("## By class", "## Per method", "## Quick decision table", "## Failures"):
+        assert section in summary
+    assert all(f"| `{case}` | `default e64` |" in summary for case in CASES)
+    assert "| `amp` | 1 |" in summary and "| `add` | 1 |" in summary
+    assert f"launches: {len(trials)}, against 2 for the grid" in summary
+    assert (root / "plots" / "bench.png").stat().st_size > 10_000
 
 
 def test_one_case_through_the_submitit_local_executor(tmp_path: Path) -> None:

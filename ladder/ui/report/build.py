@@ -10,14 +10,17 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from ladder.core.caseclass import DEFAULT
 from ladder.core.paths import SweepPaths, TrialPaths
-from ladder.storage import sweeps
-from ladder.ui.report import charts, draw, page
+from ladder.storage import studies, sweeps
+from ladder.ui.report import bench, charts, draw, page
 from ladder.ui.report.charts import Row, TrialFiles
 
 log = logging.getLogger(__name__)
 
 PLOTS = "plots"
+BENCH_MD = "summary.md"  # a bench's summary, beside report.md
+BENCH_PLOT = "bench.png"
 
 
 def read_tsv(path: Path) -> list[Row]:
@@ -80,9 +83,38 @@ def write_report(sweep_dir: Path) -> Path:
         chart = charts.trial_chart(row, read_trial(sweep_dir / row.get("trial_dir", "")))
         draw.draw_trial(chart, sweep_dir / PLOTS / charts.trial_plot_name(row))
     out = sweep_dir / "report.md"
-    out.write_text(page.summary_md((best or trials)[0].get("sweep") or sweep_dir.name, best, trials))
+    name = (best or trials)[0].get("sweep") or sweep_dir.name
+    out.write_text(page.summary_md(name, best, trials))
+    if bench.is_bench(best):
+        write_bench(sweep_dir, name, best, trials)
     log.info("report: %s (%d case and %d trial plots)", out, len({r.get("case") for r in trials}), len(trials))
     return out
+
+
+def write_bench(sweep_dir: Path, sweep: str, best: Sequence[Row], trials: Sequence[Row]) -> Path:
+    """A bench's summary.md (the cases by class, method averages, the decision table) and its chart."""
+    grid = grid_launches(sweep_dir, sweep, trials)
+    chart = sweep_dir / PLOTS / BENCH_PLOT
+    draw.draw_bench(bench.points(best), DEFAULT.low_mem_frac, DEFAULT.vram_frac, chart)
+    out = sweep_dir / BENCH_MD
+    out.write_text(bench.summary_md(sweep, best, trials, grid) + f"\n![the bench]({PLOTS}/{BENCH_PLOT})\n")
+    log.info("bench summary: %s", out)
+    return out
+
+
+def grid_launches(sweep_dir: Path, sweep: str, trials: Sequence[Row]) -> int | None:
+    """Every rung of every profile of every case, as the sweep recorded its ladders; None where none is recorded."""
+    if not SweepPaths(sweep, sweep_dir).journal.is_file():  # a server's storage, or none: no grid then
+        return None
+    recorded = studies.sweep_settings(studies.open_storage_at(str(sweep_dir)), sweep)
+    total = 0
+    for case in sorted({r.get("case", "") for r in trials}):
+        rungs = recorded.get(case, {}).get("ladder.rungs") or ()
+        profiles = {r.get("variant") for r in trials if r.get("case") == case}
+        if not rungs:
+            return None
+        total += len(rungs) * len(profiles)
+    return total
 
 
 def main(argv: Sequence[str] | None = None) -> int:

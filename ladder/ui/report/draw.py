@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ladder.ui.report.bench import Point as BenchPoint
 from ladder.ui.report.charts import PROC_SUFFIX, CaseChart, Series, TrialChart
 
 DPI = 110
@@ -201,3 +203,24 @@ def _save(plt: Any, fig: Any, path: Path, bottom: float | None = None, tight: bo
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=DPI, bbox_inches="tight" if tight else None)
     plt.close(fig)
+
+
+def draw_bench(points: Sequence[BenchPoint], low_mem_frac: float, vram_frac: float, path: Path) -> None:
+    """Each case's pick: util against peak memory as a share of its card, coloured by class, the decision table's
+    memory lines drawn across."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(8, 5.5))
+    classes = sorted({p.cls for p in points})
+    for i, cls in enumerate(classes):
+        mine = [p for p in points if p.cls == cls]
+        ax.scatter([p.mem_frac for p in mine], [p.util for p in mine], color=f"C{i}", label=cls, s=36)
+        for p in mine:
+            ax.annotate(p.case, (p.mem_frac, p.util), fontsize=7, xytext=(3, 3), textcoords="offset points")
+    for frac in (low_mem_frac, vram_frac):
+        ax.axvline(frac, color="grey", linestyle=":", linewidth=1)
+    ax.set_xlabel("peak memory / card")
+    ax.set_ylabel("min_avg_util (%)")
+    ax.set_xlim(0, 1.05)
+    ax.set_title("the bench: each case's pick")
+    ax.legend(fontsize=8, loc="best")
+    _save(plt, fig, path)
