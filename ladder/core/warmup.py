@@ -1,25 +1,10 @@
-"""What a trial's first steps say of its window, before the window opens (the early cut).
+"""What a trial's first steps say of its window, before the window opens (the early cut). Pure.
 
-A trial that cannot become the pick is cut as soon as its window's steady steps say so (`core.stop.cut.beaten`),
-but its window opens only after `measure.warmup_iters` iterations (20 on a GPU, 3 in the demo): a clear loser runs
-its whole warm-up first. Here the case's own trials that measured a whole window say how each of their first
-`EARLY_K` steps compared with that window (`gains`: the window's samples/s over the step's, recorded as
-`early_gain_<j>`). A step whose gain stayed within the step noise of 1 over those trials is *settled*
-(`Warmup.settled`): the trainer no longer warms up by then. A new trial's settled first steps then predict its
-window (`Warmup.predict`): their rate times the mean gain, with a prediction interval of the case's pooled step
-noise (`noise.Noise`), the gains' spread from trial to trial, and the uncertainty of the mean gain itself. Steps
-that were slow while the trainer warmed up (a first iteration's compile or allocation, whose cost differs from rung
-to rung) never enter a prediction, so a one-off cost measured at one rung is never carried to another. A step that
-ran *faster* than the case's windows, beyond the noise, is no warm-up but a trainer that slows once its first steps
-are behind it (a replay buffer filling, an update that grows with it; `Warmup.slowing`): such a step enters as a
-bound, its gain taken as 1 (the window at most the step's own rate), since how much the window slows may differ
-from rung to rung. That can only put the prediction above the window, never cut a trial its window would not.
-
-The first step is the first progress point's own step time where the trainer reports one (the proxy and many
-JSON-lines trainers print it): the iteration from the trainer's start to its first line. Every later step is the
-time between two points, as in the window. `python scripts/sim_cut.py --early` prices the rule: how often it cuts a
-trial whose window would have reached what it had to beat, and how many steps it saves a clear loser.
-"""
+The case's trials that measured a whole window say how each of their first `EARLY_K` steps compared with it
+(`gains`); a step whose gain stayed within the step noise is settled (`Warmup.settled`), and a new trial's settled
+first steps predict its window (`Warmup.predict`), so a clear loser is cut before its warm-up ends. Steps still
+warming up never enter; a step faster than the window enters only as a bound (`Warmup.slowing`). docs/searching.md
+("Stopping a trial that cannot win") has the rule and its reasons; `scripts/sim_cut.py --early` prices it."""
 
 from __future__ import annotations
 

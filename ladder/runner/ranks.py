@@ -11,18 +11,14 @@ with 0 when every rank finished, and by the stop signal when one stopped it befo
 against torchrun: the agent's own interpreter and torch import, once per launch (`scripts/bench_launch.py --nproc 2`).
 
 With `--pin`, each rank runs on its own share of the CPUs this process may use (`shares`: as many contiguous
-CPUs each, where there are at least as many CPUs as ranks; otherwise none is pinned). Ranks free to move between
-the same CPUs trade places with each other and with whatever else runs there, and a step waits for the slower
-rank at every collective. On a 2-core machine (`python scripts/bench_pin.py --n 8`, eight runs each way,
-alternating) two proxy ranks' steps spread a median 6.9% free against 3.6% pinned, and their samples/s 3.6% lower
-pinned (median 2722 against 2824), where the free ranks ran faster at times and slower at others (run to run,
-9.3% against 4.7%): the cut and the insurance probe decide on that spread, so a steadier trainer is decided sooner.
+CPUs each, where there are at least as many CPUs as ranks; otherwise none is pinned): ranks free to move trade
+places with each other and with whatever else runs there, and a step waits for the slower rank at every
+collective, so pinned steps spread less (`scripts/bench_pin.py`, docs/benchmarks.md).
 
 Where PROGRAM is a warm client (`python -m ladder.runner.warm MODULE ...`: the proxy's ranks forked from the warm
 starter), each client is forked from this process instead of started as an interpreter of its own (`_fork_client`):
 it runs the same `warm.main` with the rank's variables, CPUs and streams, so the rank is the same, and a launch
-skips one interpreter's start per rank (`python scripts/bench_launch.py --client --num-envs 65536 --nproc 2`: a
-failing probe's launch to the trainer's exit, 0.12-0.31 s less in three runs). Such a client shows this launcher's
+skips one interpreter's start per rank (`scripts/bench_launch.py --client`). Such a client shows this launcher's
 command line, which the sampler counts as a launcher's (`procs.launches`), as it counts a client. The clients are
 all started before any line is copied, so no fork happens while a copying thread holds a lock. `--no-fork` starts
 each client as its own interpreter (how `scripts/bench_launch.py --client` compares the two).

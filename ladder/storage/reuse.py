@@ -1,37 +1,10 @@
 """Trials of earlier sweeps that answer for trials this sweep would launch: reused, not rerun.
 
-An earlier trial answers for one of ours when both are the same case, profile and num_envs, launched with the
-same configuration (argv, environment, files, cwd, launcher and how progress is read, less the trial's folder and
-port: `fingerprint`) under the same conditions (`conditions`: the memory caps, a whole-trial cgroup and the
-emulated card, and every measure setting, so figures measured under another window or rule, or a failure under
-another cap, are never taken for ours) on the same hardware and code (`MACHINE_KEYS` of the machine's
-description: ladder's version, and the trainer's own code and the files its command names, `trainer_version`; on a
-CPU also the same host). A trial recorded before its conditions were is never reused. Only facts that
-do not depend on the moment are reused: a probe that ran (`ok`: it fits, and its figures stand) and a step-down
-failure (`oom_or_nccl`: it does not fit). Errors, timeouts, retries and interrupted trials run again. Where
-earlier sweeps disagree on a rung (it fitted once and failed once) the failure wins: a rung that ran out of
-memory once is not a stable one.
-
-A reused trial's evidence is hard-linked (else copied) into this sweep's own trial folder (`copy_evidence`), so
-each sweep folder stands alone.
-
-One more fact carries across caps (`carried`): a rung that ran out of memory (a memory verdict of high confidence)
-under a larger emulated card cannot fit under a smaller one, the trial being otherwise the same (`shape`: case,
-configuration planned without the card, hardware, code, the host memory cap). It needed more than that card held,
-and ours holds less. Such a failure is copied in like a reused one, saying so, and the rung is not launched. A
-fit under a smaller card says nothing of the figures under ours, and a failure under a smaller card nothing of
-ours: neither carries.
-
-One measurement carries too, not as a result but as what a first window's interval knows of the machine
-(`noise_windows`): the step noise of the case's whole windows in earlier sweeps on the same host, trainer, hardware
-and code (`noise_source`: any profile, rung, card or measure rule, as the sweep's own pool mixes them), finished
-within `noise_carry_h` hours. It fills the case's pool of step noise (`noise.pooled_noise`) only as far as this
-sweep's own windows leave it short, and a window noisier than the pool still keeps its own interval
-(`rates.POOL_GATE`).
-
-`fingerprint`, `conditions`, `pick`, `carried` and `noise_windows` are pure; `earlier_records` reads other sweeps'
-storage.
-"""
+An earlier trial answers for ours when it is the same case, profile and rung, launched with the same configuration
+(`fingerprint`) under the same conditions (`conditions`: caps and measure settings) on the same hardware and code.
+Only facts that do not depend on the moment are reused (a fit with its figures, a step-down failure); a failure under
+a larger emulated card carries to a smaller one (`carried`), and earlier windows' step noise fills a first window's
+pool (`noise_windows`). docs/searching.md ("Reuse") has the rules and their reasons."""
 
 from __future__ import annotations
 

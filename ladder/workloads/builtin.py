@@ -2,8 +2,8 @@
 Pure planning.
 
 How the ranks start (`ranks`): a single rank, by default (`workload.single_rank=direct`), is started directly with
-the environment torchrun's agent would give it (`ladder.core.torchenv`), which saves the agent's start-up (~3 s a
-launch, measured on a slower day). Several ranks of the proxy, by default (`workload.proxy_ranks=direct`), are
+the environment torchrun's agent would give it (`ladder.core.torchenv`), which saves the agent's start-up (seconds a
+launch: `scripts/bench_launch.py`). Several ranks of the proxy, by default (`workload.proxy_ranks=direct`), are
 started by ladder's own rank launcher (`ladder.runner.ranks`) with the same variables, each rank's logs and error
 file where torchrun's `--log-dir` puts them; several ranks of any other trainer run under torchrun. Without the
 agent each rank 0 hosts the rendezvous store itself (`TORCHELASTIC_USE_AGENT_STORE=False`; the proxy's other ranks
