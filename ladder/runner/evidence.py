@@ -2,8 +2,9 @@
 
 A rank that exhausts its memory writes its error (torchrun's error.json, its traceback in its own log) at once,
 but the launcher only notices the dead rank at its next poll, then tears the others down (about a third of a
-failing probe's time on CPU: `scripts/bench_failures.py`). Memory exhaustion is the one failure that ends the question for the rung (no
-later line of another rank explains it away: see `rules.root_hit`), so the trial can stop at its first line.
+failing probe's time on CPU: `scripts/bench_failures.py`). Memory exhaustion is the one failure that ends the
+question for the rung (no later line of another rank explains it away: see `rules.root_hit`), so the trial can
+stop at its first line.
 Anything else (a communication error may be another rank's symptom) is left to run its course, and so is memory
 evidence of low confidence (a simulator's buffer overflow, an allocator's warning: the run may go on and tell). One
 more line ends the question for the rung: the trainer's own report of its training gone NaN or infinite
