@@ -1,6 +1,6 @@
 """Real trainers through `python -m ladder.search` with the default measurement (`measure=demo`), side by side: for
 each rung, when its first progress came, its cadence, the window chosen, whether the stable rule opened it, its
-memory peak against its cap, its verdict, and the pick. Prints a markdown table (docs/searching.md keeps one) and
+memory peak against its cap, its verdict, and the pick. Prints a markdown table (docs/recipes.md keeps one) and
 the command of each sweep.
 
     python scripts/fit_table.py OUT [--only NAME ...]
