@@ -36,7 +36,7 @@ from ladder.settings.catalog import CONF_DIR
 from ladder.settings.config import Settings, register, settings_from
 from ladder.storage import sweeps
 from ladder.storage.outage import StorageUnavailable
-from ladder.sweep import dryrun, loop, resume
+from ladder.sweep import bench, benchplan, dryrun, loop, resume
 from ladder.sweep.context import workload_of
 from ladder.ui.summary import banner, print_summary, sweep_code
 from ladder.ui.view import make_view
@@ -64,6 +64,7 @@ def execute(settings: Settings) -> int:
     signals.install()  # SIGTERM, a closed terminal, a launcher's preemption: as cleanly as Ctrl-C
     suspend.install()  # Ctrl-Z stops the running trial with the sweep; `fg` continues both
     view = make_view()
+    bench.job_lines(paths, settings.case.name, ending=False)  # a case of a bench (`case=all`): which of how many
     view.sweep_started(
         banner(settings, paths, machine, emulated_card_gb(settings, machine.device)),
         settings.case.name,
@@ -97,6 +98,7 @@ def execute(settings: Settings) -> int:
         raise
     view.close()
     print_summary(summary, paths, settings.knob, settings.objective)
+    bench.job_lines(paths, settings.case.name, ending=True)
     for line in starter_lines(warm.STARTERS.started(), _TOLD):
         print(line)
     return sweep_code(summary)
@@ -222,6 +224,8 @@ def cli() -> None:
     if "case=?" in given:  # `--help`'s way to list the cases: the built-in ones and those of --config-dir
         print("\n".join(argv.known_cases(user)))
         sys.exit(0)
+    if bench.asked(given) and not (argv.quoting_problems(given) or argv.unknown_keys(given)):
+        given = _bench(given, user)  # case=all: the multirun of every case that runs here, into one sweep
     if bad := (
         argv.quoting_problems(given)
         or argv.check_choices(argv.inline_case(given, user), user)
@@ -249,6 +253,24 @@ def cli() -> None:
     # module Hydra imported by name (`ladder.search`, not this `__main__`)
     registered = sys.modules.get("ladder.search")
     sys.exit(worst(registered.ExitCodes.codes if registered else []))
+
+
+def _bench(given: list[str], user: tuple[str, ...]) -> list[str]:
+    """`case=all`: the bench's plan (a dry run prints it and exits), else the multirun Hydra runs."""
+    try:
+        found = bench.build(given, user)
+        if found.dry_run:
+            print(benchplan.show(found), end="")
+            sys.exit(0)
+    except LadderError as exc:
+        print(f"ladder: {exc}", file=sys.stderr)
+        sys.exit(ExitCode.BAD_SETTINGS)
+    for line in bench.start_lines(found):
+        print(line, file=sys.stderr)
+    if not found.runs:
+        sys.exit(ExitCode.BAD_SETTINGS)
+    bench.write_plan(found)
+    return bench.multirun_argv(given, found)
 
 
 register()

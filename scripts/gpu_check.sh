@@ -14,7 +14,9 @@
 #      fraction, and the two sweeps' walks side by side (scripts/compare_walks.py: same statuses, same pick);
 #   9. a third-party torch trainer (docs/recipes.md's Lightning recipe, where lightning is installed) under a
 #      ballast-held 2 GB card: its top rung runs out of memory in its own allocator, the rung below is measured,
-#      its figures net of the ballast (ballast_mb beside them).
+#      its figures net of the ballast (ballast_mb beside them);
+#  10. energy: the demo's best row (step 4) with its samples per joule, joules and mean power, and whether NVML's
+#      energy counter or its power draw integrated gave them (energy_counter 1 or 0); rc 1 where an ok row has none.
 # Each step has its own time limit and the script goes on after a failed step; every log and sweep folder is
 # packed into OUT_DIR/runs.tgz, and OUT_DIR/check.log holds what each step printed last.
 #
@@ -80,6 +82,16 @@ step ballast_demo 150 "$py" -m ladder.search case=amp_pi_plus device=cuda sweep=
 step ballast_vs_fraction 30 "$py" scripts/compare_walks.py "$work/out/case_gpu_bench_gpu_demo" \
     "$work/out/case_gpu_bench_gpu_ballast"
 
+# samples per joule of the demo's pick: NVML's energy over its window (docs/outputs.md, Energy)
+step energy 30 "$py" -c 'import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1]), delimiter="\t"))
+keys = ("case", "variant", "num_envs", "status", "samples_per_s", "samples_per_joule", "samples_per_joule_lo",
+        "samples_per_joule_hi", "energy_j", "avg_power_w", "energy_counter", "window_s")
+for row in rows:
+    print(" ".join(f"{k}={row.get(k, str())}" for k in keys))
+sys.exit(0 if rows and all(r.get("samples_per_joule") for r in rows if r["status"] == "ok") else 1)' \
+    "$work/out/case_gpu_bench_gpu_demo/best_by_case.tsv"
+
 mkdir -p "$work/lightning"
 if "$py" -c "import lightning" 2>/dev/null; then
     "$py" -c "from tests.helpers import recipe; import sys; sys.stdout.write(recipe('torchrun DDP with Lightning')[0])" \
@@ -100,7 +112,7 @@ import csv, sys
 print("==", sys.argv[1])
 keys = ("variant", "num_envs", "phase", "status", "reason", "cap_used_mb", "cap_mb", "ballast_mb", "ballast_card_mb",
         "max_mem0", "avg_util0",
-        "samples_per_s", "duration_s", "why")
+        "samples_per_s", "samples_per_joule", "avg_power_w", "duration_s", "why")
 for row in csv.DictReader(open(sys.argv[1]), delimiter="\t"):
     print(" ".join(f"{k}={row.get(k, '')}" for k in keys))
 EOF

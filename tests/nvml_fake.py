@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import statistics
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 import pynvml
@@ -13,7 +14,8 @@ MIB = 1024 * 1024
 
 
 class FakeGpu:
-    """One device as the driver sees it: what runs on it now, and the driver's ring buffer of util samples."""
+    """One device as the driver sees it: what runs on it now, the driver's ring buffer of util samples, and its
+    energy counter and power draw."""
 
     def __init__(
         self,
@@ -22,8 +24,13 @@ class FakeGpu:
         gpm: bool = True,
         buffered: bool = True,
         period_s: float = 1 / 6,
+        counter: bool = True,
+        power: bool = True,
     ) -> None:
         self.name, self.total_mb, self.gpm, self.buffered, self.period_s = name, total_mb, gpm, buffered, period_s
+        self.counter, self.power = counter, power  # False: the driver answers NotSupported (a GPU older than Volta)
+        self.power_w = 0.0  # W it draws now (the test scripts it)
+        self.energy_mj = 4.2e9  # its energy counter: mJ since the driver loaded, grown by power_w as time passes
         self.util = 0.0  # percent of time a kernel runs, now
         self.sm_util = 0.0  # percent of SMs busy, now
         self.reserved_mb = 530.0  # driver and other users
@@ -44,8 +51,9 @@ class FakeNvml:
     NVML_GPM_METRIC_SM_UTIL = pynvml.NVML_GPM_METRIC_SM_UTIL
     c_nvmlGpmMetricsGet_t = pynvml.c_nvmlGpmMetricsGet_t
 
-    def __init__(self, *gpus: FakeGpu, now: float = 1_000_000.0) -> None:
-        self.gpus, self.now = list(gpus), now
+    def __init__(self, *gpus: FakeGpu, now: float = 1_000_000.0, clock: Callable[[], float] | None = None) -> None:
+        self.gpus, self.now = list(gpus), now if clock is None else clock()
+        self.clock = clock  # given: the devices' time follows it (a real trial's), each call catching up first
         self._next_sample = {id(g): now for g in gpus}
         self._gpm_samples: dict[int, tuple[float, float]] = {}  # GPM sample address -> (time, sm integral)
 
@@ -55,11 +63,20 @@ class FakeNvml:
             self.now += step_s
             for gpu in self.gpus:
                 gpu.sm_integral += gpu.sm_util * step_s
+                gpu.energy_mj += gpu.power_w * step_s * 1000
                 if self.now >= self._next_sample[id(gpu)]:
                     self._next_sample[id(gpu)] = self.now + gpu.period_s
                     gpu.last_window = [gpu.util]
                     if gpu.util > 0:
                         gpu.ring.append((round(self.now * 1e6), gpu.util))
+
+    def _catch_up(self) -> None:
+        """Under a real clock: the counters grow by what each device drew since the last call."""
+        if self.clock is not None:
+            now = self.clock()
+            for gpu in self.gpus:
+                gpu.energy_mj += gpu.power_w * max(0.0, now - self.now) * 1000
+            self.now = max(self.now, now)
 
     # -- the library's functions, as the sampler calls them
     def nvmlInit(self) -> None: ...
@@ -92,6 +109,17 @@ class FakeNvml:
         return [
             pynvml.nvmlFriendlyObject({"pid": pid, "usedGpuMemory": int(mb * MIB)}) for pid, mb in gpu.procs.items()
         ]
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, gpu: FakeGpu) -> int:
+        if not gpu.counter:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        self._catch_up()
+        return int(gpu.energy_mj)
+
+    def nvmlDeviceGetPowerUsage(self, gpu: FakeGpu) -> int:
+        if not gpu.power:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        return round(gpu.power_w * 1000)  # mW
 
     def nvmlDeviceGetName(self, gpu: FakeGpu) -> str:
         return gpu.name

@@ -106,7 +106,7 @@ def classify_row(
 ) -> tuple[CaseClass, str]:
     """The class and action for a best_by_case.tsv row (its `status`, `min_avg_util`, `max_memN`, `gpu_mem_total`).
     Where the trainer reported its use of an emulated card (`cap_used_mb` of `cap_mb`), that is compared instead:
-    the same quantity the cap limits (on CPU, `max_memN` is RSS, libraries included). A CPU run without such an
+    the same quantity the cap limits (on CPU, `max_memN` is PSS, libraries included). A CPU run without such an
     emulated card gets no class: the classes read a GPU's memory and util, and CPU figures are neither. `tried`: the
     profiles the case's walk measured, so that a balanced pick is never told to try one it already beat."""
     if row.get("status") == "error":

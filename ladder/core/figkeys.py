@@ -1,4 +1,4 @@
-"""Per-device figure keys: `max_mem0`, `avg_util1`, `avg_sm_util2`... (a stem, then the device's index). Pure.
+"""Per-device figure keys: `max_mem0`, `avg_util1`, `energy_j2`... (a stem, then the device's index). Pure.
 
 A trial's figures, its TSV columns and the rows read back all name a device's figure this way; this module is the
 one place that builds such a key, tells whether a key is one, and orders them by device (0, 1, ..., 10, not by text).
@@ -9,9 +9,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TypeVar
 
-MAX_MEM = "max_mem"  # MiB: the device's peak memory in the window (NVML) or its rank's peak RSS (host)
+MAX_MEM = "max_mem"  # MiB: the device's peak memory (NVML), its rank's peak PSS or cgroup's (host, `hostmem`)
 AVG_UTIL = "avg_util"  # percent: the device's mean util in the window
 AVG_SM_UTIL = "avg_sm_util"  # percent: the device's mean SM activity (Hopper GPM)
+ENERGY_J = "energy_j"  # J: what the GPU used over the window (NVML's energy counter, or its power integrated)
+AVG_POWER_W = "avg_power_w"  # W: the GPU's mean power over the window
 
 V = TypeVar("V")
 

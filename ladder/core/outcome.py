@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
-from ladder.core import caseclass, pick, rows, walk
+from ladder.core import caseclass, pick, placement, rows, walk
 from ladder.core.errors import ExitCode
 from ladder.core.records import Objective, Phase, Status, TrialRecord
 
@@ -63,7 +63,14 @@ def case_outcome(
         error = max(errors, key=lambda r: r.number)  # ... but a walk stopped on an error: no lower rung is the fix
         said = {"evidence": error.evidence, "trial_dir": error.info.get("trial_dir", ""), "knob": row.get("knob", "")}
         return CaseOutcome(chosen, as_broken(row, caseclass.broken_action(said)))
-    return CaseOutcome(chosen, classified(row, thresholds, measured))
+    row = classified(row, thresholds, measured)
+    return CaseOutcome(chosen, measured_placement(row, chosen, every) if chosen else row)
+
+
+def measured_placement(row: dict[str, str], chosen: TrialRecord, every: Sequence[TrialRecord]) -> dict[str, str]:
+    """The row with the placement the case measured against its pick, where it did (`ladder.core.placement`)."""
+    found = placement.answer(chosen, placement.sets(every, chosen))
+    return placement.with_answer(row, found, row.get("class") == caseclass.CaseClass.THROUGHPUT)
 
 
 def as_broken(row: dict[str, str], action: str) -> dict[str, str]:

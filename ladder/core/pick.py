@@ -25,6 +25,7 @@ def names_no_memory(reason: Reason, frac: float | None) -> bool:
 OTHER: dict[str, str] = {  # what breaks a tie on the objective
     Objective.MIN_AVG_UTIL: Objective.SAMPLES_PER_S,
     Objective.SAMPLES_PER_S: Objective.MIN_AVG_UTIL,
+    Objective.SAMPLES_PER_JOULE: Objective.SAMPLES_PER_S,  # of two as frugal, the faster
 }
 REPEAT_FIGURES = ("repeats", "unstable", "repeat_spread", "ci_frac")  # about all repeats of a configuration
 WIDE_WINDOWS = "wide_windows"  # how many of a configuration's repeats ran a whole window that was wide (`window_wide`)
@@ -32,7 +33,8 @@ WIDE_WINDOWS = "wide_windows"  # how many of a configuration's repeats ran a who
 SPREAD: dict[str, str] = {Objective.MIN_AVG_UTIL: "util_spread"}
 # How far two launches of one configuration may differ beyond one window's interval, as a fraction of the objective
 # (a difference within it is a tie). Samples/s moves from run to run; min_avg_util's spread already spans the devices.
-RUN_TO_RUN: dict[str, float] = {Objective.SAMPLES_PER_S: 0.05}
+# Samples per joule is samples/s over the power drawn meanwhile: it moves from run to run as samples/s does at least.
+RUN_TO_RUN: dict[str, float] = {Objective.SAMPLES_PER_S: 0.05, Objective.SAMPLES_PER_JOULE: 0.05}
 T = TypeVar("T")
 
 
@@ -253,7 +255,7 @@ def mem_frac(record: TrialRecord) -> float | None:
 
     The trainer's own figure (`cap_used_mb` against `cap_mb`: what an emulated card limits) comes first; NVML's
     device memory against the card's total serves on a real GPU (net of a ballast against the card it emulates).
-    Host RSS against an emulated cap is not the same quantity, so it gives no fraction and the memory model stays
+    Host PSS against an emulated cap is not the same quantity, so it gives no fraction and the memory model stays
     off."""
     f = record.figures
     if f.get("cap_mb"):

@@ -48,6 +48,7 @@ class Reason(Word):
     NO_PROGRESS_MATCH = "no_progress_match"  # error: alive, but no line it printed matched the progress reader
     NEAR_CAP = "near_cap"  # it survived, but its memory peak came within `measure.cap_headroom_frac` of its cap
     MEMORY_RISING = "memory_rising"  # it survived its budget, but its memory had not stopped rising (no whole cycle)
+    CYCLE_UNSEEN = "cycle_unseen"  # ok by time alone: it ran its whole budget, but no update was seen in its lines
 
 
 # the step-down reasons whose evidence names no memory (a collective's failure, a lost peer, a hang, a trial over its
@@ -81,6 +82,7 @@ class Objective(Word):
 
     MIN_AVG_UTIL = "min_avg_util"  # the first figure column: the lower of the devices' mean util
     SAMPLES_PER_S = "samples_per_s"  # throughput
+    SAMPLES_PER_JOULE = "samples_per_joule"  # samples per joule the trial's GPUs used (NVML energy; no CPU figure)
 
 
 class PreflightPolicy(Word):
@@ -136,10 +138,12 @@ class Sample:
     t: float  # unix time (aligned with the trainer's progress lines)
     index: int  # GPU index (nvml) or local rank (host)
     util: float  # percent: GPU util (nvml) or CPU% of the rank's tree, 100 = one core (host)
-    mem_mb: float  # MiB: device memory used (nvml) or RSS of the rank's tree (host)
+    mem_mb: float  # MiB: device memory used (nvml) or PSS of the rank's tree (host: shared pages once)
     source: Source = Source.NVML
     proc_mem_mb: float | None = None  # MiB the trial's own processes hold on this GPU (~1 Hz; None between)
     sm_util: float | None = None  # percent of SMs busy, from Hopper GPM (~1 Hz; None where unavailable)
+    energy_mj: float | None = None  # the GPU's energy counter: mJ since its driver loaded (None where it has none)
+    power_w: float | None = None  # W the GPU draws, read where it has no energy counter (None elsewhere)
 
 
 @dataclass(frozen=True)
@@ -158,6 +162,7 @@ class Point:
 class Phase(Word):
     PROBE = "probe"  # short: finds the rung
     CONFIRM = "confirm"  # long: proves the pick holds (never mixed with probe figures)
+    PLACEMENT = "placement"  # the pick's profile as one-device jobs side by side (`ladder.core.placement`)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,9 @@ same key the winner is the greatest by, in order:
 2. phase `confirm` over `probe` (a confirmed pick over a probed one);
 3. the newer `finished_at` (UTC ISO-8601; a missing or unreadable one is the oldest);
 4. the larger `num_envs`;
-5. the row's full text (its sorted (column, value) pairs), so that even exact ties are decided the same way.
+5. a measured `placement` over none (the same pick, before and after its placement phase; a file written before
+   the placement columns reads as none);
+6. the row's full text (its sorted (column, value) pairs), so that even exact ties are decided the same way.
 
 The rule is a total order on rows, so a merge does not depend on the order of its inputs or on which machine runs
 it: merging A into B gives what merging B into A gives, and merging the same file twice changes nothing.
@@ -39,6 +41,12 @@ BEST_TAIL = (  # knob: what num_envs holds the value of (the leading columns sta
     "samples_per_s",
     "samples_per_s_lo",
     "samples_per_s_hi",
+    "samples_per_joule",  # a GPU's window: its samples over its GPUs' joules (blank on CPU)
+    "samples_per_joule_lo",
+    "samples_per_joule_hi",
+    "energy_j",
+    "avg_power_w",
+    "energy_counter",  # 1: the joules are NVML's energy counter's; 0: its power readings integrated
     "p50_util",
     "active_s",
     "idle_s",
@@ -57,6 +65,14 @@ BEST_TAIL = (  # knob: what num_envs holds the value of (the leading columns sta
     "cap_mb",
     "class",
     "action",
+    "placement",  # one_job, per_device or tie: the pick against one-device jobs side by side (placement=measure)
+    "placement_rung",
+    "machine_sps_one_job",
+    "machine_sps_per_device",
+    "machine_sps_per_device_lo",
+    "machine_sps_per_device_hi",
+    "placement_gain",
+    "placement_note",
     "reason",
     "evidence",
     "gpu_name",
@@ -153,13 +169,14 @@ def merge_rows(existing: Sequence[dict[str, str]], incoming: Sequence[dict[str, 
     return [merged[k] for k in sorted(merged)]
 
 
-def rank(row: dict[str, str]) -> tuple[bool, bool, float, int, tuple[tuple[str, str], ...]]:
+def rank(row: dict[str, str]) -> tuple[bool, bool, float, int, bool, tuple[tuple[str, str], ...]]:
     """The merge rule as a sort key: the greater row wins (see the module docstring)."""
     return (
         row.get("status") == "ok",
         row.get("phase") == "confirm",
         _when(row.get("finished_at", "")),
         _int(row.get("num_envs", "")),
+        bool(row.get("placement")),
         tuple(sorted(row.items())),
     )
 

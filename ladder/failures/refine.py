@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Protocol
 
 from ladder.core import paths
-from ladder.core.measure.peak import near_cap
+from ladder.core.measure.peak import is_cycle_unseen, near_cap
 from ladder.core.records import Confidence, Ending, Reason, Status, StopCause, Verdict
 from ladder.failures import diverged, patterns, rules
 
@@ -31,6 +31,8 @@ class Budget(Protocol):
     def budget_s(self) -> float: ...
     @property
     def min_window_iters(self) -> int: ...
+    @property
+    def window_s(self) -> float: ...
     @property
     def cap_headroom_frac(self) -> float: ...
 
@@ -54,6 +56,8 @@ class Seen:
     peak_bytes: int = 0  # ... and its peak
     cgroup: str = "?"  # ... and its name
     card_mb: float | None = None  # the GPU memory its peak must stay clear of (None: no card)
+    ran_s: float | None = None  # how long it ran, seconds from launch (a pause with the sweep left out)
+    window_end_s: float | None = None  # when its window was to close, seconds from launch (None: none opened)
 
 
 def verdict(ending: Ending, seen: Seen, figures: Mapping[str, float], budget: Budget) -> Verdict:
@@ -92,9 +96,21 @@ def unread_before(found: Verdict, seen: Seen) -> Verdict:
 def confident_fit(found: Verdict, figures: Mapping[str, float], seen: Seen, budget: Budget) -> Verdict:
     """A survivor is a fit only if its window outlived its memory peak and the peak stayed clear of its cap; else it
     is weak `oom_or_nccl` evidence (`near_cap`, `memory_rising`): the walk runs the rung once more, and a second such
-    outcome steps down. Its figures stay, but no pick is made from them."""
+    outcome steps down. Its figures stay, but no pick is made from them. A survivor whose reader never saw its cycle
+    ran its whole budget first: an `ok` of low confidence that says so (`cycle_unseen`), never a step-down, since a
+    trainer whose updates are too short to show (a bar over every step) is no failure."""
     if found.status is not Status.OK:
         return found
+    if is_cycle_unseen(seen.unsettled):
+        found = Verdict(
+            Status.OK,
+            Reason.CYCLE_UNSEEN,
+            f"ran its whole budget (measure.budget_s={budget.budget_s:g} s) without failing, but {seen.unsettled}",
+            Confidence.LOW,
+            "a fit by time alone: a progress regex with an iter group that moves once an update (or a preset that "
+            "prints once an iteration) would show the update, and end the window sooner",
+        )
+        seen = replace(seen, unsettled="")
     if seen.unsettled:
         return Verdict(
             Status.OOM_OR_NCCL,
@@ -151,6 +167,8 @@ def settled(found: Verdict, seen: Seen, budget: Budget) -> Verdict:
             )
         return found
     done = seen.stopped_by is StopCause.WINDOW_DONE
+    if found.status is Status.OK and seen.stopped_by is StopCause.NONE and seen.ran_s is not None:
+        return Verdict(Status.UNMEASURED, Reason.FEW_POINTS, exited_early(seen, budget, seen.ran_s))
     if found.status is Status.OK and not done or found.reason is Reason.TRIAL_TIMEOUT and seen.points:
         return Verdict(
             Status.UNMEASURED,
@@ -159,6 +177,25 @@ def settled(found: Verdict, seen: Seen, budget: Budget) -> Verdict:
             f"needed: no figures; {budget_advice(seen, budget)}",
         )
     return found
+
+
+def exited_early(seen: Seen, budget: Budget, ran_s: float) -> str:
+    """A trainer that ended by itself, healthy, before its window stood: how long it ran and what its window still
+    needed (to open, to close at `window_s`, or to stand: `unsettled`); no budget of ladder's changes that, a
+    longer run of the trainer does."""
+    ran = f"it exited by itself after {ran_s:.1f} s ({seen.points} progress point(s))"
+    longer = "no figures; run the trainer longer (its own setting: more steps or iterations)"
+    if seen.window_end_s is None:
+        return f"{ran}, before its window opened (on steady steps after measure.warmup_iters): {longer}"
+    if seen.unsettled:
+        return f"{ran}, before its window could stand: {seen.unsettled}; {longer}"
+    held = f"{seen.window_points} progress point(s) of the {budget.min_window_iters} needed"
+    if ran_s >= seen.window_end_s:  # its time was up: the points were what it lacked
+        return f"{ran}, its window holding {held} (measure.min_window_iters): {longer}"
+    return (
+        f"{ran}, before its window closed {seen.window_end_s:.1f} s after launch (measure.window_s="
+        f"{budget.window_s:g}; it held {held}): {longer}"
+    )
 
 
 def budget_advice(seen: Seen, budget: Budget) -> str:

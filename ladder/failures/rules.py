@@ -275,6 +275,8 @@ _SUGGESTION = re.compile(r"^(?:Perhaps you meant|Did you mean)\b", re.IGNORECASE
 
 
 _TRACEBACK = "Traceback (most recent call last):"
+_FRAME = re.compile(r'^File "(?P<file>[^"]+)", line (?P<line>\d+)')  # a traceback's frame (stripped)
+_WARNING = re.compile(r":\d+: \w*Warning: ")  # `path.py:6: UserWarning: ...`, its source line printed under it
 _EXCEPTION_LINE = next(
     p.regex for p in PATTERNS if p.generic and p.reason is Reason.ERROR and "Error|Exception" in p.regex.pattern
 )
@@ -321,15 +323,33 @@ def telling_line(text: str) -> str:
 
 def with_what_was_said(verdict: Verdict, text: str) -> Verdict:
     """An error raised with no message (`AssertionError: None` from `assert ok, print(why)`, a bare `ValueError`)
-    says nothing; what the program printed just before its traceback began usually does, so it joins the evidence."""
+    says nothing; what the program printed just before its traceback began usually does, so it joins the evidence.
+    Where that is a warning's (its header, or the source line Python prints under it) or nothing, the line that
+    failed does instead: the source of the traceback's last frame (`assert num_envs % device_count == 0`)."""
     if verdict.status is not Status.ERROR or not _MUTE_EXCEPTION.match(verdict.evidence.strip()):
         return verdict
     lines = [line.strip() for line in text.splitlines()[-_TAIL_LINES:] if line.strip()]
     start = max((j for j, line in enumerate(lines) if line.startswith(_TRACEBACK)), default=-1)
     before = lines[start - 1] if start > 0 else ""
-    if not before or _HINT.search(before) or _LAUNCHER_NOISE.search(before):
-        return verdict
-    return replace(verdict, evidence=f"{verdict.evidence.strip()} (printed before its traceback: {before})")
+    warned = any(_WARNING.search(line) for line in lines[max(0, start - 2) : max(0, start)])
+    if before and not warned and not _HINT.search(before) and not _LAUNCHER_NOISE.search(before):
+        return replace(verdict, evidence=f"{verdict.evidence.strip()} (printed before its traceback: {before})")
+    if start >= 0 and (failed := failing_line(lines[start:])):
+        return replace(verdict, evidence=f"{verdict.evidence.strip()} (raised at {failed})")
+    return verdict
+
+
+def failing_line(traceback: Sequence[str]) -> str:
+    """`ppo/train.py:254: assert num_envs % device_count == 0`: where a traceback's last frame is (its file's last
+    two parts and line) and the source line it shows; '' where it shows no source."""
+    frames = [j for j, line in enumerate(traceback) if _FRAME.match(line)]
+    if not frames or frames[-1] + 1 >= len(traceback):
+        return ""
+    frame, source = _FRAME.match(traceback[frames[-1]]), traceback[frames[-1] + 1]
+    if frame is None or _FRAME.match(source) or _EXCEPTION_LINE.search(source) or set(source) <= set("^~ "):
+        return ""
+    where = "/".join(frame["file"].replace("\\", "/").split("/")[-2:])
+    return f"{where}:{frame['line']}: {source}"
 
 
 def describe_exit(code: int | None) -> str:

@@ -1,10 +1,15 @@
-"""The host's sampler: CPU% and RSS of each rank's process tree, a `Sample` per rank (its LOCAL_RANK). What a
-machine without NVIDIA's driver measures, and what rides along with NVML where there is one."""
+"""The host's sampler: CPU% and memory of each rank's process tree, a `Sample` per rank (its LOCAL_RANK). What a
+machine without NVIDIA's driver measures, and what rides along with NVML where there is one.
+
+A process's memory is its PSS (proportional set size: a page shared by k processes counts 1/k in each), so a tree
+whose workers share pages (forked from a parent that filled a buffer, Ray's workers, one set of libraries) counts
+them once, as a memory cgroup charges them; RSS would count them once per process."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import time
 
 import psutil
@@ -19,13 +24,21 @@ PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
 DEAD = (b"Z", b"X")  # /proc/<pid>/stat's state of a process that exited (a zombie) or is being removed
+PSS_LINE = re.compile(rb"^Pss:\s+(\d+) kB", re.MULTILINE)  # /proc/<pid>/smaps_rollup's total, in kB
+PSS_EVERY_S = 1.0  # a process's PSS is read at most once a second ...
+PSS_CPU_FRAC = 0.001  # ... and no more often than keeps its reads under this share of a core (they walk its pages)
 
 
 class _ProcStat:
-    """CPU% and RSS of one process from one `pread` of /proc/<pid>/stat on a descriptor kept open (a few µs;
-    psutil takes ~90 µs for both); psutil where there is no /proc."""
+    """CPU% and memory of one process: CPU time and RSS from one `pread` of /proc/<pid>/stat on a descriptor kept
+    open (a few µs; psutil takes ~90 µs for both), and its PSS from /proc/<pid>/smaps_rollup, whose read walks the
+    process's pages (its cost grows with its memory): at most once a second and within `PSS_CPU_FRAC` of a core.
+    Between two such reads its memory is its RSS less the shared excess (RSS - PSS) the last one found, so that
+    new private memory shows at once. psutil's RSS where there is no /proc; RSS alone where smaps_rollup cannot be
+    read (another user's process, a kernel before 4.14)."""
 
     def __init__(self, pid: int) -> None:
+        self._pid = pid
         self._fd: int | None = None
         self._proc: psutil.Process | None = None
         if os.path.exists(f"/proc/{pid}/stat"):
@@ -35,9 +48,11 @@ class _ProcStat:
             with contextlib.suppress(psutil.Error):
                 self._proc = psutil.Process(pid)
         self._prev: tuple[float, float] | None = None  # (cpu seconds, monotonic time)
+        self._excess_mb = 0.0  # RSS - PSS at the last PSS read: the pages it shares, counted once per process by RSS
+        self._next_pss = float("-inf")  # monotonic time of the next PSS read
 
     def read(self) -> tuple[float, float] | None:
-        """(CPU % since the last read, RSS MiB); None once the process is gone."""
+        """(CPU % since the last read, memory MiB: its PSS); None once the process is gone."""
         got = self._raw()
         if got is None:
             return None
@@ -45,7 +60,27 @@ class _ProcStat:
         now, prev = time.monotonic(), self._prev
         self._prev = (cpu_s, now)
         pct = 100.0 * (cpu_s - prev[0]) / (now - prev[1]) if prev is not None and now > prev[1] else 0.0
-        return max(0.0, pct), rss_mb
+        if now >= self._next_pss:
+            self._read_pss(rss_mb, now)
+        return max(0.0, pct), max(0.0, rss_mb - self._excess_mb)
+
+    def share_changed(self) -> None:
+        """Its PSS is read at the next sample, whenever the last read was."""
+        self._next_pss = float("-inf")
+
+    def _read_pss(self, rss_mb: float, now: float) -> None:
+        """Opened afresh each time: a descriptor kept open would go on reading the memory of before an exec."""
+        if self._fd is None:
+            return
+        began = time.thread_time()
+        try:
+            with open(f"/proc/{self._pid}/smaps_rollup", "rb", buffering=0) as fh:
+                found = PSS_LINE.search(fh.read(4096))
+        except OSError:
+            found = None
+        if found is not None:
+            self._excess_mb = max(0.0, rss_mb - int(found[1]) / 1024)
+        self._next_pss = now + max(PSS_EVERY_S, (time.thread_time() - began) / PSS_CPU_FRAC)
 
     def _raw(self) -> tuple[float, float] | None:
         if self._fd is not None:
@@ -72,11 +107,11 @@ class _ProcStat:
 
 
 class HostSampler:
-    """CPU% and RSS of each rank's process tree. A process's rank is the LOCAL_RANK in its environment (torchrun
-    sets it; children inherit it), else its parent's; a tree with no LOCAL_RANK at all (MimicKit spawns its own
-    ranks) is one series, index 0, root included. The processes that start ranks (`launches`: ladder's supervisor
-    and rank launcher, torchrun's agent, a warm client) are never counted: before the first rank is up there is no
-    sample, rather than one of a launcher's few MiB."""
+    """CPU% and memory (PSS: `_ProcStat`) of each rank's process tree. A process's rank is the LOCAL_RANK in its
+    environment (torchrun sets it; children inherit it), else its parent's; a tree with no LOCAL_RANK at all
+    (MimicKit spawns its own ranks) is one series, index 0, root included. The processes that start ranks
+    (`launches`: ladder's supervisor and rank launcher, torchrun's agent, a warm client) are never counted: before
+    the first rank is up there is no sample, rather than one of a launcher's few MiB."""
 
     source = Source.HOST
 
@@ -107,12 +142,17 @@ class HostSampler:
         return [Sample(now, rank, cpu, rss, Source.HOST) for rank, (cpu, rss) in sorted(totals.items())]
 
     def _rescan(self) -> None:
+        """The tree again; where a process came or went (a fork shares its parent's pages, an exit gives its share
+        back), every process's PSS is read afresh at once: what each one shares changed without its RSS changing."""
         tree = process_tree(self._root_pid, self._starters.linked)
         ranks = {pid: rank for pid, rank in self._ranks(tree).items() if not self._launches(pid)}
         for pid in set(self._stats) - set(ranks):
             self._stats.pop(pid).close()
         for pid in set(ranks) - set(self._stats):
             self._stats[pid] = _ProcStat(pid)
+        if set(ranks) != set(self._rank_of):
+            for stat in self._stats.values():
+                stat.share_changed()
         self._rank_of = ranks
 
     def _ranks(self, tree: list[tuple[int, int]]) -> dict[int, int]:

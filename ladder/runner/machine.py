@@ -16,7 +16,8 @@ from importlib import metadata
 from pathlib import Path
 
 from ladder.core import ballast
-from ladder.core.errors import LadderError
+from ladder.core.errors import ConfigError, LadderError
+from ladder.core.records import Objective
 from ladder.core.spec import EmulateBy, Kind
 from ladder.runner import lease
 from ladder.runner.nvml import NvmlSampler, nvml_gpu_count
@@ -47,6 +48,12 @@ def find_machine(settings: Settings) -> Machine:
             "use device=auto or device=cpu",
         )
     device = "cuda" if visible else "cpu"
+    if device == "cpu" and settings.objective is Objective.SAMPLES_PER_JOULE:
+        raise ConfigError(
+            "objective=samples_per_joule needs a GPU's energy (NVML's energy counter or power draw), and this sweep "
+            "runs on CPU, where no trial has that figure: no rung could be picked",
+            "use objective=samples_per_s or objective=min_avg_util on CPU, or run it where an NVIDIA GPU is visible",
+        )
     per_trial, w = settings.workload.gpus_per_trial, settings.workload
     single = single_process(w.kind, w.launcher, w.command, w.cmd)  # one direct process: one rank
     nproc = per_trial or w.nproc or (1 if single else len(visible) or 2)

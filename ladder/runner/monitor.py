@@ -1,6 +1,6 @@
 """A trial's samplers behind one small protocol (`Sampler`: util and memory per device, `Sample`s), run on a
 background thread (`Monitor`) and written to samples.csv. The samplers: `ladder.runner.nvml` (the GPUs) and
-`ladder.runner.host` (CPU% and RSS per rank), which `ladder.runner.nvml.sampler_for` picks for a trial."""
+`ladder.runner.host` (CPU% and PSS per rank), which `ladder.runner.nvml.sampler_for` picks for a trial."""
 
 from __future__ import annotations
 
@@ -85,7 +85,7 @@ class Monitor:
             self.cpu_s = time.thread_time()
 
 
-SAMPLE_COLUMNS = ("t", "index", "util", "mem_mb", "source", "proc_mem_mb", "sm_util")
+SAMPLE_COLUMNS = ("t", "index", "util", "mem_mb", "source", "proc_mem_mb", "sm_util", "energy_mj", "power_w")
 
 
 def write_samples(samples: list[Sample], path: Path) -> None:
@@ -107,4 +107,6 @@ def _row(s: Sample) -> tuple[str, ...]:
         str(s.source),
         opt(s.proc_mem_mb),
         opt(s.sm_util),
+        opt(s.energy_mj),
+        opt(s.power_w),
     )

@@ -1,7 +1,7 @@
 """The GPUs' sampler, through NVML (nvidia-ml-py, imported lazily): util from the driver's buffered samples
-(`nvmlDeviceGetSamples`, else `nvmlDeviceGetUtilizationRates`), device memory used, and at ~1 Hz the memory of the
-trial's own processes and, on Hopper, GPM SM util; a `Sample`'s index is the GPU. `sampler_for` gives a trial NVML
-with the host sampler alongside, or the host sampler alone where it has no GPU."""
+(`nvmlDeviceGetSamples`, else `nvmlDeviceGetUtilizationRates`), device memory used, the energy counter (else the
+power draw), and at ~1 Hz the memory of the trial's own processes and, on Hopper, GPM SM util; a `Sample`'s index is
+the GPU. `sampler_for` gives a trial NVML with the host sampler alongside, or the host sampler alone without a GPU."""
 
 from __future__ import annotations
 
@@ -51,6 +51,8 @@ class _Device:
     last_fresh: float = float("-inf")  # caller time of the last read that brought new driver samples
     buffered: bool = True  # False once the driver says it keeps no samples for this device
     gpm: _Gpm | None = None
+    counter: bool = True  # False once the driver says it has no energy counter: its power is read instead
+    power: bool = True  # False once it reads no power either: no energy figure
 
 
 class NvmlSampler:
@@ -86,11 +88,29 @@ class NvmlSampler:
         used = ballast.net_mb(
             self._nvml.nvmlDeviceGetMemoryInfo(dev.handle).used / MIB, self._ballast.get(dev.index, 0)
         )
-        util = self._util(dev, now)
+        util, (energy_mj, power_w) = self._util(dev, now), self._energy(dev)
         if not slow:
-            return Sample(now, dev.index, util, used)
+            return Sample(now, dev.index, util, used, energy_mj=energy_mj, power_w=power_w)
         sm = dev.gpm.sm_util() if dev.gpm is not None else None
-        return Sample(now, dev.index, util, used, Source.NVML, self._proc_mem(dev), sm)
+        return Sample(now, dev.index, util, used, Source.NVML, self._proc_mem(dev), sm, energy_mj, power_w)
+
+    def _energy(self, dev: _Device) -> tuple[float | None, float | None]:
+        """The energy counter (mJ since the driver loaded) at every sample, the window's edges among them; on a
+        GPU without one (older than Volta: NotSupported), its power draw (W) for the window to integrate."""
+        nvml = self._nvml
+        if dev.counter:
+            try:
+                return float(nvml.nvmlDeviceGetTotalEnergyConsumption(dev.handle)), None
+            except nvml.NVMLError as exc:
+                log.info("GPU %d has no energy counter (%s): integrating its power draw", dev.index, exc)
+                dev.counter = False
+        if dev.power:
+            try:
+                return None, nvml.nvmlDeviceGetPowerUsage(dev.handle) / 1000.0  # mW
+            except nvml.NVMLError as exc:
+                log.info("GPU %d reads no power either (%s): no energy figure", dev.index, exc)
+                dev.power = False
+        return None, None
 
     def _util(self, dev: _Device, now: float) -> float:
         """The mean of the driver's samples since the last read; held while they keep coming (the driver samples

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ladder.core import paths, stop, warmup
+from ladder.core.measure import hostmem
 from ladder.core.measure.cadence import pace_s
 from ladder.core.measure.noise import Noise
 from ladder.core.measure.usage import source_of
@@ -32,7 +33,7 @@ from ladder.runner.cgroup import Usage
 from ladder.runner.evidence import Evidence
 from ladder.runner.monitor import Monitor, Sampler, write_samples
 from ladder.settings.config import MeasureConf
-from ladder.workloads.progress import Follow, reader_for
+from ladder.workloads.progress import Follow, numbered, reader_for
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +74,7 @@ class TrialRequest:
             self.early,
             self.cadence_s or m.window_s,
             self.spec.progress_per_iteration,
+            numbered(str(self.spec.progress_kind.value), self.spec.progress_regex),
         )
         return stop.Course(terms, short_s=m.window_s * SHORT_FRAC if self.short and self.beat is not None else None)
 
@@ -253,6 +255,7 @@ def _finish(running: launch.Running, watch: Watch, progress: Follow, monitor: Mo
     last = watch.look(samples, running.started_mono)
     figures = record.measured(samples, last, watch.course)
     figures |= cap_figures(progress.path) | cgroup_figures(running.cgroup_usage)
+    figures = hostmem.as_capped(figures, source_of(samples))  # memory as the cap counts it
     verdict = refine.verdict(ending, _seen(watch, last, progress, running, request), figures, measure)
     figures |= {"sampler_cpu_s": round(monitor.cpu_s, 3)}
     figures |= record.marked(figures, watch.course, watch.paused_s)
@@ -282,6 +285,8 @@ def _seen(
         peak_bytes=usage.peak_bytes if usage is not None else 0,
         cgroup=running.cgroup.path.name if running.cgroup is not None else "?",
         card_mb=request.card_mb,
+        ran_s=last.elapsed_s,
+        window_end_s=course.window.end_t - course.terms.launch_t if course.window is not None else None,
     )
 
 

@@ -125,6 +125,11 @@ def _escaped(arg: str) -> str:
     return _UNESCAPED.sub(lambda m: "\\${{" + m.group(1) + "}}", arg)
 
 
+def overrides_of(argv: Sequence[str]) -> list[str]:
+    """The overrides of a command line, less Hydra's own flags (`ladder.sweep.bench` reads `case=all` there)."""
+    return _overrides_only(list(argv))
+
+
 def _overrides_only(argv: list[str]) -> list[str]:
     """The overrides of a command line, less Hydra's own flags (`-m`, `--config-dir X`, `-cd X`, `--help`...)."""
     out, before = [], ""

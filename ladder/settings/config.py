@@ -16,6 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 from ladder.core import pick
 from ladder.core.caseclass import Thresholds
 from ladder.core.errors import ConfigError
+from ladder.core.placement import Mode as PlacementMode
 from ladder.core.records import Objective
 from ladder.core.walk.tuning import Tuning
 from ladder.settings import validate
@@ -84,6 +85,9 @@ class Settings:
     objective: Objective
     reuse: bool
     noise_carry_h: float | None
+    placement: PlacementMode  # when the placement phase runs (`ladder.core.placement`)
+    history: bool  # a sweep on another card starts from the memory model's prediction (`ladder.sweep.prior`)
+    cards: list[float]  # GB: the cards cards.tsv answers for (`ladder.sweep.cards`)
     device: Device
     sweep: str | None
     output_root: str

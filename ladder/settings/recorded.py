@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ladder.core.errors import ConfigError
+from ladder.core.placement import Mode as PlacementMode
 from ladder.core.records import Objective
 from ladder.core.walk.tuning import Strategy
 from ladder.settings import validate
@@ -25,7 +26,7 @@ from ladder.settings.config import WALK_KEYS, CaseConf, Device, MeasureConf, Pro
 OUTCOME_SETTINGS = ("case", "ladder", "profile", "workload", "measure", "device", "objective", "confirm_s", "nccl_env")
 NOT_OUTCOME = ("workload.lease_dir", "workload.lease_timeout_s", "measure.kill_grace_s")  # where and how long to wait
 # Carried: how the sweep walks; a resume that does not give it takes the recorded value, one that does wins
-CARRIED_SETTINGS = ("reuse", *WALK_KEYS, "noise_carry_h")
+CARRIED_SETTINGS = ("reuse", *WALK_KEYS, "noise_carry_h", "history", "cards", "placement")
 
 Record = dict[str, Any]  # command-line key (dotted) -> its value, as JSON has it
 
@@ -175,7 +176,8 @@ def _settings(s: Settings, m: Mapping[str, Any]) -> Settings:
         confirm_s=float(m["confirm_s"]),
         nccl_env=dict(m["nccl_env"]),
         tuning=tuning_of(objective, {k: m[k] for k in WALK_KEYS} | {"strategy": Strategy(m["strategy"])}),
-        **{k: m[k] for k in CARRIED_SETTINGS if k not in WALK_KEYS},
+        **{k: m[k] for k in CARRIED_SETTINGS if k not in (*WALK_KEYS, "placement")},
+        placement=PlacementMode(m["placement"]),
     )
 
 

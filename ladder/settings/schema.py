@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING, DictConfig, OmegaConf
+from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
 
 from ladder.core.caseclass import Thresholds
+from ladder.core.placement import Mode as PlacementMode
 from ladder.core.records import Objective, PreflightPolicy, Word
 from ladder.core.spec import EmulateBy, Kind, Launcher, ProgressKind
 from ladder.core.walk.tuning import Strategy, Tuning
@@ -112,6 +113,9 @@ class WorkloadConf:
     progress: Choice[ProgressKind | Literal[""]] = ""
     progress_regex: str = ""  # kind command with regex progress: the pattern or a preset; "" = the default
     progress_file: str = ""  # kind command: relative to the trial folder; "" = stdout.log or progress.jsonl
+    # kind command: the samples one progress point stands for, a number or a template ("{num_envs}": a counter of
+    # vector steps); "" = the trainer's own count
+    samples_per_point: str = ""
     cwd: str = ""  # kind command: the folder the trainer starts in; "" = {trial_dir}; {launch_dir}: ladder's
     cmd: str = ""  # kind command: the template as one string, split like a shell (shlex), instead of `command`
     env: dict[str, str] = field(default_factory=dict)  # kind command: NAME=value set for the trial (env.txt)
@@ -168,6 +172,9 @@ class PreflightConf:
     poll_s: float = 2.0  # policy wait: seconds between NVML readings
 
 
+CARDS_GB = (8.0, 12.0, 16.0, 24.0, 40.0, 48.0, 80.0)  # `cards`: laptop, 3060/4070, 4080/V100, 4090/A10, A100, L40, H100
+
+
 @dataclass
 class SweepConf:
     """The root config."""
@@ -197,6 +204,13 @@ class SweepConf:
     # within this many hours, fills the case's pool where this sweep's own windows are still few: a first window's
     # interval need not rest on its own 2-4 steps; null or 0 = this sweep's windows only
     noise_carry_h: float | None = 2.0
+    # after the walk: the pick as one job over its N devices against N one-device jobs side by side (phase
+    # placement): measure, off, or auto (where the pick is throughput-bound, on GPUs)
+    placement: Choice[PlacementMode] = PlacementMode.AUTO
+    # a sweep on another card starts each profile at the rung the memory model of the case's earlier trials predicts
+    # for it, then the rung above (it orders launches, never picks); false: a cold walk, from the top
+    history: bool = True
+    cards: list[float] = field(default_factory=lambda: list(CARDS_GB))  # GB: the cards cards.tsv answers for
     device: Choice[Device] = Device.AUTO  # auto (cuda when a GPU is visible, else cpu), cpu or cuda
     sweep: str | None = None  # sweep name: resume it when it exists; null = a new one named by the time
     output_root: str = "output/train"  # sweeps live in <output_root>/case_gpu_bench_<sweep>/
@@ -230,6 +244,8 @@ def shown_setting(key: str, *, _root_: DictConfig) -> str:
         text = "null"
     elif isinstance(value, float):
         text = f"{value:g}"
+    elif isinstance(value, ListConfig):  # `cards=[8,12,16]`: as it is typed
+        text = "[" + ",".join(f"{v:g}" if isinstance(v, float) else str(v) for v in value) + "]"
     else:
         text = str(value)
     return f"{key.rsplit('.', 1)[-1]}={text}".ljust(HELP_COLUMN - 1) + " "

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 from ladder.core import caseclass
 from ladder.core.caseclass import Thresholds
 from ladder.core.errors import ConfigError
+from ladder.core.placement import Mode as PlacementMode
 from ladder.core.records import Objective, PreflightPolicy
 from ladder.core.spec import EmulateBy, Kind, Launcher, ProgressKind
 from ladder.core.walk.tuning import Strategy
@@ -65,6 +66,9 @@ def top(conf: SweepConf) -> SweepConf:
         descent_short=bool(conf.descent_short),
         descent_idle_util=_util("descent_idle_util", conf.descent_idle_util),
         noise_carry_h=_hours("noise_carry_h", conf.noise_carry_h),
+        placement=choice(PlacementMode, "placement", conf.placement),
+        history=bool(conf.history),
+        cards=_cards(conf.cards),
         device=_device(str(conf.device)),
         sweep=_opt_str(conf.sweep),
         output_root=str(conf.output_root),
@@ -76,6 +80,16 @@ def top(conf: SweepConf) -> SweepConf:
         nccl_env={str(k): str(v) for k, v in (conf.nccl_env or {}).items()},
         settings_change=choice(SettingsChange, "settings_change", conf.settings_change),
     )
+
+
+def _cards(values: Any) -> list[float]:
+    """`cards`: card sizes in GB, each positive (an empty list: no cards.tsv rows)."""
+    fix = "give card sizes in GB, e.g. cards=[8,16,24,80]"
+    if not isinstance(values, (list, tuple)):
+        raise ConfigError(f"cards must be a list of GB, got {values!r}", fix)
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in values):
+        raise ConfigError(f"cards must be positive sizes in GB, got {list(values)}", fix)
+    return [float(v) for v in values]
 
 
 def rungs(values: Any, ladder_name: str) -> tuple[int, ...]:

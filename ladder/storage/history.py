@@ -6,7 +6,7 @@ where its progress lines say), the memory cgroup's own peak under `workload.host
 per-process RSS), and on a GPU NVML's per-device peak, net of the ballast. A fit is a point; a memory failure of
 high confidence a lower bound. Copies of trials (reused or carried) count once, as their originals.
 
-`observations`, `groups` and `models` are pure; `stored` and `trial_notes` read storages and trial folders.
+`observations`, `groups`, `caps_of` and `models` are pure; `stored` and `trial_notes` read storages and trial folders.
 """
 
 from __future__ import annotations
@@ -79,6 +79,12 @@ def groups(record: TrialRecord) -> list[Group]:
     keys = MACHINE_KEYS + (("host",) if record.info.get("device", "cpu") == "cpu" else ())
     machine = tuple((k, record.info.get(k, "")) for k in keys)
     return [Group(record.case, record.profile, kind, machine) for kind, _, _ in _caps(record)]
+
+
+def caps_of(record: TrialRecord) -> list[tuple[Group, float]]:
+    """The models a trial feeds and the size (MiB) of the cap it runs under in each: for a trial about to run,
+    the cards its prediction is asked for (`ladder.sweep.prior`)."""
+    return [(group, cap_mb) for group, (_, cap_mb, _) in zip(groups(record), _caps(record), strict=True)]
 
 
 def observations(record: TrialRecord, notes: Notes = Notes()) -> list[tuple[Group, Observation]]:

@@ -240,7 +240,8 @@ def _reusable(record: TrialRecord) -> bool:
         return False  # recorded before its caps and measure settings were: what it ran under is unknown
     if record.phase is Phase.PROBE:
         return record.status in REUSABLE
-    return record.status is Status.OOM_OR_NCCL  # a confirmation that failed: the rung does not hold
+    # a confirmation that failed: the rung does not hold (a side-by-side job, on fewer devices, says nothing of it)
+    return record.phase is Phase.CONFIRM and record.status is Status.OOM_OR_NCCL
 
 
 def _rank(record: TrialRecord) -> tuple[bool, str]:

@@ -19,10 +19,11 @@ from ladder.core.memory.model import Model
 from ladder.core.paths import sweep_of
 from ladder.core.records import TrialRecord
 from ladder.core.rows import to_tsv
+from ladder.settings.schema import CARDS_GB
 from ladder.storage import history, studies, tsv
 
 CARDS_TSV = "cards.tsv"
-DEFAULT_CARDS_GB = (8.0, 12.0, 16.0, 24.0, 40.0, 48.0, 80.0)  # laptop, 3060/4070, 4080/V100, 4090/A10, A100, L40, H100
+DEFAULT_CARDS_GB = CARDS_GB  # the `cards` setting's default
 HEADROOM = 0.05  # the walk's default mem_headroom_frac, for a sweep that recorded none
 
 
@@ -70,20 +71,38 @@ def _ladder(
     return rungs, headroom, str(recorded.get("ladder.knob") or "num_envs")
 
 
+def recorded_cards(recorded: Mapping[str, Mapping[str, Any]]) -> tuple[float, ...]:
+    """The cards a sweep's cases recorded (`cards`), in order, each once; the default list where none did."""
+    named = [float(gb) for settings in recorded.values() for gb in settings.get("cards") or ()]
+    return tuple(dict.fromkeys(named)) or DEFAULT_CARDS_GB
+
+
+def lines_of(found: Table, case: str) -> list[str]:
+    """The console's lines for one case of the table (a sweep of several cases holds them all)."""
+    return [
+        line
+        for group in sorted(found.answers, key=lambda g: (g.profile, g.cap))
+        if group.case == case
+        for line in cards.console_lines(group.case, group.profile, found.answers[group])
+    ]
+
+
 def write(path: Path, rows: Sequence[dict[str, str]]) -> None:
     """cards.tsv, written whole (temp file, then renamed: a reader never sees half of it)."""
     cols = [*cards.COLUMNS, "cap", *sorted({k for r in rows for k in r} - set(cards.COLUMNS) - {"cap"})]
     tsv.atomic_write(path, to_tsv(rows, cols))
 
 
-def for_sweep(sweep_dir: Path, cards_gb: Sequence[float] = DEFAULT_CARDS_GB, storage: Any = None) -> Table:
+def for_sweep(sweep_dir: Path, cards_gb: Sequence[float] | None = None, storage: Any = None) -> Table:
     """Read every trial the sweep's storage and its sibling sweep folders hold, write `cards.tsv` in `sweep_dir`,
-    and return the table (its `lines` for the console). `storage`: the sweep's own, where it is not the journal
-    in its folder (a database URL's)."""
+    and return the table (its `lines` for the console). `cards_gb`: None for the cards the sweep recorded (its
+    `cards` setting; `DEFAULT_CARDS_GB` for a sweep that recorded none). `storage`: the sweep's own, where it is not
+    the journal in its folder (a database URL's)."""
     sweep = sweep_of(sweep_dir.name) or sweep_dir.name
     storage = storage if storage is not None else studies.open_storage_at(str(sweep_dir))
     records = history.stored(storage, sweep_dir.parent)
     recorded = studies.sweep_settings(storage, sweep)
+    cards_gb = cards_gb if cards_gb is not None else recorded_cards(recorded)
     found = table(sweep, records, recorded, cards_gb, history.trial_notes(sweep_dir.parent))
     write(sweep_dir / CARDS_TSV, found.rows)
     return found

@@ -7,6 +7,7 @@ import dataclasses
 import functools
 import logging
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +42,8 @@ class Run:
     view: View
     shown: set[int] = dataclasses.field(default_factory=set)  # numbers of the stored trials the view has shown
     earlier: tuple[TrialRecord, ...] = ()  # the case's finished trials in other sweeps, read once as it starts
+    # profile -> where memory history says its walk starts on this card (`ladder.sweep.prior`), read once likewise
+    priors: Mapping[str, walk.Seed] = dataclasses.field(default_factory=dict)
 
     @functools.cached_property
     def turns(self) -> Turns:

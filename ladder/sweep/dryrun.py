@@ -1,5 +1,6 @@
 """`dry_run=true`: every trial the walk could launch, shown exactly (argv, env, generated files), the settings that
-shape every trial (caps, measure settings, the inherited environment that matters, reuse), and what it may cost.
+shape every trial (caps, measure settings, the inherited environment that matters, reuse), the rungs memory history
+puts first, and what it may cost.
 
 `show` plans each profile × rung with the real planner (`ladder.workloads.planner.plan`), each with what already
 answers for it (a trial this sweep has, or one an earlier sweep ran that it would reuse): those are not launched,
@@ -22,7 +23,7 @@ from pathlib import Path
 
 from optuna.storages import BaseStorage
 
-from ladder.core import ballast
+from ladder.core import ballast, placement
 from ladder.core.paths import SweepPaths
 from ladder.core.records import Phase, Status, TrialRecord, rung_label
 from ladder.core.spec import Kind, TrialSpec
@@ -31,6 +32,7 @@ from ladder.runner import launch
 from ladder.runner.machine import Machine, emulation, with_trainer
 from ladder.settings.config import GROWS_WITH_ENVS, MeasureConf, Settings
 from ladder.storage import reuse, studies
+from ladder.sweep import prior
 from ladder.sweep.context import Run, plan, workload_of
 from ladder.sweep.events import Unwatched
 from ladder.sweep.identity import changed_away, fresh_trial_dir, would_reuse
@@ -200,11 +202,21 @@ def settings_lines(
         f"{INDENT}measure: {_measure(settings.measure)}",
         f"{INDENT}walk: objective {settings.objective}, strategy {settings.tuning.strategy}"
         + (f", confirm the pick for {settings.confirm_s:g} s" if settings.confirm_s else ", no confirmation run"),
+        f"{INDENT}placement: {placement.plan_words(settings.placement, nproc, device)}",
         f"{INDENT}reuse of earlier sweeps' trials: {reused}",
         f"{INDENT}earlier sweeps' step noise of the case on this host: "
         + (f"pooled, at most {settings.noise_carry_h:g} h old" if settings.noise_carry_h else "off (noise_carry_h)"),
         f"{INDENT}inherited environment that matters: {_inherited(environ, planned_env)}",
     ]
+
+
+def first_lines(history: bool, found: Sequence[str]) -> list[str]:
+    """Which rungs memory history puts first on this card, per profile, and why (`ladder.sweep.prior`)."""
+    if not history:
+        return ["first launches: the walk's own (history=false: no prediction orders them)"]
+    if not found:
+        return ["first launches: the walk's own (no memory model of this case on other cards yet)"]
+    return ["first launches, from memory history (history=false: the walk's own):", *(INDENT + f for f in found)]
 
 
 def _caps(host_gb: float | None, card_setting: float | None, card_gb: float | None, mode: ballast.Mode) -> str:
@@ -362,6 +374,7 @@ def show(
     cost = estimate_left(left, took.fail_s, took.fit_s, took.cut_s)
     env = planned[0].spec.env if planned else {}
     shaping = settings_lines(settings, machine.nproc, machine.device, card_gb, environ, env, ctx.machine.describe)
+    shaping += first_lines(settings.history, prior.lines(prior.openings(ctx), settings.knob))
     aside = changed_away(ctx)
     change = (
         f"settings changed (settings_change=accept): {len(aside)} trial(s) recorded under the sweep's old settings "

@@ -1,7 +1,8 @@
 """The sweep of one case: each step reads load → decide → claim → run → record.
 
 - load: the case's records, once this process's turn comes (`ladder.storage.turns`);
-- decide: the walk's next launch (`ladder.core.walk`), or the pick's confirmation;
+- decide: the walk's next launch (`ladder.core.walk`), the pick's confirmation, or its placement
+  (`ladder.sweep.placement`: N one-device jobs side by side);
 - claim: the trial begun in storage, unless another process's came first;
 - run: the trial launched, watched and stopped (`ladder.runner.trial`), under its devices' lease;
 - record: its outcome stored, trials.tsv rewritten; at the end, the case's outcome (`ladder.core.outcome`) merged
@@ -28,7 +29,7 @@ from ladder.runner.machine import Machine, with_trainer
 from ladder.settings import catalog
 from ladder.settings.config import Settings
 from ladder.storage import merge, reuse, studies, tsv
-from ladder.sweep import identity, resume, trials
+from ladder.sweep import cards, identity, placement, prior, resume, trials
 from ladder.sweep.context import Run, end_abandoned, workload_of
 from ladder.sweep.events import View
 from ladder.workloads import planner
@@ -44,6 +45,7 @@ class Summary:
     walks: tuple[walk.Standing, ...]
     records: tuple[TrialRecord, ...]
     resumed: int  # finished trials found in storage and not run again
+    cards: tuple[str, ...] = ()  # cards.tsv's lines for this case: one per card (`cards` setting)
 
 
 def run(
@@ -57,7 +59,7 @@ def run(
     merge.check_trials(paths.trials_tsv, lambda: studies.sweep_records(storage, paths.sweep))
     work = workload or workload_of(settings)
     ctx = Run(settings, paths, with_trainer(machine, work), work, study, storage, view)
-    ctx = dataclasses.replace(ctx, earlier=identity.earlier(ctx))
+    ctx = dataclasses.replace(ctx, earlier=identity.earlier(ctx), priors=_priors(ctx))
     resume.settle(ctx)
     if abandoned := studies.mark_abandoned(study, settings.stale_after_s, end_abandoned):
         log.info("%d trial(s) left running by a stopped sweep are marked interrupted and will run again", abandoned)
@@ -94,7 +96,10 @@ def _step(ctx: Run, gate: preflight.Preflight | None) -> bool:
         if gate is not None:
             gate.before_launch(ctx.machine.gpus)  # a refusal raises LaunchError, naming the processes and the fix
         with trials.ballast_held(ctx, held) as ballast_mb:  # the emulated card, where a ballast holds it
-            _measure(ctx, *step, records, held, ballast_mb)
+            if step[1] is Phase.PLACEMENT:
+                placement.run_set(ctx, step[0], records, held, ballast_mb)
+            else:
+                _measure(ctx, *step, records, held, ballast_mb)
     return True
 
 
@@ -108,10 +113,12 @@ def _show_others(ctx: Run, records: list[TrialRecord]) -> None:
 
 def _decide(ctx: Run, records: list[TrialRecord]) -> tuple[walk.Decision, Phase] | None:
     """The walk's next probe; once none is left, the pick's confirmation (if `confirm_s` asks for one and it has
-    not passed). A failed confirmation steps that profile down, and the walk goes on."""
+    not passed), then its placement (`placement=`). A failed confirmation steps that profile down, and the walk
+    goes on."""
     profiles = tuple(p.name for p in ctx.settings.profiles)
     attempts = walk_facts(records, ctx.settings.objective)
-    if (decision := walk.next_trial(ctx.settings.rungs, profiles, attempts, ctx.settings.tuning)) is not None:
+    decision = walk.next_trial(ctx.settings.rungs, profiles, attempts, ctx.settings.tuning, ctx.priors)
+    if decision is not None:
         return decision, Phase.PROBE
     if ctx.settings.measure.recheck_unstable and (again := pick.to_recheck(records, ctx.settings.objective)):
         why = "the pick's figure is unstable: a second window before it counts"
@@ -119,6 +126,8 @@ def _decide(ctx: Run, records: list[TrialRecord]) -> tuple[walk.Decision, Phase]
     if ctx.settings.confirm_s and (chosen := pick.to_confirm(records, ctx.settings.objective)) is not None:
         why = f"confirm the pick for {ctx.settings.confirm_s:.0f} s"
         return walk.Decision(chosen.profile, chosen.num_envs, why, step=walk.Step.CONFIRM), Phase.CONFIRM
+    if (side := placement.next_decision(ctx, records)) is not None:  # placement=: one job or one per device
+        return side, Phase.PLACEMENT
     return None
 
 
@@ -240,7 +249,30 @@ def _conclude(ctx: Run, resumed: int) -> Summary:
     found = case_outcome(every, settings)
     if found.row is not None:
         tsv.write_best(ctx.paths.best_tsv, [found.row])
-    return Summary(settings.case.name, found.pick, found.row, walks, tuple(every), resumed)
+    lines = tuple(_cards(ctx))
+    return Summary(settings.case.name, found.pick, found.row, walks, tuple(every), resumed, lines)
+
+
+def _priors(ctx: Run) -> dict[str, walk.Seed]:
+    """Where each profile's walk starts on this card, from memory history (`ladder.sweep.prior`), said in the log."""
+    try:
+        found = prior.openings(ctx)
+    except Exception as exc:  # noqa: BLE001 - a prior only orders launches: without one, the walk starts cold
+        log.warning("history: no prediction for this card (%s): the walk starts as without history", exc)
+        return {}
+    for line in prior.lines(found, ctx.settings.knob):
+        log.info("history: %s", line)
+    return prior.seeds(found)
+
+
+def _cards(ctx: Run) -> list[str]:
+    """cards.tsv written for the sweep (every case it holds), and this case's lines, one per card."""
+    try:
+        table = cards.for_sweep(ctx.paths.sweep_dir, ctx.settings.cards, ctx.storage)
+    except Exception as exc:  # noqa: BLE001 - the case's outcome is written already; the table is a reading of it
+        log.warning("cards.tsv not written (%s); python -m ladder.report %s writes it", exc, ctx.paths.sweep_dir)
+        return []
+    return cards.lines_of(table, ctx.settings.case.name)
 
 
 def case_outcome(every: list[TrialRecord], settings: Settings) -> outcome.CaseOutcome:

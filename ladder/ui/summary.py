@@ -1,6 +1,6 @@
 """What a sweep prints: one line per trial (`trial_line`), and at its end each profile's walk, what the insurance
 cost, where the case's launch time went (`spent`), the errors, the `best:` line with the case's class and action,
-and where the TSVs are (`print_summary`)."""
+each card's largest fit (cards.tsv), and where the TSVs are (`print_summary`)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,15 @@ from collections.abc import Sequence
 
 from ladder.core import figkeys, pick
 from ladder.core.errors import ExitCode
+from ladder.core.measure import hostmem
 from ladder.core.outcome import exit_code, failed_at_bottom
 from ladder.core.paths import SweepPaths
-from ladder.core.records import Objective, Status, TrialRecord, rung_label
+from ladder.core.records import Objective, Phase, Status, TrialRecord, rung_label
 from ladder.core.walk import STEP_DOWN, Outcome, Standing, Step, insurance
 from ladder.runner.machine import Machine
 from ladder.settings.config import Settings
 from ladder.settings.credentials import redact
+from ladder.sweep.cards import CARDS_TSV
 from ladder.sweep.loop import Summary
 
 
@@ -34,6 +36,8 @@ def trial_line(r: TrialRecord, pooled: bool = False) -> str:
     rung = rung_label(r.info.get("knob", "num_envs"), r.num_envs)
     copy = r.info.get("why") or f"reused from {r.info['reused_from']}" if r.info.get("reused_from") else ""
     took = copy or f"{r.info.get('duration_s', '?')} s"  # a copy says where from (a carried failure: why it holds)
+    if r.phase is Phase.PLACEMENT:  # one of the one-device jobs run side by side (placement=measure)
+        took = f"side by side {int(r.info.get('twin', '0')) + 1}/{r.info.get('twins', '?')}, {took}"
     noise = " unstable" if f.get("unstable") and r.status is Status.OK else ""  # its interval is wider than allowed
     if (windows := f.get("repeats", 1.0)) > 1:  # a configuration launched again: which of its windows this is
         which = f"median of {windows:.0f} windows" if pooled else f"window {windows:.0f}"
@@ -41,10 +45,12 @@ def trial_line(r: TrialRecord, pooled: bool = False) -> str:
             kept = windows - wide
             which = f"{'median of ' if kept > 1 else ''}{kept:.0f} of {windows:.0f} windows ({wide:.0f} wide set aside)"
         noise = f" {which}{noise}"
-    label = "rss(sum)" if r.info.get("source") == "host" else "mem"  # a rank's process tree, summed; or NVML's
+    label = hostmem.label(f, r.info.get("source", ""))  # the cgroup's peak (shown by `capped`), PSS, or NVML's
+    shown = "" if label == "cgroup" else f" {label}={mems:>11} MiB"
+    per_joule = f" samples/J={f['samples_per_joule']:.4g}" if "samples_per_joule" in f else ""  # a GPU's window
     return (
-        f"{r.case:<14} {r.profile:<8} {rung:<6} {r.status!s:<12} {r.reason!s:<13} util={util:>6}{capped(f)} "
-        f"{label}={mems:>11} MiB  samples/s={sps:>7}{noise}  ({took})"
+        f"{r.case:<14} {r.profile:<8} {rung:<6} {r.status!s:<12} {r.reason!s:<13} util={util:>6}{capped(f)}"
+        f"{shown}  samples/s={sps:>7}{per_joule}{noise}  ({took})"
     )
 
 
@@ -70,6 +76,7 @@ SPENT = (
     "unmeasured",
     "diverged",
     "interrupted",
+    "placement, side by side",  # placement=measure: the pick's profile as one-device jobs
     "other",
 )
 BY_STATUS = {  # a launch that neither fit nor failed by memory, by what it ended as
@@ -86,6 +93,8 @@ def purpose(r: TrialRecord, best: TrialRecord | None) -> str:
     once it could not win), the insurance below a largest fit, another fit measured to its window's end, or what
     the launch ended as (an error, unmeasured, diverged, interrupted; else "other")."""
     step = r.info.get("step", "")
+    if r.phase is Phase.PLACEMENT:
+        return SPENT[9]
     if best is not None and r.profile == best.profile and r.num_envs == best.num_envs and r.status is Status.OK:
         return SPENT[0]
     if step == Step.DESCENT:
@@ -204,11 +213,13 @@ def print_summary(
         print(f"tie: {row['tie']}")
     if row.get("class"):
         print(f"class: {row['class']} -> {row.get('action', '')}")
+    if row.get("placement"):  # placement=measure: one job over N devices, or N one-device jobs side by side
+        print(f"placement: {row['placement']} -> {row.get('placement_note', '')}")
     if summary.best is not None and summary.best.figures.get("window_held"):
         print(
             f"note: the pick's window ran {summary.best.figures.get('window_s', 0):.0f} s, past its set length "
             "(measure.window_s, or confirm_s), held open until it could stand for a fit: a whole update in it, its "
-            "memory no longer rising (and, where the trainer's cadence is its own, three windows of steady printing)"
+            "memory no longer rising (and, for lines only counted whose update never showed, its measure.budget_s)"
         )
     if summary.best is not None and summary.best.figures.get("window_futile"):
         print(
@@ -228,6 +239,10 @@ def print_summary(
         print("note: a profile stopped on a broken configuration; the pick is among the others (fix it and resume)")
     if summary.resumed:
         print(f"({summary.resumed} finished trial(s) reused from sweep storage, not run again)")
+    if summary.cards:  # the largest fit on other cards, from the memory model (`cards` setting)
+        print(f"cards ({paths.sweep_dir / CARDS_TSV}):")
+        for line in summary.cards:
+            print(f"  {line}")
     print(f"best_by_case.tsv: {paths.best_tsv}")
     print(f"trials.tsv:       {paths.trials_tsv}")
     print(f"plots, report.md: python -m ladder.report {paths.sweep_dir}")

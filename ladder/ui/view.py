@@ -197,6 +197,8 @@ def _figure(record: TrialRecord, objective: str) -> str:
         return ""
     if objective == "samples_per_s" and "samples_per_s" in f:
         return f" {f['samples_per_s']:.0f} samples/s" + (" (cut)" if f.get("cut") else "")
+    if objective == "samples_per_joule" and "samples_per_joule" in f:
+        return f" {f['samples_per_joule']:.3g} samples/J"
     return f" util {f['min_avg_util']:.0f}%" if "min_avg_util" in f else ""
 
 
@@ -234,7 +236,7 @@ def _running_line(board: Board) -> Text:
         phase += f" ({t.waiting})"
     devices = (
         "  ".join(
-            f"[{s.index}] {s.util:.0f}% {'rss ' if s.source == Source.HOST else ''}{s.mem_mb:.0f} MiB" for s in t.latest
+            f"[{s.index}] {s.util:.0f}% {'pss ' if s.source == Source.HOST else ''}{s.mem_mb:.0f} MiB" for s in t.latest
         )
         or "no samples yet"
     )
@@ -313,7 +315,8 @@ class LiveView:
         self._draw()
 
     def trial_finished(self, record: TrialRecord) -> None:
-        self.board.cells[(record.profile, record.num_envs)] = record
+        if record.phase is not Phase.PLACEMENT:  # a one-device job side by side is not the rung's own cell
+            self.board.cells[(record.profile, record.num_envs)] = record
         self.board.records.append(record)
         self.board.running = None
         self.console.print(trial_line(record), markup=False, soft_wrap=True)  # the terminal wraps it, not rich

@@ -23,6 +23,7 @@ variables in `INHERITED` that are set when ladder starts are recorded with them 
 
 from __future__ import annotations
 
+import math
 import os
 import shlex
 import shutil
@@ -85,6 +86,7 @@ class CommandConf:
     env: dict[str, str] = field(default_factory=dict)  # workload.env: set for the trial's processes (placeholders)
     inherited: dict[str, str] = field(default_factory=dict)  # INHERITED variables set when ladder started
     launch_dir: str = ""  # where ladder was started ("" = not known: {launch_dir} is ".")
+    samples_per_point: str = ""  # samples one progress point stands for: a number or "{num_envs}"; "" = its count
 
 
 def split_cmd(command: Sequence[str], cmd: str) -> tuple[str, ...]:
@@ -112,6 +114,7 @@ def command_conf(
     env: Mapping[str, object],
     environ: Mapping[str, str],
     launch_dir: str,
+    samples_per_point: str = "",
 ) -> CommandConf:
     """The conf with its launch folder and inherited variables captured, and relative files of the launch folder
     made absolute (the trainer starts in its trial folder by default)."""
@@ -132,6 +135,7 @@ def command_conf(
         {str(k): str(v) for k, v in env.items()},
         inherited,
         launch_dir,
+        str(samples_per_point),
     )
 
 
@@ -214,8 +218,33 @@ def plan_command(
         progress_kind=conf.progress,
         progress_regex=conf.progress_regex if conf.progress is ProgressKind.REGEX else "",
         progress_per_iteration=per_iteration(conf.progress, conf.progress_regex),
+        progress_samples_per_iter=samples_per_point(conf.samples_per_point, values),
         cwd=conf.cwd.format_map(values),
     )
+
+
+SAMPLES_PER_POINT_FIX = (
+    "set a number, or the knob's placeholder where one point is a step of every env: "
+    'workload.samples_per_point="{num_envs}"'
+)
+
+
+def samples_per_point(template: str, values: Mapping[str, str]) -> float | None:
+    """The samples one progress point stands for (`workload.samples_per_point`, its placeholder filled): a counter
+    of vector steps (a tqdm bar over them) counts one step of all `num_envs` envs at once. None where unset: the
+    trainer's own count stands."""
+    if not template:
+        return None
+    text = template.format_map(values)
+    try:
+        number = float(text)
+    except ValueError:
+        number = math.nan
+    if not 0 < number < math.inf:
+        raise ConfigError(
+            f"workload.samples_per_point {template!r} is {text!r}: not a positive number", SAMPLES_PER_POINT_FIX
+        )
+    return number
 
 
 def python_program(body: Sequence[str]) -> bool:
@@ -303,6 +332,10 @@ def check_command(conf: CommandConf, knob: str) -> None:
         raise ConfigError(f"command progress '{conf.progress}' is not supported", "use regex or jsonl")
     if conf.progress is ProgressKind.REGEX:
         compile_pattern(conf.progress_regex)
+    if conf.samples_per_point:  # filled with a stand-in rung: a template that could never give a number is refused
+        if unknown := sorted(set(_fields(conf.samples_per_point, "workload.samples_per_point")) - {knob, "nproc"}):
+            raise ConfigError(f"workload.samples_per_point uses placeholder(s) {unknown}", SAMPLES_PER_POINT_FIX)
+        samples_per_point(conf.samples_per_point, {knob: "1", "nproc": "1"})
     known = (knob, *FIXED_PLACEHOLDERS)
     used = _used(conf)
     if unknown := sorted(used - set(known)):

@@ -76,6 +76,11 @@ def build(inp: WorkloadConf, knob: str, environ: Mapping[str, str]) -> tuple[Wor
             f"workload.env_patch patches a MimicKit env config, but the workload is {got.kind}",
             "set workload.mimickit_root (or kind=mimickit), or drop workload.env_patch",
         )
+    if inp.samples_per_point and got.kind is not Kind.COMMAND:
+        raise ConfigError(
+            f"workload.samples_per_point scales one's own trainer's progress, but the workload is {got.kind}",
+            "set workload.kind=command with its command, or drop workload.samples_per_point",
+        )
     mk = _mimickit_conf(inp, got.mimickit_root) if got.kind is Kind.MIMICKIT else None
     if mk is not None:
         check_root(mk.root)  # before the sweep writes anything, as a command's template and folder are
@@ -122,7 +127,9 @@ def _command_conf(inp: WorkloadConf, environ: Mapping[str, str]) -> CommandConf:
     launcher = _choice(Launcher, inp.launcher, "workload.launcher")
     regex = inp.progress_regex or DEFAULT_REGEX
     argv = split_cmd(inp.command, inp.cmd)
-    return command_conf(argv, launcher, shown, regex, inp.progress_file, inp.cwd, inp.env, environ, os.getcwd())
+    return command_conf(
+        argv, launcher, shown, regex, inp.progress_file, inp.cwd, inp.env, environ, os.getcwd(), inp.samples_per_point
+    )
 
 
 def resolve(kind: Kind, mimickit_root: str, environ: Mapping[str, str]) -> Resolved:

@@ -9,11 +9,12 @@ prints of common trainers (CleanRL, stable-baselines3, rsl_rl / legged_gym / Isa
 bars, MimicKit's table).
 Records without a time of their own get one from the file: those that arrive together are spread evenly, by
 iteration, between the previous point and the write. Records whose iteration does not advance are dropped (a
-line every rank prints counts once).
+line every rank prints counts once), and so are regex lines that repeat the sample count of the last one.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 import logging
 import os
@@ -330,9 +331,19 @@ def preset_for(pattern: str) -> Preset:
         except re.error as exc:
             raise ConfigError(f"progress pattern '{pattern}' does not compile: {exc}", fix) from None
     unknown = sorted(groups - set(REGEX_GROUPS))
+    if not re.compile(preset.emit).groupindex and (near := closest_preset(pattern)):
+        raise ConfigError(
+            f"progress pattern '{pattern}' is no preset (did you mean '{near}'?) and no regex with named groups", fix
+        )
     if unknown or not re.compile(preset.emit).groupindex:
         raise ConfigError(f"progress pattern '{pattern}' has groups {sorted(re.compile(preset.emit).groupindex)}", fix)
     return preset
+
+
+def closest_preset(pattern: str) -> str:
+    """The preset (or alias) a misspelt name most likely meant ("" where none is close)."""
+    names = [*PRESETS, *PRESET_ALIASES]
+    return next(iter(difflib.get_close_matches(pattern.lower(), names, n=1, cutoff=0.6)), "")
 
 
 def compile_pattern(pattern: str) -> re.Pattern[str]:
@@ -355,6 +366,7 @@ class RegexParser:
         self._samples_per_iter = samples_per_iter
         self._count = 0
         self._held: dict[str, str] = {}  # groups of the fields lines since the last record
+        self._counter: str | None = None  # the sample count of the last record with no iteration of its own
 
     def feed(self, chunk: bytes, now: float, since: float | None = None) -> list[Point]:
         raws = []
@@ -363,9 +375,20 @@ class RegexParser:
                 if (m := regex.search(line)) is not None:
                     self._held.update({k: v for k, v in m.groupdict().items() if v is not None})
             if (m := self.pattern.search(line)) is not None:
-                raws.append(self._raw(self._held | {k: v for k, v in m.groupdict().items() if v is not None}))
+                own = {k: v for k, v in m.groupdict().items() if v is not None}
+                if not self._repeats(own):
+                    raws.append(self._raw(self._held | own))
                 self._held = {k: v for k, v in self._held.items() if k == "samples"}
         return self._timeline.points(raws, now, since)
+
+    def _repeats(self, own: dict[str, str]) -> bool:
+        """A line with no iteration whose own sample count is the last such line's is the same moment of the trainer
+        (CleanRL prints `global_step=N` once for every env whose episode ended in that step): not a new point, since
+        its progress is its counter. A count carried from a `fields` line is no such repeat."""
+        counter = None if "iter" in own or "iter" in self._held else own.get("samples")
+        repeated = counter is not None and counter == self._counter
+        self._counter = counter if counter is not None else self._counter
+        return repeated
 
     def _raw(self, groups: dict[str, str]) -> Raw:
         def num(name: str) -> float | None:
@@ -413,11 +436,23 @@ def parser_for(kind: str, pattern: str = "", samples_per_iter: float | None = No
 def per_iteration(kind: str, pattern: str = "") -> bool:
     """Whether each progress point of this format is a whole iteration, update included: MimicKit's table and log,
     and the presets of trainers that print once an iteration. A user's own regex or JSON lines may come from inside
-    a rollout: their cadence is learned from the trial (`ladder.core.peak.outlived_peak`)."""
+    a rollout: their cadence is learned from the trial (`ladder.core.measure.peak.outlived_peak`)."""
     name = ALIASES.get(str(getattr(kind, "value", kind)), str(getattr(kind, "value", kind)))
     if name in ("mimickit_log", "mimickit_stdout"):
         return True
     return name == "regex" and preset_for(pattern or "cleanrl").per_iteration
+
+
+def numbered(kind: str, pattern: str = "") -> bool:
+    """Whether the trainer numbers its own iterations in what ladder reads: JSON lines (`iter`), MimicKit's table and
+    log, a regex or preset with an `iter` group that counts iterations. A regex without one (or one whose count is of
+    samples, as a tqdm bar over env steps) only counts lines: an even run of them may be one long rollout."""
+    name = ALIASES.get(str(getattr(kind, "value", kind)), str(getattr(kind, "value", kind)))
+    if name != "regex":
+        return True
+    preset = preset_for(pattern or "cleanrl")
+    groups = {g for regex in (preset.emit, *preset.fields) for g in re.compile(regex).groupindex}
+    return "iter" in groups and not preset.samples_from_iter
 
 
 def reader_for(kind: str, path: Path, pattern: str = "", samples_per_iter: float | None = None) -> Follow:

@@ -69,9 +69,9 @@ def test_two_ranks_interrupted_by_ctrl_c_and_resumed(tmp_path: Path) -> None:
     assert steps and set(steps) == {SAMPLES_PER_ITER * 4 * 2}  # Samples counts both ranks' envs
     (best,) = read_tsv(resumed.dir / "best_by_case.tsv")
     assert (best["n_gpus"], best["status"]) == ("2", "ok") and float(best["samples_per_s"]) > 0
-    # MimicKit's ranks are one process tree (rank 1 is its spawned child), sampled as one: both ranks' RSS
-    # (1665 MiB measured; one rank at 4 envs: 843)
-    assert float(best["max_mem0"]) > 1200
+    # MimicKit's ranks are one process tree (rank 1 is its spawned child), sampled as one: both ranks' PSS (their
+    # shared pages once: 1155 MiB measured, where their RSS summed to 1665), more than one rank's RSS at 4 envs (843)
+    assert float(best["max_mem0"]) > 1000
 
 
 # ---- MimicKit's own failure modes ---------------------------------------------------------------------------------

@@ -45,6 +45,7 @@ FAST = [
     "measure.warmup_iters=2",
     "measure.stable_tol=0.5",
     "workload.nproc=1",  # one rank, started directly: the ranks are not what these tests are about
+    "history=false",  # sweeps of one output root in the order they ran, each walked as if alone
     LIGHT_PROXY,
 ]
 

@@ -100,4 +100,75 @@ def test_a_worker_oom_killed_in_the_trials_cgroup_is_host_oom_whatever_its_paren
     best = read_tsv(sweep_dir(tmp_path, "capped") / "best_by_case.tsv")
     assert [r["cgroup_peak_mb"] for r in best] == [fits["cgroup_peak_mb"]]
     assert f"cgroup={round(float(fits['cgroup_peak_mb']))}/{CAP_MB} MiB" in out  # the capped figure on the console
-    assert "rss(sum)=" in out and "mem=" not in out  # and the process trees' summed RSS named as such
+    assert float(fits["max_mem0"]) == round(float(fits["cgroup_peak_mb"]))  # one rank: its memory is the cgroup's
+    assert "rss(sum)=" not in out and "mem=" not in out  # shown once, as the cap counts it
+
+
+# A trainer whose workers share its pages: the parent fills a 200 MiB buffer, then forks 3 workers that only read it
+# (as forked env workers and DataLoader workers do). Each process's RSS counts the buffer: their sum is four times
+# it, while the kernel holds (and a cgroup charges) it once. The parent prints the RSS sum it sees beside its progress.
+SHARING = textwrap.dedent(
+    """
+    import os, sys, time
+    envs, buf = int(sys.argv[1]), bytearray(200 << 20)
+    buf[::4096] = b"\\x01" * len(range(0, len(buf), 4096))  # every page written: 200 MiB resident
+    workers = []
+    for _ in range(3):
+        if (pid := os.fork()) == 0:
+            while True:
+                sum(buf[::4096])  # read, never written: the pages stay shared
+                time.sleep(0.05)
+        workers.append(pid)
+
+    def rss_mb(pid):
+        with open(f"/proc/{pid}/status") as fh:
+            return next(int(line.split()[1]) for line in fh if line.startswith("VmRSS:")) / 1024
+
+    for i in range(1, 10**6):
+        if i % 10 == 1:
+            print(f"rss_sum_mb {sum(rss_mb(p) for p in (os.getpid(), *workers)):.0f}", flush=True)
+        print(f"iter {i} samples {i * envs}", flush=True)
+        time.sleep(0.05)
+    """
+)
+
+
+@pytest.mark.parametrize("capped", [True, False], ids=["cgroup", "no-cap"])
+def test_memory_shared_between_a_trainers_processes_counts_once(
+    tmp_path: Path, memory_cgroups: None, capped: bool
+) -> None:
+    """Under a capped cgroup the recorded max_mem0 is the cgroup's own peak; without a cap it is the process tree's
+    PSS. Either way the buffer the four processes share counts once: far below their RSS summed."""
+    trainer = tmp_path / "sharing.py"
+    trainer.write_text(SHARING)
+    name = "shared" if capped else "uncapped"
+    out = finish(
+        search(
+            tmp_path,
+            f"case={FIRST}",
+            "profile=[default]",
+            "ladder.rungs=[8]",
+            "workload.kind=command",
+            f'workload.command=["{sys.executable}","{trainer}","{{num_envs}}"]',
+            *([f"workload.host_mem_limit_gb={1536 / 1024}"] if capped else []),
+            "measure.window_s=2",
+            "measure.warmup_iters=2",
+            "measure.stable_tol=0.5",
+            f"sweep={name}",
+        )
+    )
+    (row,) = read_tsv(sweep_dir(tmp_path, name) / "trials.tsv")
+    log = (sweep_dir(tmp_path, name) / row["trial_dir"] / "stdout.log").read_text()
+    rss_sum = max(float(line.split()[1]) for line in log.splitlines() if line.startswith("rss_sum_mb"))
+    recorded = float(row["max_mem0"])
+    assert row["status"] == "ok", out
+    assert rss_sum > 4 * 200  # four processes, each with the buffer resident
+    if capped:
+        peak = float(row["cgroup_peak_mb"])
+        assert recorded == round(peak) and "cgroup=" in out and "pss=" not in out
+        sampled = float(row["pss_max0"])  # the sampler's own figure of the tree, kept beside it
+        assert abs(sampled - peak) < 0.25 * peak  # the tree's PSS and the cgroup's charge agree
+    else:
+        assert "cgroup_peak_mb" not in row or not row.get("cgroup_limit_mb")
+        assert "pss=" in out and "pss_max0" not in row
+    assert 200 < recorded < 0.5 * rss_sum  # the shared buffer once, not four times

@@ -109,3 +109,37 @@ def test_the_real_outputs_hold_the_decoration_the_evidence_skips(tmp_path: Path)
     hydra_out, _ = run(tmp_path, "hydra", "env.num_envz=128")
     assert tyro_out.strip().splitlines()[-1].startswith("╰")
     assert hydra_out.strip().splitlines()[-1].startswith("Set the environment variable HYDRA_FULL_ERROR=1")
+
+
+# brax's shape: its training module warns (a call spread over lines: Python prints the warning, then the call's first
+# line, `warnings.warn(`), then an `assert` with no message rejects the rung
+BRAX_LIKE = (
+    "import warnings\n"
+    "\n"
+    "\n"
+    "def train(num_envs, device_count=3):\n"
+    "    warnings.warn(\n"
+    "        'backend is deprecated, use the pipeline of its own'\n"
+    "    )\n"
+    "    assert num_envs % device_count == 0\n"
+)
+
+
+def test_a_bare_assertion_after_a_warning_names_the_line_that_failed(tmp_path: Path) -> None:
+    module = tmp_path / "brax" / "training" / "agents" / "ppo" / "train.py"
+    module.parent.mkdir(parents=True)
+    module.write_text(BRAX_LIKE)
+    (tmp_path / "run.py").write_text(
+        "import sys\n"
+        "from brax.training.agents.ppo import train\n"
+        "print('step 0 reward 0.0', flush=True)\n"
+        "train.train(int(sys.argv[1]))\n"
+    )
+    done = subprocess.run([sys.executable, "run.py", "64"], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    output = done.stdout + done.stderr
+    lines = [line.strip() for line in output.splitlines()]
+    assert lines[lines.index("Traceback (most recent call last):") - 1] == "warnings.warn("  # the trap is real
+    assert lines[-1] == "AssertionError"
+    verdict = classify_text(output, done.returncode)
+    assert (verdict.status, verdict.reason) == (Status.ERROR, Reason.ERROR)
+    assert verdict.evidence == "AssertionError (raised at ppo/train.py:8: assert num_envs % device_count == 0)"

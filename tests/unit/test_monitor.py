@@ -115,11 +115,14 @@ def test_no_driver_is_one_log_line_and_zero_gpus(caplog: pytest.LogCaptureFixtur
 
 def test_write_samples_keeps_every_field(tmp_path: Path) -> None:
     samples = [Sample(1.25, 0, 97.0, 20000.0, Source.NVML, 18000.0, 41.5), Sample(1.25, 1, 130.0, 900.0, Source.HOST)]
+    samples += [Sample(1.35, 0, 97.0, 20000.0, energy_mj=4.2e9), Sample(1.35, 1, 97.0, 900.0, power_w=61.25)]
     write_samples(samples, tmp_path / "samples.csv")
     assert (tmp_path / "samples.csv").read_text().splitlines() == [
-        "t,index,util,mem_mb,source,proc_mem_mb,sm_util",
-        "1.250,0,97.0,20000.0,nvml,18000.0,41.5",
-        "1.250,1,130.0,900.0,host,,",
+        "t,index,util,mem_mb,source,proc_mem_mb,sm_util,energy_mj,power_w",
+        "1.250,0,97.0,20000.0,nvml,18000.0,41.5,,",
+        "1.250,1,130.0,900.0,host,,,,",
+        "1.350,0,97.0,20000.0,nvml,,,4200000000.0,",
+        "1.350,1,97.0,900.0,nvml,,,,61.2",
     ]
 
 

@@ -18,6 +18,7 @@ from ladder.workloads.progress import (
     JsonlProgress,
     MimicKitLogParser,
     compile_pattern,
+    numbered,
     parse_line,
     parser_for,
     read_all,
@@ -166,9 +167,9 @@ def test_sheeprl_preset_counts_policy_steps_at_episode_ends() -> None:
     """sheeprl prints `Rank-0: policy_step=N, reward_env_i=R` as each episode ends (two envs may end on one step);
     its Hydra config dump and warnings before them match nothing."""
     points = read_all(PROGRESS / "sheeprl_0.8.4_stdout.log", "regex", "sheeprl")
-    assert len(points) == 71 and [p.iter for p in points] == list(range(1, 72))
+    assert len(points) == 66 and [p.iter for p in points] == list(range(1, 67))  # 71 lines: 5 repeat a step's count
     samples = [p.samples for p in points]
-    assert samples[:3] == [88.0, 112.0, 128.0] and samples[-1] == 4064.0 and samples == sorted(samples)
+    assert samples[:3] == [88.0, 112.0, 128.0] and samples[-1] == 4064.0 and samples == sorted(set(samples))
     assert all(p.sps is None for p in points)  # a count, no printed rate
 
 
@@ -190,6 +191,31 @@ def test_regex_counts_a_line_every_rank_prints_once(tmp_path: Path) -> None:
     assert [(p.t, p.iter, p.samples) for p in points] == [(t0 + i, i, 200.0 * i) for i in range(1, 5)]
 
 
+def test_a_counter_printed_again_is_the_same_moment_not_a_new_point() -> None:
+    """CleanRL's `global_step=N` lines, read with the README's regex (no iter group): it prints one for every env
+    whose episode ended in a step, all with that step's count. Each count is one point; its iteration counts points."""
+    points = read_all(PROGRESS / "cleanrl_stdout.log", "regex", r"global_step=(?P<samples>\d+)")
+    samples = [p.samples for p in points]
+    assert len(points) == 278 and samples == sorted(set(samples))  # 286 lines, 8 of them a repeated count
+    assert [p.iter for p in points] == list(range(1, 279))
+
+
+@pytest.mark.parametrize(
+    ("kind", "pattern", "expected"),
+    [
+        ("regex", r"global_step=(?P<samples>\d+)", False),
+        ("regex", r"it (?P<iter>\d+) samples (?P<samples>\d+)", True),
+        ("regex", "tqdm", False),  # its bar counts env steps, not iterations
+        ("regex", "sb3", True),
+        ("jsonl", "", True),
+        ("mimickit_log", "", True),
+    ],
+    ids=["samples-only", "iter-group", "tqdm", "sb3", "jsonl", "mimickit"],
+)
+def test_a_reader_that_only_counts_lines_does_not_number_iterations(kind: str, pattern: str, expected: bool) -> None:
+    assert numbered(kind, pattern) is expected
+
+
 def test_records_that_arrive_together_are_spread_over_the_time_since_the_last(tmp_path: Path) -> None:
     path, reader = tmp_path / "stdout.log", reader_for("regex", tmp_path / "stdout.log", "cleanrl", 100)
     append(path, b"SPS: 10\n", 100.0)
@@ -205,8 +231,9 @@ def test_records_that_arrive_together_are_spread_over_the_time_since_the_last(tm
         ("csv", "", "unknown progress kind 'csv'"),
         ("regex", r"loss (?P<loss>\d+)", "has groups ['loss']"),
         ("regex", r"iter (?P<iter>\d+", "does not compile"),
+        ("regex", "rl_gams", "is no preset (did you mean 'rl_games'?)"),
     ],
-    ids=["unknown-kind", "unknown-group", "broken-regex"],
+    ids=["unknown-kind", "unknown-group", "broken-regex", "misspelt-preset"],
 )
 def test_bad_progress_settings_say_what_to_use(kind: str, pattern: str, problem: str) -> None:
     with pytest.raises(ConfigError) as err:

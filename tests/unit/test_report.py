@@ -91,7 +91,7 @@ def test_case_chart_has_one_line_per_profile_and_marks_failures_at_their_rung() 
     assert chart.best_sps == Series("best: default e64", (64.0,), (2178.0,))
     assert chart.best_mem == Series("best: default e64", (64.0,), (808.0,))
     assert chart.util_label == "CPU util: min over ranks of the mean (% of one core)"
-    assert chart.mem_label == "peak RSS, max over ranks (MiB)"
+    assert chart.mem_label == "peak PSS or cgroup, max over ranks (MiB)"
 
 
 def test_case_chart_on_a_gpu_names_the_card_and_draws_no_line_without_its_memory() -> None:
@@ -112,7 +112,7 @@ def test_trial_chart_puts_samples_and_steps_on_seconds_since_launch_with_the_pha
     assert chart.mem == (Series("rank 0", (2.0, 2.5), (200.0, 700.0)), Series("rank 1", (2.0, 2.5), (210.0, 710.0)))
     assert chart.step == Series("step time", (4.3, 6.5), (1.6, 2.2))
     assert (chart.warmup, chart.window, chart.end_s) == ((0.0, 10.5), (10.5, 18.5), None)
-    assert (chart.util_label, chart.mem_label) == ("CPU util per rank (% of one core)", "RSS per rank (MiB)")
+    assert (chart.util_label, chart.mem_label) == ("CPU util per rank (% of one core)", "PSS per rank (MiB)")
     assert (chart.card_mem_mb, chart.caption) == (None, "window done")  # RSS is not what the emulated card caps
 
 

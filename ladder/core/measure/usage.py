@@ -1,6 +1,7 @@
 """A trial's figures: its devices' usage (util per second as nvidia-smi dmon counts it, over the window; memory peaks
 over the whole trial; the trial's own GPU memory, SM util, host CPU and RSS), with its rate's figures over the window
-(`rates.rate_figures`); and whether a silent trainer still visibly works (`busy`).
+(`rates.rate_figures`) and its GPUs' energy (`energy.energy_figures`); and whether a silent trainer still visibly
+works (`busy`).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 
 from ladder.core.figkeys import AVG_SM_UTIL, AVG_UTIL, MAX_MEM, key
+from ladder.core.measure.energy import energy_figures
 from ladder.core.measure.noise import Noise
 from ladder.core.measure.rates import rate_figures
 from ladder.core.measure.tdist import t975
@@ -53,6 +55,8 @@ def figures(
         out.update(rate_figures(points, window, noise, z))
         out["window_start_s"] = round(window.start_t - launch_t, 2)
         out["gated"] = 1.0 if window.gated else 0.0
+        if source == Source.NVML:  # the joules over the span its rate was measured on: samples per joule
+            out.update(energy_figures(inside, out.get("window_s", window.end_t - window.start_t), out))
     return out
 
 

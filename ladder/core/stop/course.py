@@ -86,6 +86,7 @@ class Terms:
     early: warmup.Warmup | None = None  # the case's first-step gains: a cut before the window opens
     cadence_s: float = 0.0  # the window length cadence and settling are judged on
     per_iteration: bool = True  # each progress point is a whole iteration (`TrialSpec.progress_per_iteration`)
+    numbered: bool = True  # the trainer numbers its iterations (`progress.numbered`); else its lines are only counted
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ from dataclasses import replace
 
 from ladder.core.measure import usage
 from ladder.core.measure.cadence import stall_limit_s
+from ladder.core.measure.peak import is_cycle_unseen
 from ladder.core.measure.window import Plan, close_by
 from ladder.core.records import StopCause
 from ladder.core.stop.course import Course, Mark, Observation, Stage
@@ -20,10 +21,13 @@ def stalled(course: Course, obs: Observation) -> Course:
 
 
 def timed_out(course: Course, obs: Observation) -> Course:
-    """Past `trial_timeout_s`: a window held or extended stands as far as it got; a trainer within its budget
-    runs on (`overtime`); else it is out of time."""
+    """Past `trial_timeout_s`: a window held for a cycle its reader has not seen runs on within `budget_s`; a window
+    held or extended stands as far as it got; a trainer within its budget runs on (`overtime`); else it is out of
+    time."""
     if obs.elapsed_s <= course.terms.limits.trial_timeout_s:
         return course
+    if is_cycle_unseen(course.unsettled) and obs.elapsed_s <= course.terms.limits.budget_s:
+        return course.marked(Mark.OVERTIME)  # held for a cycle its reader cannot see: it may yet show, within budget
     if course.stage in (Stage.HELD, Stage.EXTENDED) and course.window is not None:  # the window it had stands
         return course.stopped(StopCause.WINDOW_DONE, window=replace(course.window, end_t=obs.points[-1].t))
     return within_budget(course, obs)

@@ -45,7 +45,8 @@ def closed(course: Course, obs: Observation) -> Course:
             course, window = futile(course, obs)
     if window is None:
         return course
-    unsettled = outlived_peak(obs.samples, obs.fresh, window, course.terms.cadence_s, course.terms.per_iteration)
+    terms = course.terms
+    unsettled = outlived_peak(obs.samples, obs.fresh, window, terms.cadence_s, terms.per_iteration, terms.numbered)
     if unsettled:  # it goes on, taking each new point, until its memory outlives its peak (or its budget ends)
         return replace(course, unsettled=unsettled, stage=Stage.HELD).marked(Mark.HELD)
     course = replace(course, unsettled="")

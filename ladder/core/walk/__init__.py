@@ -3,7 +3,7 @@ so far. Pure. Its rules, with their reasons, are in docs/searching.md ("The walk
 
 from ladder.core.walk.attempt import Attempt, attempts
 from ladder.core.walk.case import next_trial
-from ladder.core.walk.decision import Decision, Outcome, Standing, Step
+from ladder.core.walk.decision import Decision, Outcome, Seed, Standing, Step
 from ladder.core.walk.descent import insurance
 from ladder.core.walk.facts import FITS, MAX_RETRIES, STEP_DOWN
 from ladder.core.walk.gain import rising
@@ -19,6 +19,7 @@ __all__ = [
     "Decision",
     "MemoryLine",
     "Outcome",
+    "Seed",
     "Standing",
     "Step",
     "Strategy",

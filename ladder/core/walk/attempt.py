@@ -34,7 +34,7 @@ def attempts(records: Sequence[TrialRecord], objective: str) -> list[Attempt]:
     return [
         _attempt(r, objective)
         for r in pick.median_repeats(records, objective)
-        if r.phase is Phase.PROBE or r.status is not Status.OK
+        if r.phase is Phase.PROBE or (r.phase is Phase.CONFIRM and r.status is not Status.OK)
     ]
 
 

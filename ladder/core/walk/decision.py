@@ -28,6 +28,7 @@ class Step(Word):
     AGAIN = "again"  # the same rung once more: its failure was weak evidence
     RECHECK = "recheck"  # the pick once more: its figure was unstable (a second window before it counts)
     CONFIRM = "confirm"  # the pick, run for confirm_s
+    PLACEMENT = "placement"  # the pick's profile as one-device jobs side by side (`placement=measure`)
     BOTTOM = "bottom"  # the lowest rung, after failures that named no memory: does num_envs matter at all?
 
 

@@ -71,6 +71,12 @@ def floor(mine: list[Attempt]) -> int | None:
     return max(fits) if fits else None
 
 
+def ran(mine: list[Attempt]) -> bool:
+    """Some rung of the profile ran (fitted or diverged): a seed stands only before one did (a failure copied from an
+    earlier sweep, reused or carried from a larger card, leaves it standing)."""
+    return any(a.status in FITS or a.status is Status.DIVERGED for a in mine)
+
+
 def left(rungs: Sequence[int], mine: list[Attempt]) -> list[int]:
     """Rungs not yet settled, highest first: above the floor and below the ceiling."""
     low, high = floor(mine), ceiling(mine)

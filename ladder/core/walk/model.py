@@ -1,6 +1,7 @@
-"""The model strategy (`strategy=model`, the default): later profiles seeded at an earlier pick, jumps along a
-profile's memory line, rungs the line puts over the card or that perfect scaling keeps below the case's best
-skipped, and (with `descend`) the descent below the largest fit."""
+"""The model strategy (`strategy=model`, the default): a profile seeded at its prior (the rung memory history
+predicts for this card) or, for a later profile, at an earlier pick; jumps along a profile's memory line, rungs the
+line puts over the card or that perfect scaling keeps below the case's best skipped, and (with `descend`) the descent
+below the largest fit."""
 
 from __future__ import annotations
 
@@ -21,7 +22,11 @@ class Model:
 
     descends = True
 
-    def seed(self, rungs: Sequence[int], picks: list[int], nothing_fits: bool, tuning: Tuning) -> Seed | None:
+    def seed(
+        self, rungs: Sequence[int], picks: list[int], nothing_fits: bool, tuning: Tuning, prior: Seed | None = None
+    ) -> Seed | None:
+        if prior is not None:  # the profile's own memory on other cards speaks for it before another profile's pick
+            return prior
         if picks:
             after = "the rung below, then the one above" if tuning.descend else "the rung above"
             return Seed(picks[0], f"seeded at {picks[0]} envs, an earlier profile's pick; {after} comes next")
@@ -33,7 +38,7 @@ class Model:
 
     def step(self, at: Between) -> Decision | None:
         profile, left, mine, tuning = at.profile, at.left, at.mine, at.tuning
-        if not mine and at.seed is not None and at.seed.rung in left:
+        if at.seed is not None and at.seed.rung in left and not facts.ran(mine):
             return Decision(profile, at.seed.rung, at.seed.why)
         line = self.line(mine)
         if line is not None:

@@ -1,5 +1,5 @@
-"""The plain strategy (`strategy=walk`): the highest rung left, one rung at a time; no seed, no memory line, no
-descent."""
+"""The plain strategy (`strategy=walk`): the highest rung left, one rung at a time; no seed (nor prior), no memory
+line, no descent."""
 
 from __future__ import annotations
 
@@ -17,8 +17,10 @@ class Plain:
 
     descends = False
 
-    def seed(self, rungs: Sequence[int], picks: list[int], nothing_fits: bool, tuning: Tuning) -> Seed | None:
-        return None
+    def seed(
+        self, rungs: Sequence[int], picks: list[int], nothing_fits: bool, tuning: Tuning, prior: Seed | None = None
+    ) -> Seed | None:
+        return None  # from the top, whatever history says
 
     def step(self, at: Between) -> Decision | None:
         return Decision(at.profile, at.left[0], "the highest rung left")

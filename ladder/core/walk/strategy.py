@@ -33,8 +33,11 @@ class Mover(Protocol):
 
     descends: bool  # with `Tuning.descend`, it measures below the largest fit
 
-    def seed(self, rungs: Sequence[int], picks: list[int], nothing_fits: bool, tuning: Tuning) -> Seed | None:
-        """Where a later profile starts, from the earlier profiles' picks (None: as if it were the first)."""
+    def seed(
+        self, rungs: Sequence[int], picks: list[int], nothing_fits: bool, tuning: Tuning, prior: Seed | None = None
+    ) -> Seed | None:
+        """Where a profile starts: its `prior` (the rung its memory history predicts for this card), or, for a later
+        profile, the earlier profiles' picks (None: from the top)."""
         ...
 
     def step(self, at: Between) -> Decision | None:

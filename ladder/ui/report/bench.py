@@ -1,7 +1,8 @@
 """The bench summary: what the manual routine wrote by hand after benching every case, made from a sweep's rows.
 
 Cases grouped by class with their configuration, `min_avg_util` and `max_mem0/max_mem1`; per-method averages; the
-quick decision table with the rows that fire and the cases behind each; failures with their reasons; the bench's
+quick decision table with the rows that fire and the cases behind each; the measured placements (one job per device
+against one job over all, where `placement=measure` ran); failures with their reasons; the bench's
 launches and time against the grid's launches. Pure: rows in, Markdown and chart points out.
 """
 
@@ -58,7 +59,7 @@ def is_bench(best: Sequence[Row]) -> bool:
 def summary_md(sweep: str, best: Sequence[Row], trials: Sequence[Row], grid_launches: int | None = None) -> str:
     """The bench summary as Markdown (`grid_launches`: every rung of every profile of every case, where known)."""
     lines = [f"# Bench summary: {sweep}", "", *_totals(best, trials, grid_launches), ""]
-    lines += _by_class(best) + _per_method(best) + _decisions(best) + _failures(best, trials)
+    lines += _by_class(best) + _per_method(best) + _decisions(best) + _placements(best) + _failures(best, trials)
     return "\n".join(lines) + "\n"
 
 
@@ -129,6 +130,27 @@ def _decisions(best: Sequence[Row]) -> list[str]:
     for cls, symptom, action in DECISION_TABLE:
         cases = sorted(r.get("case", "") for r in best if r.get("class") == cls)
         out.append(f"| {symptom} | {cls} | {action} | {', '.join(f'`{c}`' for c in cases) or '-'} |")
+    return [*out, ""]
+
+
+def _placements(best: Sequence[Row]) -> list[str]:
+    """The cases whose placement was measured (`placement=measure`), those where one job per device wins first, by how
+    much; none where no case measured it."""
+    measured = [r for r in best if r.get("placement")]
+    if not measured:
+        return []
+    out = ["## Placement, measured", "", "| case | winner | one job samples/s | per device samples/s | gain |"]
+    out.append("|---|---|---:|---:|---:|")
+    ranked = sorted(measured, key=lambda r: (r.get("placement") != "per_device", -(_num(r, "placement_gain") or 0)))
+    for r in ranked:
+        gain = _num(r, "placement_gain")
+        cells = [
+            r.get("case", ""),
+            r.get("placement", ""),
+            r.get("machine_sps_one_job", ""),
+            r.get("machine_sps_per_device", ""),
+        ]
+        out.append("| " + " | ".join([*cells, f"{gain:+.0%}" if gain is not None else ""]) + " |")
     return [*out, ""]
 
 

@@ -1,4 +1,4 @@
-"""Read a sweep folder, draw every chart, write report.md: the report's one effectful step."""
+"""Read a sweep folder, draw every chart, write report.md (and cards.tsv): the report's one effectful step."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 from ladder.core.caseclass import DEFAULT
 from ladder.core.paths import SweepPaths, TrialPaths
 from ladder.storage import studies, sweeps
-from ladder.ui.report import bench, charts, draw, page
+from ladder.ui.report import bench, cards, charts, draw, page
 from ladder.ui.report.charts import Row, TrialFiles
 
 log = logging.getLogger(__name__)
@@ -84,7 +84,9 @@ def write_report(sweep_dir: Path) -> Path:
         draw.draw_trial(chart, sweep_dir / PLOTS / charts.trial_plot_name(row))
     out = sweep_dir / "report.md"
     name = (best or trials)[0].get("sweep") or sweep_dir.name
-    out.write_text(page.summary_md(name, best, trials))
+    table, charted = cards.write_cards(sweep_dir)  # cards.tsv and the memory charts (an older sweep's too)
+    section = "\n".join(cards.cards_md(table, charted))
+    out.write_text(page.summary_md(name, best, trials) + (f"\n{section}\n" if section else ""))
     if bench.is_bench(best):
         write_bench(sweep_dir, name, best, trials)
     log.info("report: %s (%d case and %d trial plots)", out, len({r.get("case") for r in trials}), len(trials))

@@ -23,15 +23,43 @@ PLOTS = "plots"  # as the report's other charts
 
 
 def write_cards(
-    sweep_dir: Path, cards_gb: Sequence[float] = cards.DEFAULT_CARDS_GB, storage: Any = None
+    sweep_dir: Path, cards_gb: Sequence[float] | None = None, storage: Any = None
 ) -> tuple[Table, list[Path]]:
     """`cards.tsv` in `sweep_dir` (an older sweep's too) and its charts under plots/, for `python -m ladder.report`;
-    the table (its `lines` for the console) and the charts' paths. `storage`: the sweep's, where it is not the
-    journal in its folder; a folder with neither gets nothing."""
+    the table (its `lines` for the console) and the charts' paths. `cards_gb`: None for the cards the sweep
+    recorded. `storage`: the sweep's, where it is not the journal in its folder; a folder with neither gets
+    nothing."""
     if storage is None and not (sweep_dir / JOURNAL).is_file():
         return Table({}, {}, {}, [], []), []
     table = cards.for_sweep(sweep_dir, cards_gb, storage)
     return table, draw_cards(table, sweep_dir / PLOTS)
+
+
+MD_COLUMNS = {
+    "case": "case",
+    "profile": "profile",
+    "cap": "cap",
+    "card_gb": "card GB",
+    "num_envs": "largest fit",
+    "basis": "basis",
+}
+
+
+def cards_md(table: Table, plots: Sequence[Path]) -> list[str]:
+    """report.md's section: each card's largest fit (cards.tsv's rows), and the memory charts linked."""
+    if not table.rows:
+        return []
+    lead = "Each card's largest fit, its memory headroom (mem_headroom_frac) left free, and what it stands on"
+    lines = ["## Every card", "", f"{lead} ({cards.CARDS_TSV}).", ""]
+    lines += ["| " + " | ".join([*MD_COLUMNS.values(), "peak MiB (95%)", "reason"]) + " |"]
+    lines += ["|" + "---|" * (len(MD_COLUMNS) + 2)]
+    for row in table.rows:
+        peak = f"{row['peak_mb']} ({row['peak_lo_mb']}-{row['peak_hi_mb']})" if row.get("peak_mb") else ""
+        cells = [row.get(k, "") for k in MD_COLUMNS] + [peak, row.get("reason", "")]
+        lines.append("| " + " | ".join(c.replace("|", "/") for c in cells) + " |")
+    lines.append("")
+    lines += [f"![{p.stem}]({PLOTS}/{p.name})" for p in plots]
+    return lines
 
 
 def _pyplot() -> Any:

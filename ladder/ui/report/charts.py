@@ -108,16 +108,16 @@ def is_host(rows: Sequence[Row]) -> bool:
 
 
 def trial_labels(host: bool) -> tuple[str, str]:
-    """Axis labels for util and memory over time: CPU% and RSS per rank where there is no GPU, else NVML's."""
+    """Axis labels for util and memory over time: CPU% and PSS per rank where there is no GPU, else NVML's."""
     if host:
-        return "CPU util per rank (% of one core)", "RSS per rank (MiB)"
+        return "CPU util per rank (% of one core)", "PSS per rank (MiB)"
     return "GPU util (%)", "GPU memory used (MiB)"
 
 
 def case_labels(host: bool) -> tuple[str, str]:
     """Axis labels for the per-rung figures (trials.tsv's min_avg_util and the largest max_memN)."""
     if host:
-        return "CPU util: min over ranks of the mean (% of one core)", "peak RSS, max over ranks (MiB)"
+        return "CPU util: min over ranks of the mean (% of one core)", "peak PSS or cgroup, max over ranks (MiB)"
     return "GPU util: min over GPUs of the mean (%)", "peak GPU memory used, max over GPUs (MiB)"
 
 

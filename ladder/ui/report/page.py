@@ -21,6 +21,9 @@ from ladder.ui.report.charts import (
     trial_plot_name,
 )
 
+PER_JOULE = "samples_per_joule"
+NAMES = FIGURES | {PER_JOULE: "samples per joule"}  # the objectives by name
+INTERVALS = ("samples_per_s", PER_JOULE)  # figures compared by their 95% intervals (`_lo`, `_hi`), not by points
 BEST_TABLE = {
     "case": "case",
     "variant": "variant",
@@ -50,12 +53,24 @@ TRIAL_TABLE = {
 def summary_md(sweep: str, best: Sequence[Row], trials: Sequence[Row]) -> str:
     """The one-page report: the machine, the best row per case, then each case's chart and its trials."""
     lines = [f"# Sweep `{sweep}`", "", _machine_line(best, trials), "", _legend(trials), "", "## Best per case", ""]
-    lines += md_table(best, BEST_TABLE)
+    lines += md_table(best, with_energy(BEST_TABLE, best))
     for case in sorted({r.get("case", "") for r in trials}):
         lines += ["", f"## {case}", "", "**Why this pick.** " + why_pick(case, best, trials), ""]
+        lines += placement_lines(case, best)
         lines += [f"![{case}](plots/{case}.png)", ""]
-        lines += md_table([r for r in trials if r.get("case") == case], TRIAL_TABLE)
+        mine = [r for r in trials if r.get("case") == case]
+        lines += md_table(mine, with_energy(TRIAL_TABLE, mine))
     return "\n".join(lines) + "\n"
+
+
+def with_energy(columns: dict[str, str], rows: Sequence[Row]) -> dict[str, str]:
+    """A table's columns with samples per joule after samples/s where a row measured it (a GPU's window); as they
+    were elsewhere (on CPU no trial has an energy figure)."""
+    if not any(r.get(PER_JOULE) for r in rows):
+        return columns
+    at = list(columns).index("samples/s") + 1
+    items = list(columns.items())
+    return dict([*items[:at], ("samples/J", PER_JOULE), *items[at:]])
 
 
 def _legend(trials: Sequence[Row]) -> str:
@@ -70,8 +85,16 @@ def _legend(trials: Sequence[Row]) -> str:
     return (
         f"util %: {util}; peak mem MiB: {mem}{rss}; window from s: seconds from the launch to the window's opening. "
         "A blank is no measurement: a failed or cut trial has no samples/s, and a probe whose ranks died before "
-        "they were seen has no memory figure."
+        "they were seen has no memory figure." + _energy_legend(trials)
     )
+
+
+def _energy_legend(trials: Sequence[Row]) -> str:
+    if not any(r.get(PER_JOULE) for r in trials):
+        return ""
+    counter = all(r.get("energy_counter") == "1" for r in trials if r.get(PER_JOULE))
+    how = "NVML's energy counter" if counter else "NVML's energy counter, or its power readings integrated"
+    return f" samples/J: the window's samples over the joules its GPUs used ({how})."
 
 
 def _machine_line(best: Sequence[Row], trials: Sequence[Row]) -> str:
@@ -99,6 +122,7 @@ def why_pick(case: str, best: Sequence[Row], trials: Sequence[Row]) -> str:
     """A short paragraph: the pick and its figures, what happened above it, how the other profiles compare on the
     objective the pick maximised (the best row's `objective`; a file written before that column: the default)."""
     rows = [r for r in trials if r.get("case") == case and r.get("status") != "interrupted"]
+    rows = [r for r in rows if r.get("phase") != "placement"]  # one-device jobs: their own line (`placement_lines`)
     pick = next((r for r in best if r.get("case") == case and r.get("status") == "ok"), None)
     if pick is None:
         tried = ", ".join(f"{r.get('variant')} {_name(r)} {_outcome(r)}" for r in rows) or "no trial ran"
@@ -113,7 +137,7 @@ def why_pick(case: str, best: Sequence[Row], trials: Sequence[Row]) -> str:
         for key, name in FIGURES.items()
         if (v := num(pick, key)) is not None and all((num(r, key) or 0) <= v for r in whole)
     ]
-    text = f"{profile} {_name(pick)}: {_figures(pick)}; picked on {FIGURES.get(objective, objective)}"
+    text = f"{profile} {_name(pick)}: {_figures(pick)}; picked on {NAMES.get(objective, objective)}"
     text += f", the highest {' and the highest '.join(leads)} measured." if leads else "."
     above = sorted(
         (r for r in rows if r.get("variant") == profile and int(r["num_envs"]) > rung),
@@ -130,6 +154,15 @@ def why_pick(case: str, best: Sequence[Row], trials: Sequence[Row]) -> str:
     if tie := pick.get("tie"):  # why a pick that is not the top figure won: the others were within the noise
         text += f" {tie[0].upper()}{tie[1:]}."
     return text + _unstable_words(pick)
+
+
+def placement_lines(case: str, best: Sequence[Row]) -> list[str]:
+    """The case's measured placement (`placement=measure`): the winner and its figures, one line; none where not
+    measured."""
+    row = next((r for r in best if r.get("case") == case and r.get("placement")), None)
+    if row is None:
+        return []
+    return [f"**Placement.** {row['placement']}: {row.get('placement_note', '')}.", ""]
 
 
 def _unstable_words(pick: Row) -> str:
@@ -171,7 +204,7 @@ def _figures(row: Row) -> str:
 def versus(row: Row, pick: Row, objective: str) -> str:
     """How `row` stands against the pick on the objective: samples/s by their 95% intervals (above or below only
     where the intervals do not meet), util by its figure; then the other figure, named as not the objective."""
-    words = [_against(row, pick, objective) + f" on the objective ({FIGURES.get(objective, objective)})"]
+    words = [_against(row, pick, objective) + f" on the objective ({NAMES.get(objective, objective)})"]
     words += [f"{_against(row, pick, key)} on {name}" for key, name in FIGURES.items() if key != objective]
     return "; ".join(w for w in words if not w.startswith("unknown"))
 
@@ -180,13 +213,13 @@ def _against(row: Row, pick: Row, key: str) -> str:
     value, theirs = num(row, key), num(pick, key)
     if value is None or theirs is None:
         return "unknown"
-    if key != "samples_per_s":
+    if key not in INTERVALS:
         return (
             "level with the pick"
             if value == theirs
             else f"{abs(value - theirs):.1f} points " + ("above the pick" if value > theirs else "below the pick")
         )
-    lo, hi, pick_lo, pick_hi = (num(r, k) for r in (row, pick) for k in ("samples_per_s_lo", "samples_per_s_hi"))
+    lo, hi, pick_lo, pick_hi = (num(r, k) for r in (row, pick) for k in (f"{key}_lo", f"{key}_hi"))
     if None in (lo, hi, pick_lo, pick_hi) or math.isinf(hi or 0) or math.isinf(pick_hi or 0):
         return "of unknown noise against the pick (no interval on one side or both)"
     assert lo is not None and hi is not None and pick_lo is not None and pick_hi is not None
