@@ -20,6 +20,7 @@ from pathlib import Path
 from optuna.storages import BaseStorage
 
 from ladder.core import figkeys
+from ladder.core.memory import similar
 from ladder.core.memory.model import PREALLOCATE, Model, Observation, fit
 from ladder.core.paths import CMD, ENV, PROGRESS, STDOUT, SweepPaths
 from ladder.core.pick import weak
@@ -148,7 +149,19 @@ def models(records: Iterable[TrialRecord], notes: NotesOf | None = None) -> dict
         for group, obs in observations(record, extra):
             found.setdefault(group, []).append(obs)
             jax[group] = jax.get(group, False) or extra.jax_preallocates
-    return {g: fit(obs, _jax_advice() if jax[g] else "") for g, obs in found.items()}
+    fitted = {g: fit(obs, _jax_advice() if jax[g] else "") for g, obs in found.items()}
+    return {g: _with_siblings(g, m, fitted) for g, m in fitted.items()}
+
+
+def _with_siblings(group: Group, model: Model, fitted: Mapping[Group, Model]) -> Model:
+    """A profile's model of one point, with the line of another profile of its case, cap and machine where that
+    line predicts the point (`similar.from_sibling`); else as fitted."""
+    siblings = {
+        g.profile: m
+        for g, m in fitted.items()
+        if g != group and (g.case, g.cap, g.machine) == (group.case, group.cap, group.machine)
+    }
+    return similar.from_sibling(model, siblings) or model if siblings else model
 
 
 def _jax_advice() -> str:

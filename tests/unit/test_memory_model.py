@@ -277,6 +277,22 @@ def test_models_group_by_machine_and_profile() -> None:
     assert sorted(len(m.observations) for m in found.values()) == [1, 2]
 
 
+def test_a_profile_of_one_point_takes_a_siblings_line_only_where_the_line_predicts_that_point() -> None:
+    """hiutil's walk, seeded at default's pick, leaves one fit: where default's line predicts its peak there, the
+    profile does not change memory and the line answers for it too, saying whose it is; where it does not (the
+    profile holds more per env), hiutil keeps its `too few points`."""
+    card = {"emulate_gpu_mem_gb": "0.6"}
+    default = [record(Status.OK, k, {"cap_mb": 614.0, "cap_used_mb": 100.0 + k}, **card) for k in (64, 128)]
+    same = replace(record(Status.OK, 64, {"cap_mb": 614.0, "cap_used_mb": 164.5}, **card), profile="hiutil")
+    found = {g.profile: m for g, m in history.models([*default, same]).items()}
+    assert found["hiutil"].lines == found["default"].lines and not found["hiutil"].unreliable
+    (a,) = cards.answers(found["hiutil"], LADDER, [0.3], 0.02)
+    assert (a.rung, a.basis) == (128, Basis.PREDICTED) and "default's line, which its 64 agrees with" in a.reason
+    more = replace(record(Status.OK, 64, {"cap_mb": 614.0, "cap_used_mb": 300.0}, **card), profile="hiutil")
+    found = {g.profile: m for g, m in history.models([*default, more]).items()}
+    assert found["hiutil"].unreliable.startswith("too few points")
+
+
 def test_a_jax_trainer_that_preallocates() -> None:
     assert history.jax_preallocates("python train_jax.py", {}, "")
     assert history.jax_preallocates("python train.py", {}, "INFO jax._src.xla_bridge: ...")

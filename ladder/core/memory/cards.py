@@ -106,6 +106,8 @@ def predict(model: Model, rungs: Sequence[int], gb: float, headroom: float) -> A
         why += f" (the interval reaches past the headroom: {rung} may be one rung too high)"
     elif over - model.peak(above)[1] <= limit:
         why += f" (the interval reaches under the headroom: {above} may fit too)"
+    if model.borrowed:
+        why += f"; {model.borrowed}"
     return Answer(gb, rung, Basis.PREDICTED, why, peak, half, device)
 
 

@@ -72,6 +72,7 @@ class Model:
     observations: tuple[Observation, ...]
     unreliable: str = ""
     advice: str = ""
+    borrowed: str = ""  # whose line it is where not its own (`similar.from_sibling`), said with each prediction
 
     def peak(self, knob: float) -> tuple[float, float, int]:
         """The predicted peak at `knob` of the device that holds most there, its interval's half-width, and that

@@ -146,3 +146,43 @@ def _why(target: CaseFacts, donor: CaseFacts, ratio: float) -> str:
             else ""
         )
     )
+
+
+def from_sibling(model: Model, siblings: Mapping[str, Model]) -> Model | None:
+    """A profile's model of one point from another profile of the same case, cap and machine (`siblings`: profile
+    -> its model): the first trusted sibling whose line predicts that point within its interval on every device (the
+    profile does not change memory, as `hiutil`'s learning settings need not), its lines with this profile's
+    observations. None where the model has lines already, holds no single fit, or no sibling's line agrees: a
+    profile that changes memory keeps its own `too few points`."""
+    if model.lines or model.advice:
+        return None
+    fits = [o for o in model.observations if o.fits and o.peaks_mb]
+    if len({o.knob for o in fits}) != 1:
+        return None
+    for name, other in sorted(siblings.items()):
+        if other.unreliable or not other.lines or not all(_agrees(other, o) for o in fits):
+            continue
+        borrowed = Model(
+            other.lines, model.observations, borrowed=f"{name}'s line, which its {fits[0].knob} agrees with"
+        )
+        if not _contradicted(borrowed):
+            return borrowed
+    return None
+
+
+def _agrees(model: Model, obs: Observation) -> bool:
+    """Every device's peak at the observation's rung within the model's interval there."""
+    by_device = {ln.device: ln for ln in model.lines}
+    return all(
+        d in by_device and abs(by_device[d].predict(obs.knob) - peak) <= by_device[d].half_width(obs.knob)
+        for d, peak in enumerate(obs.peaks_mb)
+    )
+
+
+def _contradicted(model: Model) -> bool:
+    """A failure of the profile's own that the borrowed line says would have fitted."""
+    for bound in model.bounds:
+        peak, half, _ = model.peak(bound.knob)
+        if peak + half < bound.cap_mb:
+            return True
+    return False
