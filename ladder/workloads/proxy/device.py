@@ -115,8 +115,9 @@ def cap_memory(mb: int, device: torch.device) -> int | None:
 
 def cap_used_mb(device: torch.device, base_kib: int) -> float:
     """Use of what the emulated cap limits, in MiB: the caching allocator's peak reservation on CUDA; on CPU the
-    data segment's growth since the cap was set, as of now (the caller keeps the maximum; transients inside an
-    iteration escape it, so it never overstates: a memory model built on it can skip no rung that fits)."""
+    data segment's growth since the cap was set, as of now (the caller keeps the maximum, read after each update
+    forward too: a reading at an iteration's end misses the update's activations, and a memory model built on it
+    predicted a rung to fit a card it did not)."""
     if device.type == "cuda":
         return torch.cuda.max_memory_reserved(device) / 2**20
     return (proc_status_kib("VmData") - base_kib) / 1024

@@ -17,7 +17,7 @@ from torch.distributed.elastic.multiprocessing.errors import record
 from ladder.core.errors import ConfigError
 from ladder.workloads.proxy.agent import METHODS, AgentSpec, load_agent
 from ladder.workloads.proxy.buffers import Dims
-from ladder.workloads.proxy.device import Comm, cap_memory, cap_used_mb, init_comm, peak_mem_mb, sync
+from ladder.workloads.proxy.device import Comm, cap_memory, init_comm, peak_mem_mb, sync
 from ladder.workloads.proxy.faults import FAULTS, check_fault, maybe_fault
 from ladder.workloads.proxy.trainer import Trainer
 
@@ -102,11 +102,12 @@ def iteration(trainer: Trainer, it: int, loop_start: float) -> dict[str, Any]:
     dev, started = trainer.comm.device, time.monotonic()
     trainer.rollout()
     sync(dev)
-    rolled, used = time.monotonic(), _cap_used(trainer)
+    rolled = time.monotonic()
+    trainer.note_cap_used()
     trainer.update()
     sync(dev)
     ended, world, n = time.monotonic(), trainer.comm.world_size, trainer.dims.num_envs
-    base, trainer.cap_used_mb = trainer.cap_base_kib, max(trainer.cap_used_mb, used, _cap_used(trainer))
+    trainer.note_cap_used()
     return {
         "t": time.time(),
         "iter": it,
@@ -116,15 +117,10 @@ def iteration(trainer: Trainer, it: int, loop_start: float) -> dict[str, Any]:
         "rollout_time_s": rolled - started,
         "update_time_s": ended - rolled,
         "peak_mem_mb": trainer.comm.gather(peak_mem_mb(dev)),
-        "cap_used_mb": None if base is None else trainer.comm.gather(trainer.cap_used_mb),
+        "cap_used_mb": None if trainer.cap_base_kib is None else trainer.comm.gather(trainer.cap_used_mb),
         "num_envs": n,
         "world_size": world,
     }
-
-
-def _cap_used(trainer: Trainer) -> float:
-    base = trainer.cap_base_kib
-    return 0.0 if base is None else cap_used_mb(trainer.comm.device, base)
 
 
 def should_stop(it: int, wall_s: float, args: argparse.Namespace, comm: Comm) -> bool:

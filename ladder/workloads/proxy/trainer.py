@@ -20,7 +20,7 @@ from ladder.workloads.proxy.buffers import (
     minibatches,
     mlp,
 )
-from ladder.workloads.proxy.device import Comm
+from ladder.workloads.proxy.device import Comm, cap_used_mb
 
 DEMO_ROWS = 4096  # rows of the fixed random "motion data" the discriminator learns to call real
 
@@ -31,7 +31,7 @@ class Trainer:
     def __init__(self, spec: AgentSpec, dims: Dims, comm: Comm, seed: int, cap_base_kib: int | None = None) -> None:
         self.spec, self.dims, self.comm, dev = spec, dims, comm, comm.device
         self.cap_base_kib = cap_base_kib  # the data segment when the emulated cap was set (None: no cap)
-        self.cap_used_mb = 0.0  # the most of the cap seen in use, at the end of a rollout or an update
+        self.cap_used_mb = 0.0  # the most of the cap seen in use: after a rollout, each update's forward, an update
         torch.manual_seed(seed + comm.rank)  # envs differ per rank ...
         self.env = VecEnv(dims, dev)  # biggest per-env allocations first: an over-cap rung fails here
         self.buf = Rollout.allocate(spec.steps_per_iter, dims, spec, dev)
@@ -104,9 +104,16 @@ class Trainer:
         size = self.spec.batch_sizes[role] * self.dims.num_envs
         for idx in minibatches(total, size, self.comm.device):
             self.optims[role].zero_grad()
-            loss_fn(idx).backward()
+            loss = loss_fn(idx)
+            self.note_cap_used()  # its activations held: the update's high point, which a later reading misses
+            loss.backward()
             self.comm.average_grads(list(self.nets[role].parameters()))
             self.optims[role].step()
+
+    def note_cap_used(self) -> None:
+        """Keep the most of the emulated cap in use so far (`cap_used_mb`); nothing without a cap."""
+        if self.cap_base_kib is not None:
+            self.cap_used_mb = max(self.cap_used_mb, cap_used_mb(self.comm.device, self.cap_base_kib))
 
     def _actor_loss(self, idx: Tensor) -> Tensor:
         obs, actions = self.buf.obs.flatten(0, 1)[idx], self.buf.actions.flatten(0, 1)[idx]
