@@ -29,7 +29,7 @@ import io
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timezone
 
-from ladder.core import figkeys
+from ladder.core import figkeys, placement
 from ladder.core.records import Status, TrialRecord
 
 SEED_HEAD = ("case", "method", "variant", "num_envs", "status", "min_avg_util")
@@ -65,14 +65,7 @@ BEST_TAIL = (  # knob: what num_envs holds the value of (the leading columns sta
     "cap_mb",
     "class",
     "action",
-    "placement",  # one_job, per_device or tie: the pick against one-device jobs side by side (placement=measure)
-    "placement_rung",
-    "machine_sps_one_job",
-    "machine_sps_per_device",
-    "machine_sps_per_device_lo",
-    "machine_sps_per_device_hi",
-    "placement_gain",
-    "placement_note",
+    *placement.COLUMNS,  # one_job, per_device or tie, and its figures: the pick against one-device jobs side by side
     "reason",
     "evidence",
     "gpu_name",

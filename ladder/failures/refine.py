@@ -115,7 +115,7 @@ def confident_fit(found: Verdict, figures: Mapping[str, float], seen: Seen, budg
         return Verdict(
             Status.OOM_OR_NCCL,
             Reason.MEMORY_RISING,
-            f"survived its budget (measure.trial_timeout_s={budget.trial_timeout_s:g} s), but {seen.unsettled}",
+            f"{_stood(seen, budget)}, but {seen.unsettled}",
             Confidence.LOW,
             "no whole cycle was measured: its memory may still reach its cap",
         )
@@ -128,6 +128,13 @@ def confident_fit(found: Verdict, figures: Mapping[str, float], seen: Seen, budg
             "a fit this near its cap is not a confident one (measure.cap_headroom_frac)",
         )
     return found
+
+
+def _stood(seen: Seen, budget: Budget) -> str:
+    """How far a survivor got: its window closed early (cut, as a probe that cannot matter), or its budget ran out."""
+    if seen.ran_s is not None and seen.ran_s < budget.trial_timeout_s:
+        return f"its window closed after {seen.ran_s:.0f} s"
+    return f"survived its budget (measure.trial_timeout_s={budget.trial_timeout_s:g} s)"
 
 
 def with_cgroup_oom(found: Verdict, seen: Seen) -> Verdict:

@@ -24,7 +24,7 @@ from ladder.core.memory import similar
 from ladder.core.memory.model import PREALLOCATE, Model, Observation, fit
 from ladder.core.paths import CMD, ENV, PROGRESS, STDOUT, SweepPaths
 from ladder.core.pick import weak
-from ladder.core.records import Reason, Status, TrialRecord
+from ladder.core.records import Phase, Reason, Status, TrialRecord
 from ladder.failures.patterns import is_memory
 from ladder.storage import reuse, studies, sweeps
 
@@ -91,8 +91,10 @@ def caps_of(record: TrialRecord) -> list[tuple[Group, float]]:
 def observations(record: TrialRecord, notes: Notes = Notes()) -> list[tuple[Group, Observation]]:
     """The trial as the models read it: a fit, with each device's peak, under every cap it ran under; a memory
     failure a bound under the cap its evidence names (a cgroup's OOM kill, else the emulated card, else the one
-    cap). Nothing for anything else: an error, a timeout, a weak verdict, a copy, a trial under no cap."""
-    if record.info.get("reused_from"):
+    cap). Nothing for anything else: an error, a timeout, a weak verdict, a copy, a trial under no cap, a
+    side-by-side job of the placement phase (one device of the trial's N: a shape of trial the sweep's own models,
+    and cards.tsv's rows, do not answer for)."""
+    if record.info.get("reused_from") or record.phase is Phase.PLACEMENT:
         return []
     label, found = reuse.origin(record), list(zip(groups(record), _caps(record), strict=True))
     if record.status in FITS:

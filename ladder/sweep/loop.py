@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import socket
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -184,7 +183,7 @@ def _run_one(
         return None
     ctx.shown.add(claim.number)
     ctx.view.trial_started(decision.profile, decision.rung)
-    started = _utc_now()
+    started = trials.utc_now()
     with studies.heartbeat(study, claim, s.heartbeat_s):
         beat = decision.beat if s.objective is Objective.SAMPLES_PER_S and phase is Phase.PROBE else None
         own, carried = _noise_windows(ctx, records)
@@ -209,7 +208,7 @@ def _run_one(
         result = dataclasses.replace(result, figures=result.figures | trials.ballast_figures(ctx, ballast_mb))
     if (s.measure.repeats > 1 or rates) and result.verdict.status is Status.OK:
         result = trials.with_repeats(result, rates, s.measure)
-    record = trials.record(s, decision, phase, result, info | _timing(started, result))
+    record = trials.record(s, decision, phase, result, info | trials.timing(started, result))
     studies.finish(study, claim, record, pick.objective_value(record, s.objective))
     return record
 
@@ -283,16 +282,3 @@ def case_outcome(every: list[TrialRecord], settings: Settings) -> outcome.CaseOu
 def walk_facts(records: list[TrialRecord], objective: str) -> list[walk.Attempt]:
     """The records as the walk sees them (`walk.attempts`)."""
     return walk.attempts(records, objective)
-
-
-def _timing(started: str, result: trial.Result) -> dict[str, str]:
-    return {
-        "started_at": started,
-        "finished_at": _utc_now(),
-        "duration_s": str(result.duration_s),
-        "host": socket.gethostname(),
-    }
-
-
-def _utc_now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")

@@ -13,11 +13,9 @@ import contextlib
 import dataclasses
 import logging
 import os
-import socket
 import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime, timezone
 
 from ladder.core import outcome, pick, walk
 from ladder.core import placement as answer
@@ -214,7 +212,7 @@ def _one(
     """One twin's trial (its thread): it stops as soon as `stop` is set, and sets it where it failed itself."""
     mine = {d: mb for d, mb in ballast_mb.items() if d in t.share.devices}
     sampler = trials.sampler_factory(t.run.machine, t.share, t.request.trial_id, mine)
-    t.started = _utc_now()
+    t.started = trials.utc_now()
     try:
         t.result = trial.run(t.request, sampler, _ticker(ctx, i, stop))
         if t.result.verdict.status is not Status.OK:
@@ -246,7 +244,7 @@ def _record(ctx: Run, decision: walk.Decision, twins: list[Twin]) -> None:
     for t in twins:
         if t.result is None or t.claim is None:
             continue
-        result, info = t.result, t.info | _timing(t.started, t.result)
+        result, info = t.result, t.info | trials.timing(t.started, t.result)
         if failed is not None and t is not failed and result.verdict.status is Status.INTERRUPTED:
             assert failed.claim is not None and failed.result is not None
             said = f"stopped: its twin, trial {failed.claim.number}, ended {failed.result.verdict.status}"
@@ -256,16 +254,3 @@ def _record(ctx: Run, decision: walk.Decision, twins: list[Twin]) -> None:
         studies.finish(study, t.claim, record, pick.objective_value(record, s.objective))
         ctx.view.trial_finished(record)
     tsv.write_trials(ctx.paths.trials_tsv, lambda: studies.sweep_records(study.storage, ctx.paths.sweep))
-
-
-def _timing(started: str, result: trial.Result) -> dict[str, str]:
-    return {
-        "started_at": started,
-        "finished_at": _utc_now(),
-        "duration_s": str(result.duration_s),
-        "host": socket.gethostname(),
-    }
-
-
-def _utc_now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")

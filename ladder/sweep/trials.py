@@ -6,7 +6,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import socket
 from collections.abc import Callable, Iterator, Mapping
+from datetime import datetime, timezone
 from pathlib import Path
 
 from ladder.core import ballast, walk
@@ -174,3 +176,17 @@ def record(
         figures=result.figures,
         info={**info, **extra} | ({"basis": result.verdict.basis} if result.verdict.basis else {}),
     )
+
+
+def timing(started: str, result: trial.Result) -> dict[str, str]:
+    """What a trial's record says of when and where it ran (`started`: `utc_now()` at its launch)."""
+    return {
+        "started_at": started,
+        "finished_at": utc_now(),
+        "duration_s": str(result.duration_s),
+        "host": socket.gethostname(),
+    }
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")

@@ -143,3 +143,14 @@ def test_a_survivor_whose_cycle_was_unseen_ran_its_budget_and_is_a_fit_of_low_co
     seen_near = replace(seen, card_mb=100.0)
     near = refine.verdict(ending, seen_near, {"samples_per_s": 1e4, "max_mem0": 99.5}, conf(budget_s=540.0))
     assert (near.status, near.reason) == (Status.OOM_OR_NCCL, Reason.NEAR_CAP)
+
+
+def test_a_probe_cut_early_while_its_memory_rose_says_when_its_window_closed_not_that_its_budget_ran_out() -> None:
+    ending = Ending(0, "", stopped_by=StopCause.WINDOW_DONE)
+    rising = "its memory was still rising in the last 6.1 s of the window"
+    cut = refine.Seen(stopped_by=StopCause.WINDOW_DONE, points=20, window_points=8, unsettled=rising, ran_s=9.8)
+    verdict = refine.verdict(ending, cut, {"samples_per_s": 1e4}, conf(trial_timeout_s=180.0))
+    assert (verdict.status, verdict.reason) == (Status.OOM_OR_NCCL, Reason.MEMORY_RISING)
+    assert verdict.evidence.startswith("its window closed after 10 s, but its memory was still rising")
+    late = replace(cut, ran_s=181.0)
+    assert refine.verdict(ending, late, {}, conf(trial_timeout_s=180.0)).evidence.startswith("survived its budget")

@@ -266,6 +266,8 @@ def test_what_is_no_observation() -> None:
     assert only(weak) is None
     copy = record(Status.OK, 64, {"cap_mb": 614.0, "cap_used_mb": 487.5}, reused_from="t#1", **card)
     assert only(copy) is None
+    twin = replace(record(Status.OK, 64, {"cap_mb": 614.0, "cap_used_mb": 487.5}, **card), phase=Phase.PLACEMENT)
+    assert only(twin) is None
 
 
 def test_models_group_by_machine_and_profile() -> None:

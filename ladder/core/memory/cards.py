@@ -104,7 +104,7 @@ def predict(model: Model, rungs: Sequence[int], gb: float, headroom: float) -> A
     why = f"{rung} predicted at {peak:.0f} ± {half:.0f} MiB of {limit:.0f} allowed; {above} at {over:.0f}"
     if peak + half > limit:
         why += f" (the interval reaches past the headroom: {rung} may be one rung too high)"
-    elif over - model.peak(above)[1] <= limit:
+    if over - model.peak(above)[1] <= limit:
         why += f" (the interval reaches under the headroom: {above} may fit too)"
     if model.borrowed:
         why += f"; {model.borrowed}"
