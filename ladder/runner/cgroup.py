@@ -42,6 +42,7 @@ class Usage:
     peak_bytes: int
     oom_kills: int
     limit_bytes: int | None = None  # the cap; None when the cgroup has none
+    file_bytes: int = 0  # page cache charged to it as the trial ended: reclaimable, never what runs it out of memory
 
 
 @dataclass(frozen=True)
@@ -93,6 +94,15 @@ class MemCgroup:
             return None
         return value if value < UNLIMITED_V1 else None
 
+    def file_bytes(self) -> int:
+        """The page cache charged to the cgroup now (`memory.stat`: `file` in v2, `cache` in v1); 0 where unread."""
+        key = "file" if self.layout.version == 2 else "cache"
+        try:
+            lines = (self.path / "memory.stat").read_text().splitlines()
+        except OSError:
+            return 0
+        return next((int(line.split()[1]) for line in lines if line.split()[:1] == [key]), 0)
+
     def oom_kills(self) -> int:
         try:
             lines = (self.path / self.layout.events).read_text().splitlines()
@@ -102,7 +112,7 @@ class MemCgroup:
 
     def usage(self) -> Usage:
         """Read before `remove`: the figures go with the cgroup."""
-        return Usage(self.peak_bytes(), self.oom_kills(), self.limit_bytes())
+        return Usage(self.peak_bytes(), self.oom_kills(), self.limit_bytes(), self.file_bytes())
 
     def kill_all(self) -> None:
         """SIGKILL every process in the group (v2 has one file for it; v1 is killed pid by pid)."""

@@ -307,11 +307,13 @@ def cap_figures(progress_file: Path) -> dict[str, float]:
 
 def cgroup_figures(usage: Usage | None) -> dict[str, float]:
     """The memory a host cap limits: the cgroup's peak (every process of the trial together, page cache included),
-    and the cap itself where one was set (`workload.host_mem_limit_gb`)."""
+    the page cache still charged at the end (`cgroup_file_mb`), and the cap itself where one was set
+    (`workload.host_mem_limit_gb`)."""
     if usage is None or not usage.peak_bytes:
         return {}
     limit = {"cgroup_limit_mb": round(usage.limit_bytes / MIB, 1)} if usage.limit_bytes else {}
-    return {"cgroup_peak_mb": round(usage.peak_bytes / MIB, 1)} | limit
+    cache = {"cgroup_file_mb": round(usage.file_bytes / MIB, 1)} if usage.file_bytes else {}
+    return {"cgroup_peak_mb": round(usage.peak_bytes / MIB, 1)} | limit | cache
 
 
 def _reader(progress: Follow) -> str:

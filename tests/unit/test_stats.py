@@ -383,11 +383,14 @@ def test_memory_still_rising_at_the_windows_end_is_no_fit() -> None:
     [
         ({"cgroup_peak_mb": 512.0, "cgroup_limit_mb": 512.0}, None, "512/512 MiB of its memory cgroup (100%"),
         ({"cgroup_peak_mb": 480.0, "cgroup_limit_mb": 512.0}, None, ""),  # 94%: clear of it
+        # full, but of page cache it would reclaim first (a trainer that reads its libraries and writes its logs)
+        ({"cgroup_peak_mb": 512.0, "cgroup_limit_mb": 512.0, "cgroup_file_mb": 60.0}, None, ""),
+        ({"cgroup_peak_mb": 512.0, "cgroup_limit_mb": 512.0, "cgroup_file_mb": 4.0}, None, "508/512 MiB of its"),
         ({"cap_used_mb": 630.0, "cap_mb": 640.0}, None, "630/640 MiB of its emulated card (98%"),
         ({"max_mem0": 80000.0, "max_mem1": 20000.0}, 81559.0, "80000/81559 MiB of its GPU memory"),
         ({"max_mem0": 80000.0}, None, ""),  # on a CPU (no card): RSS is not the card
     ],
-    ids=["cgroup-full", "cgroup-clear", "emulated-card", "gpu", "host-rss"],
+    ids=["cgroup-full", "cgroup-clear", "cgroup-cache", "cgroup-little-cache", "emulated-card", "gpu", "host-rss"],
 )
 def test_a_peak_within_the_headroom_of_its_cap_is_named(figures: dict[str, float], card_mb: float | None, said: str):
     got = near_cap(figures, card_mb, headroom=0.02)

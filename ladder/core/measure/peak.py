@@ -107,10 +107,17 @@ def is_cycle_unseen(unsettled: str) -> bool:
 
 def near_cap(figures: Mapping[str, float], card_mb: float | None, headroom: float) -> str:
     """The cap a trial's memory peak came within `headroom` (a share) of, as a person reads it ("" when none did):
-    its memory cgroup (the peak of all its processes against `workload.host_mem_limit_gb`), the emulated card (what
-    the trainer's allocator held against its size) or, on a GPU, the card itself (`card_mb`, NVML's device memory)."""
+    its memory cgroup (the peak of all its processes against `workload.host_mem_limit_gb`, less the page cache still
+    charged at the end: a cgroup fills with cache up to its cap, and reclaims it rather than kill), the emulated card
+    (what the trainer's allocator held against its size) or, on a GPU, the card itself (`card_mb`, NVML's device
+    memory)."""
+    cgroup = figures.get("cgroup_peak_mb")
     caps = [
-        ("memory cgroup", figures.get("cgroup_peak_mb"), figures.get("cgroup_limit_mb")),
+        (
+            "memory cgroup",
+            None if cgroup is None else cgroup - figures.get("cgroup_file_mb", 0.0),
+            figures.get("cgroup_limit_mb"),
+        ),
         ("emulated card", figures.get("cap_used_mb"), figures.get("cap_mb")),
         ("GPU memory", max(values(figures, MAX_MEM), default=None), card_mb),
     ]
