@@ -8,7 +8,8 @@ other card swept twice from a copy of that output root, with history and with `h
 Prints per (case, profile, card) the predicted rung and its basis, each sweep's largest fit for the profile, the
 launches and the trial time with and without history, and the totals: how many cells the prediction got right (the
 issue's "Done when": at least 90%), and the launches with history as a share of those without.
-The built-in proxy on CPU under emulated cards (`workload.emulate_gpu_mem_gb`); `--root` keeps the sweeps.
+The built-in proxy under emulated cards (`workload.emulate_gpu_mem_gb`), on CPU unless `--device cuda`
+(`--set workload.emulate_by=ballast`: a ballast holds the rest of the GPU); `--root` keeps the sweeps.
 """
 
 from __future__ import annotations
@@ -144,10 +145,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--ladder", default=DEFAULT_LADDER, help="the rungs, highest first (default: the default ladder)")
     ap.add_argument("--profiles", default="default", help="the profiles, comma-separated")
     ap.add_argument("--root", type=Path, help="keep the sweeps here (default: a temporary folder, removed)")
+    ap.add_argument("--device", default="cpu", help="cpu, or cuda (scripts/gpu_check.sh: under the ballast)")
+    ap.add_argument("--set", action="append", default=[], help="one more override for every sweep (repeat it)")
     args = ap.parse_args(argv)
     cards_gb = [float(c) for c in args.cards.split(",")]
     common = [
-        "device=cpu",
+        f"device={args.device}",
         f"profile=[{args.profiles}]",
         f"ladder.rungs=[{args.ladder}]",
         f"measure.window_s={args.window_s:g}",
@@ -159,6 +162,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "workload.nproc=1",
         "case.agent.steps_per_iter=8",
         f"cards=[{','.join(f'{c:g}' for c in cards_gb)}]",
+        *args.set,
     ]
     where = args.root or Path(tempfile.mkdtemp(prefix="bench_cards_"))
     try:

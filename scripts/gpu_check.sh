@@ -15,7 +15,9 @@
 #   9. a third-party torch trainer (docs/recipes.md's Lightning recipe, where lightning is installed) under a
 #      ballast-held 2 GB card: its top rung runs out of memory in its own allocator, the rung below is measured,
 #      its figures net of the ballast (ballast_mb beside them);
-#  10. energy: the demo's best row (step 4) with its samples per joule, joules and mean power, and whether NVML's
+#  10. every card's answer (scripts/bench_cards.py) under the ballast: a sweep on a 2 GB card predicts 0.8 and
+#      4 GB, and sweeps there with and without history confirm it;
+#  11. energy: the demo's best row (step 4) with its samples per joule, joules and mean power, and whether NVML's
 #      energy counter or its power draw integrated gave them (energy_counter 1 or 0); rc 1 where an ok row has none.
 # Each step has its own time limit and the script goes on after a failed step; every log and sweep folder is
 # packed into OUT_DIR/runs.tgz, and OUT_DIR/check.log holds what each step printed last.
@@ -81,6 +83,11 @@ step ballast_demo 150 "$py" -m ladder.search case=amp_pi_plus device=cuda sweep=
 
 step ballast_vs_fraction 30 "$py" scripts/compare_walks.py "$work/out/case_gpu_bench_gpu_demo" \
     "$work/out/case_gpu_bench_gpu_ballast"
+
+# every card's answer under the ballast: swept on a 2 GB card, predicted for 0.8 and 4 GB, both swept with and
+# without history (the table's last lines: how many cells the prediction got right, the launches with history)
+step cards 300 "$py" scripts/bench_cards.py --case amp_pi_plus --cards 2,0.8,4 --device cuda \
+    --set workload.emulate_by=ballast --root "$work/cards"
 
 # samples per joule of the demo's pick: NVML's energy over its window (docs/outputs.md, Energy)
 step energy 30 "$py" -c 'import csv, sys
