@@ -28,6 +28,17 @@ SHORT_WINDOW = (
 # takes about half as long, and the rungs that fit or fail are the same (the rollout buffer is a small part of a rung's
 # memory). For the tests about the sweep, not about the proxy's own figures.
 LIGHT_PROXY = "case.agent.steps_per_iter=8"
+# A short window that stands on few steady points: for the tests about which rungs a sweep launches and what it
+# records, not about its figures.
+QUICK_WINDOW = [
+    "measure.window_s=3",
+    "measure.warmup_iters=2",
+    "measure.stable_tol=0.5",
+    "measure.min_window_iters=2",
+    "measure.extend_unstable=false",
+    "measure.stable_k=1",
+    "measure.warmup_timeout_s=150",
+]
 
 
 def live(procs: Iterable[psutil.Process]) -> list[psutil.Process]:

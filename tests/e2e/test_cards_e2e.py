@@ -14,18 +14,12 @@ import pytest
 from ladder.storage.tsv import read_tsv
 from ladder.sweep.cards import CARDS_TSV
 from ladder.ui.report.build import write_report
-from tests.helpers import DATA, LIGHT_PROXY, memory_cgroups, need_module
+from tests.helpers import DATA, LIGHT_PROXY, QUICK_WINDOW, memory_cgroups, need_module
 
 LADDER = "ladder.rungs=[2048,1024,512,256,128,64]"
 FAST = [
     "profile=[default]",
-    "measure.window_s=3",
-    "measure.warmup_iters=2",
-    "measure.stable_tol=0.5",
-    "measure.min_window_iters=2",
-    "measure.extend_unstable=false",
-    "measure.stable_k=1",
-    "measure.warmup_timeout_s=150",
+    *QUICK_WINDOW,
     "workload.nproc=1",
     LIGHT_PROXY,
 ]

@@ -14,18 +14,12 @@ from ladder.core.memory.cards import Basis
 from ladder.storage import history, studies
 from ladder.storage.tsv import read_tsv
 from ladder.sweep import cards
-from tests.helpers import LIGHT_PROXY, memory_cgroups
+from tests.helpers import LIGHT_PROXY, QUICK_WINDOW, memory_cgroups
 
 RUNGS = [512, 256, 128, 64]
 FAST = [
     "profile=[default]",
-    "measure.window_s=3",
-    "measure.warmup_iters=2",
-    "measure.stable_tol=0.5",
-    "measure.min_window_iters=2",
-    "measure.extend_unstable=false",
-    "measure.stable_k=1",
-    "measure.warmup_timeout_s=150",
+    *QUICK_WINDOW,
     "workload.nproc=1",
     "strategy=walk",
     f"ladder.rungs=[{','.join(map(str, RUNGS))}]",
