@@ -12,13 +12,13 @@
 #      memory model on CUDA figures, and the descent below the largest fit (with cut trials);
 #   8. the demo sweep with its card held by a ballast (workload.emulate_by=ballast) instead of torch's memory
 #      fraction, and the two sweeps' walks side by side (scripts/compare_walks.py: same statuses, same pick);
-#   9. a third-party torch trainer (docs/recipes.md's Lightning recipe, where lightning is installed) under a
-#      ballast-held 2 GB card: its top rung runs out of memory in its own allocator, the rung below is measured,
-#      its figures net of the ballast (ballast_mb beside them);
-#  10. every card's answer (scripts/bench_cards.py) under the ballast: a sweep on a 2 GB card predicts 0.8 and
+#   9. every card's answer (scripts/bench_cards.py) under the ballast: a sweep on a 2 GB card predicts 0.8 and
 #      4 GB, and sweeps there with and without history confirm it;
-#  11. energy: the demo's best row (step 4) with its samples per joule, joules and mean power, and whether NVML's
-#      energy counter or its power draw integrated gave them (energy_counter 1 or 0); rc 1 where an ok row has none.
+#  10. energy: the demo's best row (step 4) with its samples per joule, joules and mean power, and whether NVML's
+#      energy counter or its power draw integrated gave them (energy_counter 1 or 0); rc 1 where an ok row has none;
+#  11. a third-party torch trainer (docs/recipes.md's Lightning recipe, where lightning is installed) under a
+#      ballast-held 2 GB card: its top rung runs out of memory in its own allocator, the rung below is measured,
+#      its figures net of the ballast (ballast_mb beside them).
 # Each step has its own time limit and the script goes on after a failed step; every log and sweep folder is
 # packed into OUT_DIR/runs.tgz, and OUT_DIR/check.log holds what each step printed last.
 #
