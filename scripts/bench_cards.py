@@ -1,6 +1,7 @@
 """Every card's answer from one card's trials, measured: a case swept on one card (samples/s, so that it measures
 below its largest fit too: two points at least), its memory model's prediction for the other cards, then each
-other card swept twice from a copy of that output root, with history and with `history=false`.
+other card swept three times from a copy of that output root: with history, with `history=false` (the first
+card's failures still reused) and from the top (`history=false reuse=false`).
 
     python scripts/bench_cards.py --case amp_pi_plus --cards 2,0.8,4 --window-s 3
     python scripts/bench_cards.py --case amp_humanoid --cards 4,2,8
@@ -28,6 +29,7 @@ from ladder.storage.tsv import read_tsv
 from ladder.sweep import cards
 
 DEFAULT_LADDER = "4096,2048,1024,512,256,128,64"
+TOP = ["history=false", "reuse=false"]  # a walk from the top of the ladder, as before any sweep of the case
 
 
 @dataclass(frozen=True)
@@ -88,13 +90,14 @@ def bench_case(case: str, cards_gb: Sequence[float], common: Sequence[str], wher
     rows = []
     for gb in others:
         runs = {}
-        for mode, history in (("warm", "true"), ("cold", "false")):
+        # with history; without it (the first card's failures still reused); from the top (nothing reused)
+        for mode, extra in (("warm", ["history=true"]), ("cold", ["history=false"]), ("top", TOP)):
             root = where / case / f"{mode}_{gb:g}" / "train"
             shutil.copytree(base, root)  # each sweep sees the first card's trials only
-            runs[mode] = search(root, f"{mode}_{gb:g}", common, f"case={case}", f"{card}={gb}", f"history={history}")
+            runs[mode] = search(root, f"{mode}_{gb:g}", common, f"case={case}", f"{card}={gb}", *extra)
         for profile in sorted(runs["cold"].picks.keys() | runs["warm"].picks.keys() | runs["cold"].launches.keys()):
             rung, basis = guess.get((profile, gb), ("-", "no model"))
-            warm, cold = runs["warm"], runs["cold"]
+            warm, cold, top = runs["warm"], runs["cold"], runs["top"]
             rows.append(
                 {
                     "case": case,
@@ -106,6 +109,7 @@ def bench_case(case: str, cards_gb: Sequence[float], common: Sequence[str], wher
                     "pick_history": warm.picks.get(profile, "-"),
                     "launches": str(len(cold.launches.get(profile, []))),
                     "launches_history": str(len(warm.launches.get(profile, []))),
+                    "launches_top": str(len(top.launches.get(profile, []))),
                     "trial_s": f"{cold.trial_s.get(profile, 0):.0f}",
                     "trial_s_history": f"{warm.trial_s.get(profile, 0):.0f}",
                     "walk": " ".join(cold.launches.get(profile, [])),
@@ -124,6 +128,7 @@ def show(rows: Sequence[dict[str, str]]) -> str:
     same = sum(1 for r in rows if r["pick"] == r["pick_history"])
     cold = sum(int(r["launches"]) for r in rows)
     warm = sum(int(r["launches_history"]) for r in rows)
+    top = sum(int(r["launches_top"]) for r in rows)
     cold_s = sum(float(r["trial_s"]) for r in rows)
     warm_s = sum(float(r["trial_s_history"]) for r in rows)
     lines += [
@@ -132,6 +137,7 @@ def show(rows: Sequence[dict[str, str]]) -> str:
         f"the same pick with and without history: {same} of {len(rows)}",
         f"launches: {warm} with history, {cold} without ({warm / max(cold, 1):.0%}); "
         f"trial time {warm_s:.0f} s with, {cold_s:.0f} s without ({warm_s / max(cold_s, 1):.0%})",
+        f"launches from the top (history=false reuse=false): {top}; with history {warm / max(top, 1):.0%} of them",
         "(a walk: each launch's rung, ! where it failed)",
     ]
     return "\n".join(lines)
