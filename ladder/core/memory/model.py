@@ -142,14 +142,22 @@ def _untrusted(model: Model, fits: Sequence[Observation], n_knobs: int) -> str:
                 f"a step in memory: {knob} is {off:.0%} off the line on device {line.device} "
                 "(a buffer that grows in steps, or not linear in the knob)"
             )
-    for bound in model.bounds:
+    if (bound := contradicting(model)) is not None:
         peak, half, device = model.peak(bound.knob)
-        if peak + half < bound.cap_mb:
-            return (
-                f"a failure contradicts the line: {bound.knob} ran out of memory under {bound.cap_mb:.0f} MiB "
-                f"({bound.label or 'a trial'}), where the line predicts {peak:.0f} ± {half:.0f} MiB on device {device}"
-            )
+        return (
+            f"a failure contradicts the line: {bound.knob} ran out of memory under {bound.cap_mb:.0f} MiB "
+            f"({bound.label or 'a trial'}), where the line predicts {peak:.0f} ± {half:.0f} MiB on device {device}"
+        )
     return ""
+
+
+def contradicting(model: Model) -> Observation | None:
+    """A memory failure the model's lines say would have fitted: predicted, interval included, under its cap."""
+    for bound in model.bounds:
+        peak, half, _ = model.peak(bound.knob)
+        if peak + half < bound.cap_mb:
+            return bound
+    return None
 
 
 def _takes_the_card(obs: Sequence[Observation]) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ladder.core.memory.model import Line, Model, Observation, fit
+from ladder.core.memory.model import Line, Model, Observation, contradicting, fit
 
 FLOAT_MB = 4 / 2**20  # a float32 in MiB
 SAME_METHOD, SAME_NETS = 2.0, 1.0  # what a shared method and shared agent nets add to a likeness
@@ -165,7 +165,7 @@ def from_sibling(model: Model, siblings: Mapping[str, Model]) -> Model | None:
         borrowed = Model(
             other.lines, model.observations, borrowed=f"{name}'s line, which its {fits[0].knob} agrees with"
         )
-        if not _contradicted(borrowed):
+        if contradicting(borrowed) is None:
             return borrowed
     return None
 
@@ -177,12 +177,3 @@ def _agrees(model: Model, obs: Observation) -> bool:
         d in by_device and abs(by_device[d].predict(obs.knob) - peak) <= by_device[d].half_width(obs.knob)
         for d, peak in enumerate(obs.peaks_mb)
     )
-
-
-def _contradicted(model: Model) -> bool:
-    """A failure of the profile's own that the borrowed line says would have fitted."""
-    for bound in model.bounds:
-        peak, half, _ = model.peak(bound.knob)
-        if peak + half < bound.cap_mb:
-            return True
-    return False
